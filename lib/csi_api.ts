@@ -1,0 +1,143 @@
+/**
+ * The narrow seam between the attacher and a CSI driver: the Identity and Controller calls it
+ * makes, with messages in camelCase as `@grpc/proto-loader` gives them (`keepCase: false`).
+ *
+ * @module
+ */
+
+/** `csi.v1.VolumeCapability.AccessMode.Mode` names. */
+export type AccessModeName =
+  | "UNKNOWN"
+  | "SINGLE_NODE_WRITER"
+  | "SINGLE_NODE_READER_ONLY"
+  | "MULTI_NODE_READER_ONLY"
+  | "MULTI_NODE_SINGLE_WRITER"
+  | "MULTI_NODE_MULTI_WRITER"
+  | "SINGLE_NODE_SINGLE_WRITER"
+  | "SINGLE_NODE_MULTI_WRITER";
+
+/** `csi.v1.VolumeCapability`: exactly one of `block` or `mount`. */
+export interface VolumeCapability {
+  block?: Record<string, never>;
+  mount?: { fsType: string; mountFlags: string[]; volumeMountGroup?: string };
+  accessMode: { mode: AccessModeName };
+}
+
+/** `csi.v1.ControllerPublishVolumeRequest`. */
+export interface ControllerPublishVolumeRequest {
+  volumeId: string;
+  nodeId: string;
+  volumeCapability: VolumeCapability;
+  readonly: boolean;
+  /** Marked `csi_secret` in the spec: never logged. */
+  secrets: Record<string, string>;
+  volumeContext: Record<string, string>;
+}
+
+/** `csi.v1.ControllerUnpublishVolumeRequest`. */
+export interface ControllerUnpublishVolumeRequest {
+  volumeId: string;
+  nodeId: string;
+  /** Marked `csi_secret` in the spec: never logged. */
+  secrets: Record<string, string>;
+}
+
+/** One entry of `csi.v1.ListVolumesResponse`. */
+export interface ListedVolume {
+  volumeId: string;
+  publishedNodeIds: string[];
+}
+
+/** Per-call options. */
+export interface CallOptions {
+  /** Deadline of the call, in milliseconds from now. */
+  timeoutMs: number;
+  /** Extra metrics label `migrated` (CSI migration). */
+  migrated?: boolean;
+}
+
+/** The calls the attacher makes to a CSI driver. Every method rejects with {@link CsiError}. */
+export interface CsiClient {
+  probe(opts: CallOptions): Promise<{ ready?: boolean }>;
+  getPluginInfo(opts: CallOptions): Promise<{ name: string; vendorVersion: string }>;
+  /** Plugin capability service types, e.g. `CONTROLLER_SERVICE`. */
+  getPluginCapabilities(opts: CallOptions): Promise<Set<string>>;
+  /** Controller RPC types, e.g. `PUBLISH_UNPUBLISH_VOLUME`, `LIST_VOLUMES`. */
+  controllerGetCapabilities(opts: CallOptions): Promise<Set<string>>;
+  controllerPublishVolume(
+    req: ControllerPublishVolumeRequest,
+    opts: CallOptions,
+  ): Promise<{ publishContext: Record<string, string> }>;
+  controllerUnpublishVolume(req: ControllerUnpublishVolumeRequest, opts: CallOptions): Promise<void>;
+  listVolumes(
+    req: { maxEntries: number; startingToken: string },
+    opts: CallOptions,
+  ): Promise<{ entries: ListedVolume[]; nextToken: string }>;
+  close(): void;
+}
+
+/** gRPC status code names as Go's `codes.Code.String()` spells them, indexed by number. */
+export const GRPC_CODE_NAMES = [
+  "OK",
+  "Canceled",
+  "Unknown",
+  "InvalidArgument",
+  "DeadlineExceeded",
+  "NotFound",
+  "AlreadyExists",
+  "PermissionDenied",
+  "ResourceExhausted",
+  "FailedPrecondition",
+  "Aborted",
+  "OutOfRange",
+  "Unimplemented",
+  "Internal",
+  "Unavailable",
+  "DataLoss",
+  "Unauthenticated",
+] as const;
+
+/** The Go name of a gRPC status code (`Code(17)` for unknown numbers, as Go prints them). */
+export function grpcCodeName(code: number): string {
+  return GRPC_CODE_NAMES[code] ?? `Code(${code})`;
+}
+
+/**
+ * A failed CSI call. `message` reads as Go's `status.Error(...).Error()`:
+ * `rpc error: code = DeadlineExceeded desc = context deadline exceeded`, so texts saved in
+ * `attachError` match the Go attacher's. `code` is undefined when the failure was not a gRPC
+ * status (the metrics label is then `unknown-non-grpc`).
+ */
+export class CsiError extends Error {
+  readonly code: number | undefined;
+  readonly details: string;
+
+  constructor(code: number | undefined, details: string, options?: ErrorOptions) {
+    super(
+      code === undefined ? details : `rpc error: code = ${grpcCodeName(code)} desc = ${details}`,
+      options,
+    );
+    this.name = "CsiError";
+    this.code = code;
+    this.details = details;
+  }
+}
+
+/**
+ * Whether a failed ControllerPublish means the volume is for sure not attached.
+ * Sources: https://github.com/grpc/grpc/blob/master/doc/statuscodes.md and the CSI spec's error
+ * tables. The attacher retries every error anyway; this only classifies.
+ */
+export function isFinalError(err: unknown): boolean {
+  if (!(err instanceof CsiError) || err.code === undefined) return false; // not gRPC: unknown
+  switch (err.code) {
+    case 1: // Canceled: the call may still run on the driver
+    case 4: // DeadlineExceeded: gRPC timeout, the operation may be in progress
+    case 14: // Unavailable: the driver may have been mid-operation
+    case 8: // ResourceExhausted: may be retried later
+    case 10: // Aborted: CSI "operation pending for volume"
+      return false;
+    default:
+      return true;
+  }
+}

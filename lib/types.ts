@@ -1,0 +1,149 @@
+/**
+ * The Kubernetes objects the attacher reads and writes, as the raw JSON the API server sends.
+ *
+ * Objects are never passed through a generated serializer: a read-modify-write through one drops
+ * fields it does not know (PLATFORM.md §1.4), and list and watch would give different types for
+ * the same field. Timestamps stay RFC 3339 strings.
+ *
+ * @module
+ */
+
+/** `metadata` of any object; only the fields the attacher uses are named. */
+export interface ObjectMeta {
+  name: string;
+  namespace?: string;
+  uid?: string;
+  resourceVersion?: string;
+  generation?: number;
+  creationTimestamp?: string;
+  deletionTimestamp?: string;
+  deletionGracePeriodSeconds?: number;
+  finalizers?: string[] | null;
+  annotations?: Record<string, string> | null;
+  labels?: Record<string, string> | null;
+  managedFields?: unknown[];
+  [key: string]: unknown;
+}
+
+/** Any Kubernetes object. */
+export interface KubeObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata: ObjectMeta;
+}
+
+/** `storage.k8s.io/v1` VolumeError. */
+export interface VolumeError {
+  time?: string | null;
+  message?: string;
+  errorCode?: number;
+}
+
+/** A reference to a Secret. */
+export interface SecretReference {
+  name?: string;
+  namespace?: string;
+}
+
+/** `spec.csi` of a PersistentVolume. */
+export interface CsiPersistentVolumeSource {
+  driver: string;
+  volumeHandle: string;
+  readOnly?: boolean;
+  fsType?: string;
+  volumeAttributes?: Record<string, string> | null;
+  controllerPublishSecretRef?: SecretReference | null;
+  nodeStageSecretRef?: SecretReference | null;
+  nodePublishSecretRef?: SecretReference | null;
+  controllerExpandSecretRef?: SecretReference | null;
+  nodeExpandSecretRef?: SecretReference | null;
+}
+
+/** `spec.gcePersistentDisk` of an in-tree PersistentVolume (CSI migration). */
+export interface GcePersistentDiskVolumeSource {
+  pdName: string;
+  fsType?: string;
+  partition?: number;
+  readOnly?: boolean;
+}
+
+/** `spec` of a PersistentVolume (also the VA's `spec.source.inlineVolumeSpec`). */
+export interface PersistentVolumeSpec {
+  accessModes?: string[] | null;
+  capacity?: Record<string, string>;
+  csi?: CsiPersistentVolumeSource | null;
+  gcePersistentDisk?: GcePersistentDiskVolumeSource | null;
+  volumeMode?: string;
+  mountOptions?: string[] | null;
+  persistentVolumeReclaimPolicy?: string;
+  storageClassName?: string;
+  claimRef?: Record<string, unknown> | null;
+  [key: string]: unknown;
+}
+
+/** `v1` PersistentVolume. */
+export interface PersistentVolume extends KubeObject {
+  spec: PersistentVolumeSpec;
+  status?: { phase?: string; [key: string]: unknown };
+}
+
+/** `storage.k8s.io/v1` VolumeAttachment. */
+export interface VolumeAttachment extends KubeObject {
+  spec: {
+    attacher: string;
+    nodeName: string;
+    source: {
+      persistentVolumeName?: string | null;
+      inlineVolumeSpec?: PersistentVolumeSpec | null;
+    };
+  };
+  status?: {
+    attached: boolean;
+    attachmentMetadata?: Record<string, string> | null;
+    attachError?: VolumeError | null;
+    detachError?: VolumeError | null;
+  };
+}
+
+/** One driver entry of a CSINode. */
+export interface CsiNodeDriver {
+  name: string;
+  nodeID: string;
+  topologyKeys?: string[] | null;
+  allocatable?: { count?: number } | null;
+}
+
+/** `storage.k8s.io/v1` CSINode. */
+export interface CsiNode extends KubeObject {
+  spec: { drivers?: CsiNodeDriver[] | null };
+}
+
+/** `v1` Secret; `data` values are base64. */
+export interface Secret extends KubeObject {
+  type?: string;
+  data?: Record<string, string> | null;
+  stringData?: Record<string, string> | null;
+}
+
+/** `coordination.k8s.io/v1` Lease. Times are MicroTime strings (6 fraction digits). */
+export interface Lease extends KubeObject {
+  spec: {
+    holderIdentity?: string | null;
+    leaseDurationSeconds?: number | null;
+    acquireTime?: string | null;
+    renewTime?: string | null;
+    leaseTransitions?: number | null;
+  };
+}
+
+/** `v1` Status, the body of every API error. */
+export interface Status {
+  kind: "Status";
+  apiVersion: "v1";
+  metadata: Record<string, unknown>;
+  status: "Failure" | "Success";
+  message?: string;
+  reason?: string;
+  details?: { name?: string; group?: string; kind?: string; causes?: unknown[] };
+  code: number;
+}

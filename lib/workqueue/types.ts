@@ -1,0 +1,58 @@
+/**
+ * The workqueue contracts, after client-go's `util/workqueue`.
+ *
+ * Guarantees: a key is handed to at most one worker at a time; adding a key that is already
+ * waiting does nothing; a key added while it is being processed is processed again after `done`.
+ *
+ * @module
+ */
+
+/** The basic queue of keys. */
+export interface Queue {
+  /** Marks `key` as needing processing. */
+  add(key: string): void;
+  /**
+   * Waits for a key to process. Resolves `undefined` once the queue is shut down and drained.
+   * The caller MUST call {@link Queue.done} with the key when it is finished with it.
+   */
+  get(): Promise<string | undefined>;
+  /** Takes a key without waiting, or undefined when none is ready (tests drain with this). */
+  tryGet(): string | undefined;
+  /** Ends the processing of `key`; if it was added meanwhile it becomes ready again. */
+  done(key: string): void;
+  /** Keys waiting to be processed (informational only). */
+  len(): number;
+  /** Stops handing out keys; `get` resolves undefined once no key is ready. */
+  shutDown(): void;
+  /** Resolves once every key handed out has been `done` (after {@link Queue.shutDown}). */
+  drained(): Promise<void>;
+  shuttingDown(): boolean;
+}
+
+/** A queue that can add keys later. */
+export interface DelayingQueue extends Queue {
+  /** Adds `key` after `ms` milliseconds of the queue's clock. */
+  addAfter(key: string, ms: number): void;
+}
+
+/** Decides how long a key waits before its next retry. */
+export interface RateLimiter {
+  /** The delay before `key` is retried, counting this failure. */
+  when(key: string): number;
+  /** Forgets the failures of `key`. */
+  forget(key: string): void;
+  /** How many times `key` has failed since it was last forgotten. */
+  numRequeues(key: string): number;
+}
+
+/** A delaying queue with per-key backoff. */
+export interface RateLimitingQueue extends DelayingQueue {
+  /** Adds `key` after the delay the rate limiter gives it. */
+  addRateLimited(key: string): void;
+  /**
+   * Resets the backoff of `key`. This only clears the rate limiter: the caller still has to call
+   * `done`.
+   */
+  forget(key: string): void;
+  numRequeues(key: string): number;
+}
