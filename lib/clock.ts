@@ -85,7 +85,12 @@ export class FakeClock implements Clock {
   }
 
   setTimer(ms: number, fn: () => void): Timer {
-    const t: PendingTimer = { at: this.#now + Math.max(0, ms), seq: this.#seq++, fn, cancelled: false };
+    const t: PendingTimer = {
+      at: this.#now + Math.max(0, ms),
+      seq: this.#seq++,
+      fn,
+      cancelled: false,
+    };
     this.#timers.push(t);
     return { cancel: () => t.cancelled = true };
   }

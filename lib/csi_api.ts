@@ -68,7 +68,10 @@ export interface CsiClient {
     req: ControllerPublishVolumeRequest,
     opts: CallOptions,
   ): Promise<{ publishContext: Record<string, string> }>;
-  controllerUnpublishVolume(req: ControllerUnpublishVolumeRequest, opts: CallOptions): Promise<void>;
+  controllerUnpublishVolume(
+    req: ControllerUnpublishVolumeRequest,
+    opts: CallOptions,
+  ): Promise<void>;
   listVolumes(
     req: { maxEntries: number; startingToken: string },
     opts: CallOptions,

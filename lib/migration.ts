@@ -1,0 +1,156 @@
+/**
+ * CSI migration: in-tree PersistentVolume sources translated to the CSI source of the driver that
+ * replaced them, as csi-translation-lib does (REFERENCE §2.9).
+ *
+ * Translation is implemented for GCE PD, AWS EBS, OpenStack Cinder and Portworx. The Azure Disk,
+ * Azure File and vSphere translations need cloud-specific lookups; such PVs get the error
+ * "failed to translate in tree pv to CSI: ..." in `attachError` (a documented difference).
+ *
+ * @module
+ */
+
+import type { PersistentVolume, PersistentVolumeSpec } from "./types.ts";
+
+/** The in-tree volume source fields that CSI migration covers, with their CSI driver names. */
+const MIGRATABLE_SOURCES: Record<string, string> = {
+  gcePersistentDisk: "pd.csi.storage.gke.io",
+  awsElasticBlockStore: "ebs.csi.aws.com",
+  cinder: "cinder.csi.openstack.org",
+  azureDisk: "disk.csi.azure.com",
+  azureFile: "file.csi.azure.com",
+  vsphereVolume: "csi.vsphere.vmware.com",
+  portworxVolume: "pxd.portworx.com",
+};
+
+/** CSI driver names that are CSI-migration targets (their metrics get a `migrated` label). */
+export const MIGRATION_DRIVER_NAMES: ReadonlySet<string> = new Set(
+  Object.values(MIGRATABLE_SOURCES),
+);
+
+/** Whether the PV uses an in-tree source that CSI migration translates. */
+export function isMigratablePersistentVolume(pv: PersistentVolume): boolean {
+  return Object.keys(MIGRATABLE_SOURCES).some((key) => pv.spec?.[key] != null);
+}
+
+const ZONE_LABELS = ["topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone"];
+const UNSPECIFIED = "UNSPECIFIED";
+
+/**
+ * ReadWriteMany was never validated in-tree and meant ReadWriteOnce; ROX+RWO meant RWO.
+ * The result is what csi-translation-lib gives block-storage translations.
+ */
+function backwardCompatibleAccessModes(
+  modes: readonly string[] | null | undefined,
+): string[] | null {
+  if (!modes) return null;
+  const set = new Set(modes.map((m) => m === "ReadWriteMany" ? "ReadWriteOnce" : m));
+  if (set.has("ReadWriteOnce")) return ["ReadWriteOnce"];
+  if (set.has("ReadOnlyMany")) return ["ReadOnlyMany"];
+  return ["ReadWriteOnce"];
+}
+
+function gceVolumeHandle(pv: PersistentVolume, pdName: string): string {
+  const labels = pv.metadata.labels ?? {};
+  const zoneValue = ZONE_LABELS.map((l) => labels[l]).find((v) => v);
+  if (!zoneValue) return `projects/${UNSPECIFIED}/zones/${UNSPECIFIED}/disks/${pdName}`;
+  const zones = zoneValue.split("__").filter((z) => z !== "");
+  if (zones.length === 1) return `projects/${UNSPECIFIED}/zones/${zones[0]}/disks/${pdName}`;
+  const regions = new Set(zones.map((z) => z.slice(0, z.lastIndexOf("-"))));
+  if (regions.size !== 1) {
+    throw new Error(`multiple or no regions found for zones ${zones.join(",")}`);
+  }
+  return `projects/${UNSPECIFIED}/regions/${[...regions][0]}/disks/${pdName}`;
+}
+
+/** `aws://zone/vol-123` → `vol-123`; a bare `vol-123` stays. */
+function ebsVolumeId(volumeID: string): string {
+  if (!volumeID.startsWith("aws://")) return volumeID;
+  const parts = volumeID.slice("aws://".length).split("/");
+  const id = parts[parts.length - 1];
+  if (!id) throw new Error(`invalid format for AWS volume (${volumeID})`);
+  return id;
+}
+
+/**
+ * Returns a copy of `pv` whose spec uses a CSI source in place of its in-tree source.
+ *
+ * @throws {Error} when the source cannot be translated.
+ */
+export function translateInTreePersistentVolume(pv: PersistentVolume): PersistentVolume {
+  const out: PersistentVolume = structuredClone(pv);
+  const spec: PersistentVolumeSpec = out.spec;
+  if (spec.gcePersistentDisk) {
+    const gce = spec.gcePersistentDisk;
+    const partition = gce.partition ?? 0;
+    spec.csi = {
+      driver: MIGRATABLE_SOURCES.gcePersistentDisk!,
+      volumeHandle: gceVolumeHandle(pv, gce.pdName),
+      readOnly: gce.readOnly ?? false,
+      fsType: gce.fsType ?? "",
+      volumeAttributes: { partition: partition === 0 ? "" : String(partition) },
+    };
+    spec.accessModes = backwardCompatibleAccessModes(spec.accessModes);
+    delete spec.gcePersistentDisk;
+    return out;
+  }
+  const ebs = spec.awsElasticBlockStore as
+    | { volumeID: string; fsType?: string; partition?: number; readOnly?: boolean }
+    | undefined;
+  if (ebs) {
+    spec.csi = {
+      driver: MIGRATABLE_SOURCES.awsElasticBlockStore!,
+      volumeHandle: ebsVolumeId(ebs.volumeID),
+      readOnly: ebs.readOnly ?? false,
+      fsType: ebs.fsType ?? "",
+      volumeAttributes: ebs.partition ? { partition: String(ebs.partition) } : {},
+    };
+    spec.accessModes = backwardCompatibleAccessModes(spec.accessModes);
+    delete spec.awsElasticBlockStore;
+    return out;
+  }
+  const cinder = spec.cinder as
+    | { volumeID: string; fsType?: string; readOnly?: boolean }
+    | undefined;
+  if (cinder) {
+    spec.csi = {
+      driver: MIGRATABLE_SOURCES.cinder!,
+      volumeHandle: cinder.volumeID,
+      readOnly: cinder.readOnly ?? false,
+      fsType: cinder.fsType ?? "",
+      volumeAttributes: {},
+    };
+    delete spec.cinder;
+    return out;
+  }
+  const portworx = spec.portworxVolume as
+    | { volumeID: string; fsType?: string; readOnly?: boolean }
+    | undefined;
+  if (portworx) {
+    spec.csi = {
+      driver: MIGRATABLE_SOURCES.portworxVolume!,
+      volumeHandle: portworx.volumeID,
+      readOnly: portworx.readOnly ?? false,
+      fsType: portworx.fsType ?? "",
+      volumeAttributes: {},
+    };
+    delete spec.portworxVolume;
+    return out;
+  }
+  const source = Object.keys(MIGRATABLE_SOURCES).find((k) => spec[k] != null);
+  throw new Error(`translation of in-tree ${source ?? "unknown"} volumes is not supported`);
+}
+
+/**
+ * Fills in the parts of a translated GCE PD handle that translation could not know (project,
+ * zone) from the node ID `projects/<project>/zones/<zone>/instances/<name>`. Other handles are
+ * returned unchanged.
+ */
+export function repairVolumeHandle(driver: string, volumeHandle: string, nodeID: string): string {
+  if (driver !== MIGRATABLE_SOURCES.gcePersistentDisk) return volumeHandle;
+  const node = nodeID.match(/^projects\/([^/]+)\/zones\/([^/]+)\/instances\/[^/]+$/);
+  const handle = volumeHandle.match(/^projects\/([^/]+)\/(zones|regions)\/([^/]+)\/disks\/(.+)$/);
+  if (!node || !handle) return volumeHandle;
+  const project = handle[1] === UNSPECIFIED ? node[1] : handle[1];
+  const where = handle[2] === "zones" && handle[3] === UNSPECIFIED ? node[2] : handle[3];
+  return `projects/${project}/${handle[2]}/${where}/disks/${handle[4]}`;
+}
