@@ -1,0 +1,210 @@
+import assert from "node:assert/strict";
+import { WorkQueue } from "./queue.ts";
+
+/** Takes every ready key without waiting. */
+function drain(q: WorkQueue): string[] {
+  const keys: string[] = [];
+  for (let key = q.tryGet(); key !== undefined; key = q.tryGet()) keys.push(key);
+  return keys;
+}
+
+/** Lets pending promise callbacks run. */
+function settle(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 0));
+}
+
+Deno.test("WorkQueue hands keys out in the order they were added", () => {
+  const q = new WorkQueue({}, { name: "" });
+  for (const key of ["c", "a", "b"]) q.add(key);
+  assert.equal(q.len(), 3);
+  assert.deepEqual(drain(q), ["c", "a", "b"]);
+  assert.equal(q.len(), 0);
+});
+
+Deno.test("WorkQueue folds duplicate adds of a waiting key and keeps its place", () => {
+  const q = new WorkQueue({}, { name: "" });
+  q.add("a");
+  q.add("b");
+  q.add("a");
+  q.add("b");
+  q.add("c");
+  assert.equal(q.len(), 3);
+  assert.deepEqual(drain(q), ["a", "b", "c"]);
+});
+
+Deno.test("WorkQueue is stingy: a key in processing is handed out again only after done", () => {
+  const q = new WorkQueue({}, { name: "" });
+  q.add("a");
+  assert.equal(q.tryGet(), "a");
+  q.add("a");
+  assert.equal(q.len(), 0, "a key re-added while processing must not be ready");
+  assert.equal(q.tryGet(), undefined);
+  q.add("a");
+  q.add("b");
+  assert.deepEqual(drain(q), ["b"]);
+  q.done("a");
+  assert.equal(q.len(), 1, "done re-queues a key that was added while processing");
+  assert.equal(q.tryGet(), "a");
+  q.done("a");
+  q.done("b");
+  assert.equal(q.tryGet(), undefined, "a key not re-added is not re-queued");
+});
+
+Deno.test("WorkQueue.done re-queues a dirty key at the back", () => {
+  const q = new WorkQueue({}, { name: "" });
+  q.add("a");
+  assert.equal(q.tryGet(), "a");
+  q.add("a");
+  q.add("b");
+  q.done("a");
+  assert.deepEqual(drain(q), ["b", "a"]);
+});
+
+Deno.test("WorkQueue.done of a key not being processed changes nothing", () => {
+  const q = new WorkQueue({}, { name: "" });
+  q.add("a");
+  q.done("a");
+  assert.equal(q.len(), 1);
+  assert.deepEqual(drain(q), ["a"]);
+  q.done("zzz");
+  assert.equal(q.len(), 0);
+});
+
+Deno.test("WorkQueue.get waits for a key", async () => {
+  const q = new WorkQueue({}, { name: "" });
+  let got: string | undefined = "nothing yet";
+  const pending = q.get().then((key) => got = key);
+  await settle();
+  assert.equal(got, "nothing yet");
+  q.add("a");
+  await pending;
+  assert.equal(got, "a");
+  q.add("a");
+  assert.equal(q.len(), 0, "the key handed to the waiter is being processed");
+});
+
+Deno.test("WorkQueue concurrent get() waiters each receive a distinct key, oldest waiter first", async () => {
+  const q = new WorkQueue({}, { name: "" });
+  const waiters = [q.get(), q.get(), q.get()];
+  q.add("a");
+  q.add("a");
+  q.add("b");
+  q.add("c");
+  q.add("d");
+  assert.deepEqual(await Promise.all(waiters), ["a", "b", "c"]);
+  assert.deepEqual(drain(q), ["d"]);
+});
+
+Deno.test("WorkQueue N workers never process the same key at once", async () => {
+  const q = new WorkQueue({}, { name: "" });
+  const inFlight = new Set<string>();
+  const processed: string[] = [];
+  async function worker(): Promise<void> {
+    for (;;) {
+      const key = await q.get();
+      if (key === undefined) return;
+      assert.ok(!inFlight.has(key), `key ${key} handed to two workers`);
+      inFlight.add(key);
+      await settle();
+      processed.push(key);
+      inFlight.delete(key);
+      q.done(key);
+    }
+  }
+  const workers = [worker(), worker(), worker(), worker()];
+  for (let round = 0; round < 5; round++) {
+    for (const key of ["a", "b", "c"]) q.add(key);
+    await settle();
+  }
+  q.shutDown();
+  await Promise.all(workers);
+  await q.drained();
+  assert.ok(processed.length >= 3, `processed ${processed.length} keys`);
+  assert.deepEqual(new Set(processed), new Set(["a", "b", "c"]));
+});
+
+Deno.test("WorkQueue.shutDown releases waiting get() calls with undefined", async () => {
+  const q = new WorkQueue({}, { name: "" });
+  const waiters = [q.get(), q.get()];
+  q.shutDown();
+  assert.deepEqual(await Promise.all(waiters), [undefined, undefined]);
+  assert.equal(await q.get(), undefined);
+  assert.equal(q.shuttingDown(), true);
+});
+
+Deno.test("WorkQueue after shutDown ignores adds but hands out the keys still ready", async () => {
+  const q = new WorkQueue({}, { name: "" });
+  q.add("a");
+  q.add("b");
+  q.shutDown();
+  q.add("c");
+  assert.equal(q.len(), 2);
+  assert.equal(await q.get(), "a");
+  assert.equal(await q.get(), "b");
+  assert.equal(await q.get(), undefined);
+});
+
+Deno.test("WorkQueue after shutDown still re-queues a key added before it while processing", () => {
+  const q = new WorkQueue({}, { name: "" });
+  q.add("a");
+  assert.equal(q.tryGet(), "a");
+  q.add("a");
+  q.shutDown();
+  q.done("a");
+  assert.equal(q.tryGet(), "a");
+  q.done("a");
+  assert.equal(q.tryGet(), undefined);
+});
+
+Deno.test("WorkQueue.drained waits until every handed-out key is done after shutDown", async () => {
+  const q = new WorkQueue({}, { name: "" });
+  q.add("a");
+  q.add("b");
+  q.add("c");
+  const a = q.tryGet()!;
+  const b = q.tryGet()!;
+  let drained = false;
+  const pending = q.drained().then(() => drained = true);
+  q.done(a);
+  await settle();
+  assert.equal(drained, false, "drained before shutDown");
+  q.shutDown();
+  await settle();
+  assert.equal(drained, false, "drained while b is still processing");
+  q.done(b);
+  await pending;
+  assert.equal(drained, true);
+  assert.equal(q.len(), 1, "keys still waiting do not hold up drained()");
+});
+
+Deno.test("WorkQueue.drained resolves at once when shut down with nothing in processing", async () => {
+  const q = new WorkQueue({}, { name: "" });
+  q.shutDown();
+  await q.drained();
+  q.shutDown();
+  await q.drained();
+});
+
+Deno.test("WorkQueue rejects a non-positive unfinished-work period", () => {
+  assert.throws(
+    () => new WorkQueue({}, { name: "q", unfinishedWorkUpdatePeriodMs: 0 }),
+    RangeError,
+  );
+});
+
+Deno.test("WorkQueue keeps FIFO order across many keys (internal compaction)", () => {
+  const q = new WorkQueue({}, { name: "" });
+  const expected: string[] = [];
+  const got: string[] = [];
+  for (let i = 0; i < 5000; i++) {
+    q.add(`k${i}`);
+    expected.push(`k${i}`);
+    if (i % 3 === 0) {
+      const key = q.tryGet()!;
+      got.push(key);
+      q.done(key);
+    }
+  }
+  got.push(...drain(q));
+  assert.deepEqual(got, expected);
+});
