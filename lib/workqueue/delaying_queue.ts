@@ -1,0 +1,195 @@
+/**
+ * A work queue that can add keys later, after client-go's `util/workqueue/delaying_queue.go`.
+ *
+ * @module
+ */
+
+import { type Clock, realClock, type Timer } from "../clock.ts";
+import { type CounterMetric, metricsEnabled } from "./metrics.ts";
+import { WorkQueue, type WorkQueueDeps, type WorkQueueOptions } from "./queue.ts";
+import type { DelayingQueue } from "./types.ts";
+
+/** Dependencies of {@link DelayingWorkQueue}. */
+export type DelayingWorkQueueDeps = WorkQueueDeps;
+
+/** Options of {@link DelayingWorkQueue}. */
+export type DelayingWorkQueueOptions = WorkQueueOptions;
+
+/**
+ * The longest delay one runtime timer can take (`setTimeout` fires at once beyond it); longer
+ * waits are split and re-armed.
+ */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** A key waiting for its due time. */
+interface WaitingEntry {
+  key: string;
+  /** Due time, ms of the queue clock. */
+  at: number;
+  /** Insertion order, to break ties between equal due times (first added, first ready). */
+  seq: number;
+  /** Position in the heap. */
+  index: number;
+}
+
+/**
+ * A {@link WorkQueue} with {@link addAfter}. Waiting keys are held outside the queue (they do
+ * not count in `len()`) and are added, in order of due time, when the queue's clock reaches it.
+ *
+ * Guarantees:
+ * - a key waits at most once: adding it again with an earlier due time moves it earlier, a later
+ *   due time is ignored (client-go keeps the earliest);
+ * - a key may wait and be ready at the same time (e.g. `add` after `addAfter`); when its due time
+ *   comes the add folds as usual;
+ * - one clock timer is armed at a time, for the earliest due key; {@link shutDown} cancels it and
+ *   drops every waiting key, so nothing is left scheduled.
+ */
+export class DelayingWorkQueue extends WorkQueue implements DelayingQueue {
+  #clock: Clock;
+  #retries: CounterMetric | undefined;
+  /** Min-heap on (at, seq). Every entry is also in `#waiting` under its key. */
+  #heap: WaitingEntry[] = [];
+  #waiting = new Map<string, WaitingEntry>();
+  #seq = 0;
+  #timer: Timer | undefined;
+  /** Due time of the entry `#timer` was armed for. */
+  #timerFor: number | undefined;
+
+  /**
+   * @throws {RangeError} when `unfinishedWorkUpdatePeriodMs` is not a positive number.
+   */
+  constructor(deps: DelayingWorkQueueDeps, opts: DelayingWorkQueueOptions) {
+    super(deps, opts);
+    this.#clock = deps.clock ?? realClock;
+    if (metricsEnabled(deps.metricsProvider, opts.name)) {
+      this.#retries = deps.metricsProvider.newRetriesMetric(opts.name);
+    }
+  }
+
+  /**
+   * Adds `key` after `ms` milliseconds of the queue's clock; `ms <= 0` adds it at once. Ignored
+   * after {@link shutDown}. Counts one retry in the metrics (as client-go does for every
+   * `AddAfter`).
+   *
+   * @throws {RangeError} when `ms` is NaN.
+   */
+  addAfter(key: string, ms: number): void {
+    if (Number.isNaN(ms)) throw new RangeError(`addAfter(${JSON.stringify(key)}): delay is NaN`);
+    if (this.shuttingDown()) return;
+    this.#retries?.inc();
+    if (ms <= 0) {
+      this.add(key);
+      return;
+    }
+    const at = this.#clock.now() + ms;
+    const existing = this.#waiting.get(key);
+    if (existing !== undefined) {
+      if (at < existing.at) {
+        existing.at = at;
+        this.#siftUp(existing.index);
+        this.#arm();
+      }
+      return;
+    }
+    const entry: WaitingEntry = { key, at, seq: this.#seq++, index: this.#heap.length };
+    this.#heap.push(entry);
+    this.#waiting.set(key, entry);
+    this.#siftUp(entry.index);
+    this.#arm();
+  }
+
+  /** Number of keys waiting for their due time (for information and tests). */
+  waitingLen(): number {
+    return this.#heap.length;
+  }
+
+  /**
+   * Shuts the queue down (see {@link WorkQueue.shutDown}), cancels the timer and drops every
+   * waiting key.
+   */
+  override shutDown(): void {
+    this.#timer?.cancel();
+    this.#timer = undefined;
+    this.#timerFor = undefined;
+    this.#heap = [];
+    this.#waiting.clear();
+    super.shutDown();
+  }
+
+  /** Arms the timer for the earliest entry, unless it is already armed for it. */
+  #arm(): void {
+    const first = this.#heap[0];
+    if (first === undefined) {
+      this.#timer?.cancel();
+      this.#timer = undefined;
+      this.#timerFor = undefined;
+      return;
+    }
+    if (this.#timer !== undefined && this.#timerFor === first.at) return;
+    this.#timer?.cancel();
+    this.#timerFor = first.at;
+    const wait = Math.min(MAX_TIMER_MS, Math.max(0, first.at - this.#clock.now()));
+    this.#timer = this.#clock.setTimer(wait, () => this.#fire());
+  }
+
+  /** Adds every entry that is due, earliest first, then re-arms for the next one. */
+  #fire(): void {
+    this.#timer = undefined;
+    this.#timerFor = undefined;
+    const now = this.#clock.now();
+    for (;;) {
+      const first = this.#heap[0];
+      if (first === undefined || first.at > now) break;
+      this.#pop();
+      this.#waiting.delete(first.key);
+      this.add(first.key);
+    }
+    this.#arm();
+  }
+
+  #pop(): void {
+    const last = this.#heap.pop()!;
+    if (this.#heap.length === 0) return;
+    last.index = 0;
+    this.#heap[0] = last;
+    this.#siftDown(0);
+  }
+
+  #siftUp(index: number): void {
+    const heap = this.#heap;
+    const entry = heap[index]!;
+    while (index > 0) {
+      const parentIndex = (index - 1) >> 1;
+      const parent = heap[parentIndex]!;
+      if (!before(entry, parent)) break;
+      heap[index] = parent;
+      parent.index = index;
+      index = parentIndex;
+    }
+    heap[index] = entry;
+    entry.index = index;
+  }
+
+  #siftDown(index: number): void {
+    const heap = this.#heap;
+    const entry = heap[index]!;
+    for (;;) {
+      const left = 2 * index + 1;
+      if (left >= heap.length) break;
+      const right = left + 1;
+      let child = left;
+      if (right < heap.length && before(heap[right]!, heap[left]!)) child = right;
+      const smaller = heap[child]!;
+      if (!before(smaller, entry)) break;
+      heap[index] = smaller;
+      smaller.index = index;
+      index = child;
+    }
+    heap[index] = entry;
+    entry.index = index;
+  }
+}
+
+function before(a: WaitingEntry, b: WaitingEntry): boolean {
+  return a.at < b.at || (a.at === b.at && a.seq < b.seq);
+}
