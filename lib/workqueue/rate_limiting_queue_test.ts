@@ -1,0 +1,84 @@
+import assert from "node:assert/strict";
+import { FakeClock } from "../clock.ts";
+import { ItemExponentialFailureRateLimiter } from "./rate_limiters.ts";
+import { RateLimitingWorkQueue } from "./rate_limiting_queue.ts";
+
+const SECOND = 1000;
+
+function newQueue(): { clock: FakeClock; q: RateLimitingWorkQueue } {
+  const clock = new FakeClock(0);
+  const q = new RateLimitingWorkQueue({
+    clock,
+    rateLimiter: new ItemExponentialFailureRateLimiter({ baseMs: SECOND, maxMs: 5 * 60 * SECOND }),
+  }, { name: "csi-attacher-va" });
+  return { clock, q };
+}
+
+Deno.test("RateLimitingWorkQueue retries a failing key after 1s, 2s, 4s of clock time", () => {
+  const { clock, q } = newQueue();
+  q.add("va-1");
+  const expectedDelays = [1, 2, 4, 8].map((s) => s * SECOND);
+  for (const [i, delay] of expectedDelays.entries()) {
+    const key = q.tryGet();
+    assert.equal(key, "va-1", `attempt ${i + 1} handed out`);
+    q.addRateLimited("va-1");
+    q.done("va-1");
+    assert.equal(q.numRequeues("va-1"), i + 1, `requeues after attempt ${i + 1}`);
+    clock.advance(delay - 1);
+    assert.equal(q.len(), 0, `retry ${i + 1} not ready 1 ms before ${delay} ms`);
+    clock.advance(1);
+    assert.equal(q.len(), 1, `retry ${i + 1} ready after ${delay} ms`);
+  }
+  q.shutDown();
+});
+
+Deno.test("RateLimitingWorkQueue.forget resets the backoff but leaves done to the worker", () => {
+  const { clock, q } = newQueue();
+  q.addRateLimited("va-1");
+  q.addRateLimited("va-1");
+  assert.equal(q.numRequeues("va-1"), 2);
+  clock.advance(SECOND);
+  assert.equal(q.tryGet(), "va-1", "the earliest of the two delays wins");
+  q.forget("va-1");
+  assert.equal(q.numRequeues("va-1"), 0);
+  q.add("va-1");
+  assert.equal(q.tryGet(), undefined, "forget does not end processing");
+  q.done("va-1");
+  assert.equal(q.tryGet(), "va-1");
+  q.addRateLimited("va-1");
+  q.done("va-1");
+  clock.advance(SECOND);
+  assert.equal(q.tryGet(), "va-1", "after forget the next retry waits the base delay again");
+  q.done("va-1");
+  q.shutDown();
+});
+
+Deno.test("RateLimitingWorkQueue workers receive retried keys through get() as the clock advances", async () => {
+  const { clock, q } = newQueue();
+  const attempts: Array<[string, number]> = [];
+  let failuresLeft = 3;
+  const worker = (async () => {
+    for (;;) {
+      const key = await q.get();
+      if (key === undefined) return;
+      attempts.push([key, clock.now()]);
+      if (failuresLeft-- > 0) {
+        q.addRateLimited(key);
+      } else {
+        q.forget(key);
+      }
+      q.done(key);
+    }
+  })();
+  q.add("va-1");
+  for (let i = 0; i < 20; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    clock.advance(500);
+  }
+  q.shutDown();
+  await worker;
+  await q.drained();
+  assert.deepEqual(attempts, [["va-1", 0], ["va-1", 1000], ["va-1", 3000], ["va-1", 7000]]);
+  assert.equal(q.numRequeues("va-1"), 0);
+  assert.equal(clock.pendingTimers(), 0);
+});
