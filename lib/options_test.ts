@@ -1,0 +1,429 @@
+import assert from "node:assert/strict";
+import {
+  type Options,
+  parseOptions,
+  type ParseResult,
+  resolveFeatureGates,
+  usageText,
+  validateOptions,
+} from "./options.ts";
+
+/** Parses `args` and returns the options, failing the test on any other outcome. */
+function options(args: string[]): Options {
+  const result = parseOptions(args);
+  if (!result.ok) assert.fail(`expected options, got ${JSON.stringify(result)}`);
+  return result.options;
+}
+
+/** Asserts a command-line (exit 2) error with `message`, and that the usage comes with it. */
+function assertUsageError(result: ParseResult, message: string): void {
+  assert.ok("exitCode" in result && result.exitCode === 2, JSON.stringify(result));
+  assert.equal(result.error, message);
+  assert.ok(result.usage.startsWith("Usage of csi-attacher:\n"));
+}
+
+Deno.test("parseOptions() defaults equal the Go attacher's (REFERENCE §1)", () => {
+  assert.deepEqual(options([]), {
+    kubeconfig: "",
+    csiAddress: "/run/csi/socket",
+    timeoutMs: 15_000,
+    workerThreads: 10,
+    retryIntervalStartMs: 1_000,
+    retryIntervalMaxMs: 300_000,
+    resyncMs: 600_000,
+    reconcileSyncMs: 60_000,
+    maxEntries: 0,
+    defaultFsType: "",
+    maxGrpcLogLength: -1,
+    featureGates: { ReleaseLeaderElectionOnExit: false, MutableCSINodeAllocatableCount: true },
+    leaderElection: false,
+    leaderElectionNamespace: "",
+    leaderElectionLeaseDurationMs: 15_000,
+    leaderElectionRenewDeadlineMs: 10_000,
+    leaderElectionRetryPeriodMs: 5_000,
+    leaderElectionLabels: {},
+    kubeApiQps: 5,
+    kubeApiBurst: 10,
+    httpEndpoint: "",
+    metricsAddress: "",
+    metricsPath: "/metrics",
+    automaxprocs: false,
+    verbosity: 0,
+    vmodule: "",
+    loggingFormat: "text",
+    logFlushFrequencyMs: 5_000,
+    logTextSplitStream: false,
+    logTextInfoBufferSize: "0",
+    logJsonSplitStream: false,
+    logJsonInfoBufferSize: "0",
+    dummy: false,
+    args: [],
+  });
+});
+
+Deno.test("parseOptions() reads the shipped deployment's command line", () => {
+  const o = options([
+    "--v=5",
+    "--csi-address=/csi/csi.sock",
+    "--leader-election",
+    "--http-endpoint=:8080",
+  ]);
+  assert.equal(o.verbosity, 5);
+  assert.equal(o.csiAddress, "/csi/csi.sock");
+  assert.equal(o.leaderElection, true);
+  assert.equal(o.httpEndpoint, ":8080");
+});
+
+Deno.test("parseOptions() sets every flag, in single-dash and separate-value forms", () => {
+  const o = options([
+    "-kubeconfig",
+    "/etc/kube.conf",
+    "-csi-address",
+    "/csi.sock",
+    "-timeout",
+    "1m30s",
+    "-worker-threads",
+    "3",
+    "-retry-interval-start",
+    "500ms",
+    "-retry-interval-max",
+    "1h",
+    "-resync",
+    "0",
+    "-reconcile-sync",
+    "2m",
+    "-max-entries",
+    "100",
+    "-default-fstype",
+    "xfs",
+    "-max-grpc-log-length",
+    "200",
+    "-feature-gates",
+    "ReleaseLeaderElectionOnExit=true",
+    "-leader-election=true",
+    "-leader-election-namespace",
+    "kube-system",
+    "-leader-election-lease-duration",
+    "30s",
+    "-leader-election-renew-deadline",
+    "20s",
+    "-leader-election-retry-period",
+    "2s",
+    "-leader-election-labels",
+    "app:attacher",
+    "-kube-api-qps",
+    "20.5",
+    "-kube-api-burst",
+    "40",
+    "-metrics-address",
+    ":9090",
+    "-metrics-path",
+    "/m",
+    "-automaxprocs",
+    "-v",
+    "4",
+    "-vmodule",
+    "controller=5",
+    "-logging-format",
+    "text",
+    "-log-flush-frequency",
+    "1s",
+    "-log-text-split-stream",
+    "-log-text-info-buffer-size",
+    "64Ki",
+    "-log-json-split-stream=true",
+    "-log-json-info-buffer-size",
+    "1M",
+    "-dummy",
+    "rest",
+  ]);
+  assert.deepEqual(o, {
+    kubeconfig: "/etc/kube.conf",
+    csiAddress: "/csi.sock",
+    timeoutMs: 90_000,
+    workerThreads: 3,
+    retryIntervalStartMs: 500,
+    retryIntervalMaxMs: 3_600_000,
+    resyncMs: 0,
+    reconcileSyncMs: 120_000,
+    maxEntries: 100,
+    defaultFsType: "xfs",
+    maxGrpcLogLength: 200,
+    featureGates: { ReleaseLeaderElectionOnExit: true, MutableCSINodeAllocatableCount: true },
+    leaderElection: true,
+    leaderElectionNamespace: "kube-system",
+    leaderElectionLeaseDurationMs: 30_000,
+    leaderElectionRenewDeadlineMs: 20_000,
+    leaderElectionRetryPeriodMs: 2_000,
+    leaderElectionLabels: { app: "attacher" },
+    kubeApiQps: 20.5,
+    kubeApiBurst: 40,
+    httpEndpoint: "",
+    metricsAddress: ":9090",
+    metricsPath: "/m",
+    automaxprocs: true,
+    verbosity: 4,
+    vmodule: "controller=5",
+    loggingFormat: "text",
+    logFlushFrequencyMs: 1_000,
+    logTextSplitStream: true,
+    logTextInfoBufferSize: "64Ki",
+    logJsonSplitStream: true,
+    logJsonInfoBufferSize: "1M",
+    dummy: true,
+    args: ["rest"],
+  });
+});
+
+Deno.test("parseOptions() treats `--leader-election false` as enabled and stops there", () => {
+  const o = options(["--leader-election", "false", "--timeout=1s"]);
+  assert.equal(o.leaderElection, true);
+  assert.equal(o.timeoutMs, 15_000);
+  assert.deepEqual(o.args, ["false", "--timeout=1s"]);
+  assert.equal(options(["--leader-election=false"]).leaderElection, false);
+});
+
+Deno.test("parseOptions() stops at `--`", () => {
+  const o = options(["--v=2", "--", "--v=9"]);
+  assert.equal(o.verbosity, 2);
+  assert.deepEqual(o.args, ["--v=9"]);
+});
+
+Deno.test("parseOptions() reports command-line errors with exit code 2 and the usage", () => {
+  assertUsageError(parseOptions(["--bogus"]), "flag provided but not defined: -bogus");
+  assertUsageError(parseOptions(["--csi-address"]), "flag needs an argument: -csi-address");
+  assertUsageError(
+    parseOptions(["--timeout=abc"]),
+    'invalid value "abc" for flag -timeout: parse error',
+  );
+  assertUsageError(
+    parseOptions(["--worker-threads=-1"]),
+    'invalid value "-1" for flag -worker-threads: parse error',
+  );
+  assertUsageError(
+    parseOptions(["--kube-api-qps=x"]),
+    'invalid value "x" for flag -kube-api-qps: parse error',
+  );
+  assertUsageError(
+    parseOptions(["--kube-api-burst=1.5"]),
+    'invalid value "1.5" for flag -kube-api-burst: parse error',
+  );
+  assertUsageError(
+    parseOptions(["--leader-election=yes"]),
+    'invalid boolean value "yes" for -leader-election: parse error',
+  );
+  assertUsageError(
+    parseOptions(["--v=-1"]),
+    'invalid value "-1" for flag -v: strconv.ParseUint: parsing "-1": invalid syntax',
+  );
+  assertUsageError(
+    parseOptions(["--v=2147483648"]),
+    'invalid value "2147483648" for flag -v: strconv.ParseUint: parsing "2147483648": ' +
+      "value out of range",
+  );
+  assertUsageError(
+    parseOptions(["--vmodule=controller"]),
+    'invalid value "controller" for flag -vmodule: "controller" does not have the pattern=N format',
+  );
+  assertUsageError(
+    parseOptions(["--vmodule=c=x"]),
+    'invalid value "c=x" for flag -vmodule: parsing verbosity in "c=x": ' +
+      'strconv.ParseUint: parsing "x": invalid syntax',
+  );
+  assertUsageError(
+    parseOptions(["--log-json-info-buffer-size=lots"]),
+    'invalid value "lots" for flag -log-json-info-buffer-size: quantities must match the ' +
+      "regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+  );
+  assertUsageError(parseOptions(["---v=1"]), "bad flag syntax: ---v=1");
+});
+
+Deno.test("parseOptions() returns the usage for -h, -help and --help", () => {
+  for (const arg of ["-h", "-help", "--help"]) {
+    const result = parseOptions([arg]);
+    assert.ok("help" in result, arg);
+    assert.equal(result.usage, usageText());
+  }
+});
+
+Deno.test("parseOptions() returns a version request for --version", () => {
+  assert.deepEqual(parseOptions(["--version"]), { ok: false, version: true });
+  assert.deepEqual(parseOptions(["-version", "--worker-threads=0"]), { ok: false, version: true });
+});
+
+Deno.test("parseOptions() reads --feature-gates as a merged name=bool map", () => {
+  assert.deepEqual(
+    options([
+      "--feature-gates=ReleaseLeaderElectionOnExit=true,MutableCSINodeAllocatableCount=false",
+    ])
+      .featureGates,
+    { ReleaseLeaderElectionOnExit: true, MutableCSINodeAllocatableCount: false },
+  );
+  assert.deepEqual(
+    options([
+      "--feature-gates",
+      " ReleaseLeaderElectionOnExit = t ,",
+      "--feature-gates=MutableCSINodeAllocatableCount=0",
+    ]).featureGates,
+    { ReleaseLeaderElectionOnExit: true, MutableCSINodeAllocatableCount: false },
+  );
+  assert.deepEqual(options(["--feature-gates="]).featureGates, {
+    ReleaseLeaderElectionOnExit: false,
+    MutableCSINodeAllocatableCount: true,
+  });
+});
+
+Deno.test("parseOptions() rejects malformed --feature-gates text as a command-line error", () => {
+  assertUsageError(
+    parseOptions(["--feature-gates=ReleaseLeaderElectionOnExit"]),
+    'invalid value "ReleaseLeaderElectionOnExit" for flag -feature-gates: ' +
+      "malformed pair, expect string=bool",
+  );
+  assertUsageError(
+    parseOptions(["--feature-gates=ReleaseLeaderElectionOnExit=yes"]),
+    'invalid value "ReleaseLeaderElectionOnExit=yes" for flag -feature-gates: invalid value of ' +
+      'ReleaseLeaderElectionOnExit: yes, err: strconv.ParseBool: parsing "yes": invalid syntax',
+  );
+});
+
+Deno.test("parseOptions() rejects an unknown feature gate after parsing, with exit code 1", () => {
+  const result = parseOptions(["--feature-gates=Bogus=true"]);
+  assert.ok("exitCode" in result && result.exitCode === 1, JSON.stringify(result));
+  assert.equal(result.error, "failed to store flag gates");
+  assert.equal(result.cause.message, "unrecognized feature gate: Bogus");
+});
+
+Deno.test("resolveFeatureGates() applies AllAlpha and AllBeta below explicit settings", () => {
+  assert.deepEqual(resolveFeatureGates({ AllAlpha: true }), {
+    ReleaseLeaderElectionOnExit: true,
+    MutableCSINodeAllocatableCount: true,
+  });
+  assert.deepEqual(resolveFeatureGates({ AllAlpha: true, ReleaseLeaderElectionOnExit: false }), {
+    ReleaseLeaderElectionOnExit: false,
+    MutableCSINodeAllocatableCount: true,
+  });
+  assert.deepEqual(resolveFeatureGates({ AllBeta: false }), {
+    ReleaseLeaderElectionOnExit: false,
+    MutableCSINodeAllocatableCount: true,
+  });
+  assert.throws(() => resolveFeatureGates({ releaseleaderelectiononexit: true }), {
+    message: "unrecognized feature gate: releaseleaderelectiononexit",
+  });
+});
+
+Deno.test("parseOptions() reads --leader-election-labels as merged k:v pairs", () => {
+  assert.deepEqual(
+    options(["--leader-election-labels=a:1,b:2", "--leader-election-labels", "c:,a:3"])
+      .leaderElectionLabels,
+    { a: "3", b: "2", c: "" },
+  );
+  for (const bad of ["a", "a:1:2", "a:1,", ""]) {
+    const item = bad === "a:1," ? "" : bad;
+    assertUsageError(
+      parseOptions([`--leader-election-labels=${bad}`]),
+      `invalid value ${JSON.stringify(bad)} for flag -leader-election-labels: ` +
+        `malformed item in list of labels: ${item}`,
+    );
+  }
+});
+
+Deno.test("parseOptions() rejects an unknown --logging-format after parsing, with exit code 1", () => {
+  assert.equal(options(["--logging-format=json"]).loggingFormat, "json");
+  const result = parseOptions(["--logging-format=xml"]);
+  assert.ok("exitCode" in result && result.exitCode === 1, JSON.stringify(result));
+  assert.equal(result.error, "LoggingConfiguration is invalid");
+  assert.equal(
+    result.cause.message,
+    'format: Unsupported value: "xml": supported values: "json", "text"',
+  );
+  const vmodule = parseOptions(["--logging-format=json", "--vmodule=a=1"]);
+  assert.ok("exitCode" in vmodule && vmodule.exitCode === 1, JSON.stringify(vmodule));
+});
+
+Deno.test("parseOptions() checks the logging configuration before --version, like Go", () => {
+  const result = parseOptions(["--version", "--logging-format=xml"]);
+  assert.ok("exitCode" in result && result.exitCode === 1);
+});
+
+Deno.test("parseOptions() joins repeated --vmodule values", () => {
+  assert.equal(options(["--vmodule=a=1", "--vmodule=b*=2,"]).vmodule, "a=1,b*=2,");
+});
+
+Deno.test("validateOptions() accepts the defaults", () => {
+  assert.equal(validateOptions(options([])), undefined);
+});
+
+Deno.test("validateOptions() rejects --metrics-address together with --http-endpoint", () => {
+  assert.equal(
+    validateOptions(options(["--metrics-address=:8080", "--http-endpoint=:8081"])),
+    "Only one of `--metrics-address` and `--http-endpoint` can be set",
+  );
+  assert.equal(validateOptions(options(["--metrics-address=:8080"])), undefined);
+});
+
+Deno.test("validateOptions() rejects zero worker threads", () => {
+  assert.equal(
+    validateOptions(options(["--worker-threads=0"])),
+    "Option -worker-threads must be greater than zero",
+  );
+});
+
+Deno.test("usageText() lists every flag with its type and non-zero default", () => {
+  const usage = usageText();
+  assert.ok(usage.startsWith("Usage of csi-attacher:\n"));
+  const expected: Array<[string, string | undefined]> = [
+    ["  -automaxprocs\n", undefined],
+    ["  -csi-address string\n", '(default "/run/csi/socket")'],
+    ["  -default-fstype string\n", undefined],
+    ["  -dummy\n", undefined],
+    ["  -feature-gates value\n", undefined],
+    ["  -http-endpoint :8080\n", undefined],
+    ["  -kube-api-burst int\n", "(default 10)"],
+    ["  -kube-api-qps float\n", "(default 5)"],
+    ["  -kubeconfig string\n", undefined],
+    ["  -leader-election\n", undefined],
+    ["  -leader-election-labels value\n", undefined],
+    ["  -leader-election-lease-duration duration\n", "(default 15s)"],
+    ["  -leader-election-namespace string\n", undefined],
+    ["  -leader-election-renew-deadline duration\n", "(default 10s)"],
+    ["  -leader-election-retry-period duration\n", "(default 5s)"],
+    ["  -log-flush-frequency duration\n", "(default 5s)"],
+    ["  -log-json-info-buffer-size value\n", undefined],
+    ["  -log-json-split-stream\n", undefined],
+    ["  -log-text-info-buffer-size value\n", undefined],
+    ["  -log-text-split-stream\n", undefined],
+    ["  -logging-format string\n", '(default "text")'],
+    ["  -max-entries int\n", undefined],
+    ["  -max-grpc-log-length int\n", "(default -1)"],
+    ["  -metrics-address :8080\n", undefined],
+    ["  -metrics-path /metrics\n", '(default "/metrics")'],
+    ["  -reconcile-sync duration\n", "(default 1m0s)"],
+    ["  -resync duration\n", "(default 10m0s)"],
+    ["  -retry-interval-max duration\n", "(default 5m0s)"],
+    ["  -retry-interval-start duration\n", "(default 1s)"],
+    ["  -timeout duration\n", "(default 15s)"],
+    ["  -v value\n", undefined],
+    ["  -version\n", undefined],
+    ["  -vmodule value\n", undefined],
+    ["  -worker-threads uint\n", "(default 10)"],
+  ];
+  // Split the usage into one entry per flag, in order.
+  const entries = usage.slice("Usage of csi-attacher:\n".length).split(/(?=^ {2}-)/m);
+  assert.equal(entries.length, expected.length);
+  expected.forEach(([head, defaultText], i) => {
+    const entry = entries[i]!;
+    assert.ok(entry.startsWith(head), `entry ${i}: ${JSON.stringify(entry)} !~ ${head}`);
+    if (defaultText === undefined) assert.ok(!entry.includes("(default "), entry);
+    else assert.ok(entry.trimEnd().endsWith(defaultText), entry);
+  });
+  assert.match(usage, /ReleaseLeaderElectionOnExit=true\|false \(ALPHA - default=false\)/);
+  assert.match(usage, /MutableCSINodeAllocatableCount=true\|false \(GA - default=true\)/);
+  assert.match(usage, /-metrics-address[^]*DEPRECATED: use --http-endpoint/);
+  assert.match(usage, /-automaxprocs\n[^\n]*\n {4}\tNo effect: /);
+});
+
+Deno.test("usageText() names the program given", () => {
+  assert.ok(usageText("/csi-attacher").startsWith("Usage of /csi-attacher:\n"));
+  const result = parseOptions(["--bogus"], { program: "/bin/x" });
+  assert.ok("usage" in result && result.usage.startsWith("Usage of /bin/x:\n"));
+});
