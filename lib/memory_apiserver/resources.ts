@@ -1,0 +1,146 @@
+/**
+ * The resources {@link import("../memory_apiserver.ts").MemoryApiServer} serves, with the few
+ * per-resource rules of the real registry strategies that clients can observe.
+ *
+ * @module
+ */
+
+import type { Resource } from "../kube_api.ts";
+
+/** One served resource. */
+export interface ServedResource extends Resource {
+  /** `kind` of one object, e.g. `VolumeAttachment`. */
+  kind: string;
+  /** `kind` of a list, e.g. `VolumeAttachmentList`. */
+  listKind: string;
+  /** Has a `/status` subresource: the main resource then ignores changes to `status`. */
+  statusSubresource: boolean;
+  /** PUT of a missing object creates it (true only for Events). */
+  allowCreateOnUpdate: boolean;
+  /**
+   * The status a create over HTTP stores (the strategy's `PrepareForCreate` resets it);
+   * undefined keeps what the client sent.
+   */
+  initialStatus?: () => Record<string, unknown>;
+}
+
+/** The resources served, in URL order. */
+export const SERVED_RESOURCES: readonly ServedResource[] = [
+  {
+    group: "storage.k8s.io",
+    version: "v1",
+    plural: "volumeattachments",
+    singular: "volumeattachment",
+    kind: "VolumeAttachment",
+    listKind: "VolumeAttachmentList",
+    namespaced: false,
+    statusSubresource: true,
+    allowCreateOnUpdate: false,
+    // VolumeAttachmentStatus.Attached has no omitempty: a new object reads `{attached: false}`.
+    initialStatus: () => ({ attached: false }),
+  },
+  {
+    group: "",
+    version: "v1",
+    plural: "persistentvolumes",
+    singular: "persistentvolume",
+    kind: "PersistentVolume",
+    listKind: "PersistentVolumeList",
+    namespaced: false,
+    statusSubresource: true,
+    allowCreateOnUpdate: false,
+    initialStatus: () => ({ phase: "Pending" }),
+  },
+  {
+    group: "storage.k8s.io",
+    version: "v1",
+    plural: "csinodes",
+    singular: "csinode",
+    kind: "CSINode",
+    listKind: "CSINodeList",
+    namespaced: false,
+    statusSubresource: false,
+    allowCreateOnUpdate: false,
+  },
+  {
+    group: "",
+    version: "v1",
+    plural: "nodes",
+    singular: "node",
+    kind: "Node",
+    listKind: "NodeList",
+    namespaced: false,
+    statusSubresource: true,
+    allowCreateOnUpdate: false,
+  },
+  {
+    group: "",
+    version: "v1",
+    plural: "secrets",
+    singular: "secret",
+    kind: "Secret",
+    listKind: "SecretList",
+    namespaced: true,
+    statusSubresource: false,
+    allowCreateOnUpdate: false,
+  },
+  {
+    group: "coordination.k8s.io",
+    version: "v1",
+    plural: "leases",
+    singular: "lease",
+    kind: "Lease",
+    listKind: "LeaseList",
+    namespaced: true,
+    statusSubresource: false,
+    allowCreateOnUpdate: false,
+  },
+  {
+    group: "",
+    version: "v1",
+    plural: "events",
+    singular: "event",
+    kind: "Event",
+    listKind: "EventList",
+    namespaced: true,
+    statusSubresource: false,
+    allowCreateOnUpdate: true,
+  },
+];
+
+/** `group/version`, or `version` for the core group. */
+export function apiVersionOf(res: Resource): string {
+  return res.group === "" ? res.version : `${res.group}/${res.version}`;
+}
+
+/** `Kind.group`, or `Kind` for the core group: the name used in "is invalid" messages. */
+export function qualifiedKind(res: ServedResource): string {
+  return res.group === "" ? res.kind : `${res.kind}.${res.group}`;
+}
+
+/** The served resource at `group`/`version`/`plural`, if any. */
+export function findServedResource(
+  group: string,
+  version: string,
+  plural: string,
+): ServedResource | undefined {
+  return SERVED_RESOURCES.find((r) =>
+    r.group === group && r.version === version && r.plural === plural
+  );
+}
+
+/**
+ * The served resource for a {@link Resource} constant or a plural name (`"nodes"`).
+ *
+ * @throws {RangeError} when the resource is not served.
+ */
+export function resolveServedResource(ref: Resource | string): ServedResource {
+  const found = typeof ref === "string"
+    ? SERVED_RESOURCES.find((r) => r.plural === ref)
+    : findServedResource(ref.group, ref.version, ref.plural);
+  if (found === undefined) {
+    const name = typeof ref === "string" ? ref : `${ref.plural}.${ref.group}/${ref.version}`;
+    throw new RangeError(`resource ${name} is not served`);
+  }
+  return found;
+}

@@ -1,0 +1,706 @@
+import assert from "node:assert/strict";
+import { FakeClock } from "./clock.ts";
+import { LEASES, PERSISTENT_VOLUMES, SECRETS, VOLUME_ATTACHMENTS } from "./kube_api.ts";
+import { type ApiServerEvent, MemoryApiServer } from "./memory_apiserver.ts";
+import { StatusError } from "./memory_apiserver/status_errors.ts";
+import type { KubeObject, Lease, PersistentVolume, VolumeAttachment } from "./types.ts";
+
+const VA_PATH = "/apis/storage.k8s.io/v1/volumeattachments";
+const PV_PATH = "/api/v1/persistentvolumes";
+
+function va(name: string, extra: Partial<VolumeAttachment> = {}): VolumeAttachment {
+  return {
+    apiVersion: "storage.k8s.io/v1",
+    kind: "VolumeAttachment",
+    metadata: { name },
+    spec: { attacher: "csi/test", nodeName: "node1", source: { persistentVolumeName: "pv1" } },
+    ...extra,
+  };
+}
+
+interface Answer {
+  status: number;
+  body: Record<string, unknown>;
+}
+
+/** One request over HTTP; the body is parsed as JSON. */
+async function call(
+  server: MemoryApiServer,
+  method: string,
+  path: string,
+  body?: unknown,
+  contentType = "application/json",
+): Promise<Answer> {
+  const res = await fetch(server.url + path, {
+    method,
+    headers: body === undefined ? {} : { "content-type": contentType },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: res.status, body: await res.json() };
+}
+
+/** The lines of a watch response, parsed. */
+async function* lines(res: Response): AsyncGenerator<Record<string, unknown>> {
+  assert.ok(res.body);
+  const decoder = new TextDecoder();
+  let buf = "";
+  for await (const chunk of res.body) {
+    buf += decoder.decode(chunk, { stream: true });
+    let i = buf.indexOf("\n");
+    while (i >= 0) {
+      yield JSON.parse(buf.slice(0, i));
+      buf = buf.slice(i + 1);
+      i = buf.indexOf("\n");
+    }
+  }
+  assert.equal(buf, "", "the stream ends with a complete line");
+}
+
+/** Reads `n` events of a watch stream. */
+async function take(
+  it: AsyncGenerator<Record<string, unknown>>,
+  n: number,
+): Promise<Record<string, unknown>[]> {
+  const out: Record<string, unknown>[] = [];
+  while (out.length < n) {
+    const next = await it.next();
+    if (next.done) break;
+    out.push(next.value);
+  }
+  return out;
+}
+
+function meta(ev: Record<string, unknown>): Record<string, unknown> {
+  const obj = ev.object as KubeObject;
+  return obj.metadata;
+}
+
+Deno.test("MemoryApiServer answers 404 with the real server's Status", async () => {
+  await using server = await MemoryApiServer.start();
+  const va404 = await call(server, "GET", `${VA_PATH}/va1`);
+  assert.equal(va404.status, 404);
+  assert.deepEqual(va404.body, {
+    kind: "Status",
+    apiVersion: "v1",
+    metadata: {},
+    status: "Failure",
+    message: `volumeattachments.storage.k8s.io "va1" not found`,
+    reason: "NotFound",
+    details: { name: "va1", group: "storage.k8s.io", kind: "volumeattachments" },
+    code: 404,
+  });
+  const pv404 = await call(server, "GET", `${PV_PATH}/pv1`);
+  assert.equal(pv404.body.message, `persistentvolumes "pv1" not found`);
+  assert.deepEqual(pv404.body.details, { name: "pv1", kind: "persistentvolumes" });
+  const s404 = await call(server, "GET", "/api/v1/namespaces/default/secrets/s1");
+  assert.equal(s404.body.message, `secrets "s1" not found`);
+  const unknown = await call(server, "GET", "/apis/example.com/v1/widgets");
+  assert.equal(unknown.status, 404);
+  assert.equal(unknown.body.message, "the server could not find the requested resource");
+});
+
+Deno.test("MemoryApiServer POST sets uid, creationTimestamp, resourceVersion and resets status", async () => {
+  const clock = new FakeClock(Date.UTC(2024, 0, 2, 3, 4, 5, 678));
+  await using server = await MemoryApiServer.start({ clock });
+  const rv0 = Number(server.resourceVersion);
+  const created = await call(
+    server,
+    "POST",
+    VA_PATH,
+    va("va1", { status: { attached: true } }),
+  );
+  assert.equal(created.status, 201);
+  const m = created.body.metadata as Record<string, unknown>;
+  assert.equal(m.resourceVersion, String(rv0 + 1));
+  assert.equal(m.creationTimestamp, "2024-01-02T03:04:05Z");
+  assert.match(String(m.uid), /^[0-9a-f-]{36}$/);
+  assert.deepEqual(created.body.status, { attached: false }, "a create cannot set status");
+  assert.equal(created.body.kind, "VolumeAttachment");
+
+  const again = await call(server, "POST", VA_PATH, va("va1"));
+  assert.equal(again.status, 409);
+  assert.equal(again.body.reason, "AlreadyExists");
+  assert.equal(again.body.message, `volumeattachments.storage.k8s.io "va1" already exists`);
+
+  const pv = await call(server, "POST", PV_PATH, {
+    metadata: { name: "pv1", finalizers: [] },
+    spec: {},
+  });
+  assert.deepEqual(pv.body.status, { phase: "Pending" });
+  assert.equal((pv.body.metadata as Record<string, unknown>).finalizers, undefined);
+});
+
+Deno.test("MemoryApiServer LIST has kind, apiVersion and resourceVersion, items sorted", async () => {
+  await using server = await MemoryApiServer.start();
+  server.create(VOLUME_ATTACHMENTS, va("b"));
+  server.create(VOLUME_ATTACHMENTS, va("a"));
+  server.create(PERSISTENT_VOLUMES, { metadata: { name: "pv1" }, spec: {} });
+  const list = await call(server, "GET", VA_PATH);
+  assert.equal(list.body.kind, "VolumeAttachmentList");
+  assert.equal(list.body.apiVersion, "storage.k8s.io/v1");
+  assert.deepEqual(list.body.metadata, { resourceVersion: server.resourceVersion });
+  const items = list.body.items as VolumeAttachment[];
+  assert.deepEqual(items.map((i) => i.metadata.name), ["a", "b"]);
+  assert.equal(items[0]?.kind, "VolumeAttachment");
+  assert.equal(items[0]?.apiVersion, "storage.k8s.io/v1");
+});
+
+Deno.test("MemoryApiServer PUT with a stale resourceVersion answers 409 Conflict", async () => {
+  await using server = await MemoryApiServer.start();
+  const lease = server.create<Lease>(LEASES, {
+    metadata: { name: "lock", namespace: "ns1" },
+    spec: { holderIdentity: "a" },
+  });
+  const path = "/apis/coordination.k8s.io/v1/namespaces/ns1/leases/lock";
+  const ok = await call(server, "PUT", path, { ...lease, spec: { holderIdentity: "b" } });
+  assert.equal(ok.status, 200);
+  const stale = await call(server, "PUT", path, { ...lease, spec: { holderIdentity: "c" } });
+  assert.equal(stale.status, 409);
+  assert.equal(stale.body.reason, "Conflict");
+  assert.equal(
+    stale.body.message,
+    `Operation cannot be fulfilled on leases.coordination.k8s.io "lock": the object has been ` +
+      `modified; please apply your changes to the latest version and try again`,
+  );
+  const unconditional = await call(server, "PUT", path, {
+    metadata: { name: "lock", namespace: "ns1" },
+    spec: { holderIdentity: "d" },
+  });
+  assert.equal(unconditional.status, 200, "no resourceVersion: unconditional update");
+  assert.equal(server.get(LEASES, "lock", "ns1").metadata.uid, lease.metadata.uid);
+  const wrongName = await call(server, "PUT", path, { metadata: { name: "x" }, spec: {} });
+  assert.equal(wrongName.status, 400);
+});
+
+Deno.test("MemoryApiServer PATCH takes merge and JSON patches, refuses other content types", async () => {
+  await using server = await MemoryApiServer.start();
+  server.create(PERSISTENT_VOLUMES, { metadata: { name: "pv1" }, spec: { capacity: {} } });
+  const merged = await call(
+    server,
+    "PATCH",
+    `${PV_PATH}/pv1`,
+    { metadata: { labels: { a: "b" } } },
+    "application/merge-patch+json",
+  );
+  assert.equal(merged.status, 200);
+  assert.deepEqual((merged.body.metadata as Record<string, unknown>).labels, { a: "b" });
+  const fin = "external-attacher/csi-test";
+  const json = await call(server, "PATCH", `${PV_PATH}/pv1`, [
+    { op: "test", path: "/metadata/finalizers", value: null },
+    { op: "add", path: "/metadata/finalizers", value: [fin] },
+  ], "application/json-patch+json");
+  assert.equal(json.status, 200);
+  assert.deepEqual((json.body.metadata as Record<string, unknown>).finalizers, [fin]);
+  const smp = await call(
+    server,
+    "PATCH",
+    `${PV_PATH}/pv1`,
+    {},
+    "application/strategic-merge-patch+json",
+  );
+  assert.equal(smp.status, 415);
+  assert.equal(smp.body.reason, "UnsupportedMediaType");
+  const badDoc = await call(
+    server,
+    "PATCH",
+    `${PV_PATH}/pv1`,
+    { op: "add" },
+    "application/json-patch+json",
+  );
+  assert.equal(badDoc.status, 400);
+});
+
+Deno.test("MemoryApiServer answers a failed JSON patch test with 422 as the real server does", async () => {
+  await using server = await MemoryApiServer.start();
+  const pv = server.create<KubeObject>(PERSISTENT_VOLUMES, {
+    metadata: { name: "pv1", finalizers: ["x"] },
+  });
+  for (
+    const patch of [
+      [{ op: "test", path: "/metadata/finalizers", value: null }],
+      [{ op: "remove", path: "/metadata/annotations/missing" }],
+    ]
+  ) {
+    const res = await call(server, "PATCH", `${PV_PATH}/pv1`, patch, "application/json-patch+json");
+    assert.equal(res.status, 422);
+    assert.deepEqual(res.body, {
+      kind: "Status",
+      apiVersion: "v1",
+      metadata: {},
+      status: "Failure",
+      message: "the server rejected our request due to an error in our request",
+      reason: "Invalid",
+      details: {},
+      code: 422,
+    });
+  }
+  assert.equal(
+    server.get(PERSISTENT_VOLUMES, "pv1").metadata.resourceVersion,
+    pv.metadata.resourceVersion,
+  );
+});
+
+Deno.test("MemoryApiServer /status changes only status; the main resource ignores status", async () => {
+  await using server = await MemoryApiServer.start();
+  server.create(VOLUME_ATTACHMENTS, va("va1", { status: { attached: false } }));
+  const statusPatch = await call(server, "PATCH", `${VA_PATH}/va1/status`, {
+    metadata: { annotations: { a: "b" } },
+    spec: { nodeName: "other" },
+    status: { attached: true, attachmentMetadata: { k: "v" } },
+  }, "application/merge-patch+json");
+  assert.equal(statusPatch.status, 200);
+  const after = server.get<VolumeAttachment>(VOLUME_ATTACHMENTS, "va1");
+  assert.deepEqual(after.status, { attached: true, attachmentMetadata: { k: "v" } });
+  assert.equal(after.spec.nodeName, "node1");
+  assert.equal(after.metadata.annotations, undefined);
+
+  await call(server, "PATCH", `${VA_PATH}/va1`, {
+    metadata: { finalizers: ["f"] },
+    status: { attached: false },
+  }, "application/merge-patch+json");
+  const main = server.get<VolumeAttachment>(VOLUME_ATTACHMENTS, "va1");
+  assert.deepEqual(main.metadata.finalizers, ["f"]);
+  assert.equal(main.status?.attached, true, "status is ignored on the main resource");
+
+  const noStatus = await call(server, "GET", "/apis/storage.k8s.io/v1/csinodes/n1/status");
+  assert.equal(noStatus.status, 404, "csinodes have no status subresource");
+});
+
+Deno.test("MemoryApiServer patches cannot change name, uid or timestamps", async () => {
+  await using server = await MemoryApiServer.start();
+  const orig = server.create(VOLUME_ATTACHMENTS, va("va1"));
+  const res = await call(server, "PATCH", `${VA_PATH}/va1`, {
+    metadata: {
+      name: "other",
+      uid: "u",
+      creationTimestamp: "2000-01-01T00:00:00Z",
+      deletionTimestamp: "2000-01-01T00:00:00Z",
+      labels: { l: "1" },
+    },
+  }, "application/merge-patch+json");
+  const m = res.body.metadata as Record<string, unknown>;
+  assert.equal(m.name, "va1");
+  assert.equal(m.uid, orig.metadata.uid);
+  assert.equal(m.creationTimestamp, orig.metadata.creationTimestamp);
+  assert.equal(m.deletionTimestamp, undefined);
+  assert.deepEqual(m.labels, { l: "1" });
+});
+
+Deno.test("MemoryApiServer merge patch with a stale resourceVersion gives 409", async () => {
+  await using server = await MemoryApiServer.start();
+  server.create(VOLUME_ATTACHMENTS, va("va1"));
+  const res = await call(server, "PATCH", `${VA_PATH}/va1`, {
+    metadata: { resourceVersion: "1", finalizers: ["f"] },
+  }, "application/merge-patch+json");
+  assert.equal(res.status, 409);
+  assert.equal(server.get(VOLUME_ATTACHMENTS, "va1").metadata.finalizers, undefined);
+});
+
+Deno.test("MemoryApiServer a write that changes nothing keeps the resourceVersion and emits nothing", async () => {
+  await using server = await MemoryApiServer.start();
+  const orig = server.create(VOLUME_ATTACHMENTS, va("va1", { status: { attached: true } }));
+  const events: ApiServerEvent[] = [];
+  using _sub = { [Symbol.dispose]: server.onEvent((ev) => events.push(ev)) };
+  const res = await call(
+    server,
+    "PATCH",
+    `${VA_PATH}/va1/status`,
+    {},
+    "application/merge-patch+json",
+  );
+  assert.equal(res.status, 200);
+  assert.equal(
+    (res.body.metadata as Record<string, unknown>).resourceVersion,
+    orig.metadata.resourceVersion,
+  );
+  server.patch(VOLUME_ATTACHMENTS, "va1", { type: "merge", body: { status: { attached: true } } }, {
+    subresource: "status",
+  });
+  assert.deepEqual(events, []);
+});
+
+Deno.test("MemoryApiServer DELETE with finalizers marks, removing the last finalizer deletes", async () => {
+  const clock = new FakeClock(Date.UTC(2024, 5, 1));
+  await using server = await MemoryApiServer.start({ clock });
+  const created = server.create(
+    VOLUME_ATTACHMENTS,
+    va("va1", { metadata: { name: "va1", finalizers: ["f1", "f2"] } }),
+  );
+  const events: ApiServerEvent[] = [];
+  using _sub = { [Symbol.dispose]: server.onEvent((ev) => events.push(ev)) };
+
+  const del = await call(server, "DELETE", `${VA_PATH}/va1`);
+  assert.equal(del.status, 200);
+  const marked = server.get(VOLUME_ATTACHMENTS, "va1");
+  assert.equal(marked.metadata.deletionTimestamp, "2024-06-01T00:00:00Z");
+  assert.equal(marked.metadata.deletionGracePeriodSeconds, 0);
+  assert.deepEqual(events.map((e) => e.type), ["MODIFIED"]);
+
+  const again = await call(server, "DELETE", `${VA_PATH}/va1`);
+  assert.equal(again.status, 200);
+  assert.equal(events.length, 1, "a second delete changes nothing");
+
+  const adding = await call(server, "PATCH", `${VA_PATH}/va1`, {
+    metadata: { finalizers: ["f1", "f2", "new"] },
+  }, "application/merge-patch+json");
+  assert.equal(adding.status, 422);
+  assert.equal(
+    adding.body.message,
+    `VolumeAttachment.storage.k8s.io "va1" is invalid: metadata.finalizers: Forbidden: no new ` +
+      `finalizers can be added if the object is being deleted, found new finalizers []string{"new"}`,
+  );
+  assert.deepEqual(adding.body.details, {
+    name: "va1",
+    group: "storage.k8s.io",
+    kind: "VolumeAttachment",
+    causes: [{
+      reason: "FieldValueForbidden",
+      field: "metadata.finalizers",
+      message: `Forbidden: no new finalizers can be added if the object is being deleted, found ` +
+        `new finalizers []string{"new"}`,
+    }],
+  });
+
+  server.patch(VOLUME_ATTACHMENTS, "va1", {
+    type: "json",
+    body: [{ op: "remove", path: "/metadata/finalizers/0" }],
+  });
+  assert.deepEqual(server.get(VOLUME_ATTACHMENTS, "va1").metadata.finalizers, ["f2"]);
+  const last = await call(
+    server,
+    "PATCH",
+    `${VA_PATH}/va1`,
+    { metadata: { finalizers: null } },
+    "application/merge-patch+json",
+  );
+  assert.equal(last.status, 200);
+  assert.equal(server.find(VOLUME_ATTACHMENTS, "va1"), undefined);
+  assert.deepEqual(events.map((e) => e.type), ["MODIFIED", "MODIFIED", "DELETED"]);
+  const deleted = events[2]!;
+  assert.equal(deleted.resourceVersion, server.resourceVersion);
+  assert.deepEqual(deleted.object.metadata.finalizers, ["f2"], "the last stored state");
+  assert.equal(deleted.object.metadata.uid, created.metadata.uid);
+  assert.deepEqual(last.body.metadata, deleted.object.metadata);
+});
+
+Deno.test("MemoryApiServer DELETE without finalizers removes the object", async () => {
+  await using server = await MemoryApiServer.start();
+  server.create(SECRETS, { metadata: { name: "s1", namespace: "default" }, data: {} });
+  const del = await call(server, "DELETE", "/api/v1/namespaces/default/secrets/s1");
+  assert.equal(del.status, 200);
+  assert.equal(server.find(SECRETS, "s1", "default"), undefined);
+  const gone = await call(server, "DELETE", "/api/v1/namespaces/default/secrets/s1");
+  assert.equal(gone.status, 404);
+});
+
+Deno.test("MemoryApiServer stores objects as Go would serialize them", async () => {
+  await using server = await MemoryApiServer.start();
+  server.create(
+    VOLUME_ATTACHMENTS,
+    va("va1", { status: { attached: true, attachError: { message: "x" } } }),
+  );
+  await call(server, "PATCH", `${VA_PATH}/va1`, {
+    metadata: { annotations: {}, finalizers: [] },
+  }, "application/merge-patch+json");
+  await call(server, "PATCH", `${VA_PATH}/va1/status`, {
+    status: { attachError: null, attachmentMetadata: null },
+  }, "application/merge-patch+json");
+  const obj = server.get<VolumeAttachment>(VOLUME_ATTACHMENTS, "va1");
+  assert.deepEqual(obj.status, { attached: true });
+  assert.equal("annotations" in obj.metadata, false);
+  assert.equal("finalizers" in obj.metadata, false);
+});
+
+Deno.test("MemoryApiServer serves namespaced objects per namespace", async () => {
+  await using server = await MemoryApiServer.start();
+  server.create(SECRETS, { metadata: { name: "s", namespace: "a" }, data: { k: "dg==" } });
+  server.create(SECRETS, { metadata: { name: "s", namespace: "b" } });
+  const inA = await call(server, "GET", "/api/v1/namespaces/a/secrets");
+  assert.equal((inA.body.items as unknown[]).length, 1);
+  const all = await call(server, "GET", "/api/v1/secrets");
+  assert.equal((all.body.items as unknown[]).length, 2);
+  const one = await call(server, "GET", "/api/v1/namespaces/a/secrets/s");
+  assert.deepEqual(one.body.data, { k: "dg==" });
+  const created = await call(server, "POST", "/api/v1/namespaces/c/secrets", {
+    metadata: { generateName: "gen-" },
+  });
+  assert.equal(created.status, 201);
+  const m = created.body.metadata as Record<string, unknown>;
+  assert.match(String(m.name), /^gen-[a-z0-9]{5}$/);
+  assert.equal(m.namespace, "c");
+  const mismatch = await call(server, "POST", "/api/v1/namespaces/c/secrets", {
+    metadata: { name: "x", namespace: "d" },
+  });
+  assert.equal(mismatch.status, 400);
+  const clusterPath = await call(server, "GET", "/api/v1/namespaces/a/persistentvolumes");
+  assert.equal(clusterPath.status, 404);
+});
+
+Deno.test("MemoryApiServer records requests", async () => {
+  await using server = await MemoryApiServer.start();
+  server.create(VOLUME_ATTACHMENTS, va("va1"));
+  await call(server, "PATCH", `${VA_PATH}/va1/status?fieldManager=x`, {
+    status: { attached: true },
+  }, "application/merge-patch+json; charset=utf-8");
+  await call(server, "GET", "/api/v1/namespaces/ns/secrets/s1");
+  const [patch, get] = server.requests;
+  assert.deepEqual(patch, {
+    method: "PATCH",
+    path: `${VA_PATH}/va1/status`,
+    verb: "patch",
+    resource: "volumeattachments",
+    name: "va1",
+    subresource: "status",
+    namespace: "",
+    query: { fieldManager: "x" },
+    contentType: "application/merge-patch+json",
+    body: { status: { attached: true } },
+    watch: false,
+    userAgent: patch?.userAgent ?? "",
+    accept: "*/*",
+  });
+  assert.equal(get?.verb, "get");
+  assert.equal(get?.namespace, "ns");
+  server.clearRequests();
+  assert.deepEqual(server.requests, []);
+});
+
+Deno.test("MemoryApiServer failNext answers with the real error texts without applying", async () => {
+  await using server = await MemoryApiServer.start();
+  server.create(VOLUME_ATTACHMENTS, va("pv1-node1"));
+  server.failNext({ verb: "patch", resource: "volumeattachments", status: 403 });
+  const forbidden = await call(server, "PATCH", `${VA_PATH}/pv1-node1`, {
+    metadata: { finalizers: ["f"] },
+  }, "application/merge-patch+json");
+  assert.equal(forbidden.status, 403);
+  assert.equal(forbidden.body.reason, "Forbidden");
+  assert.equal(
+    forbidden.body.message,
+    `volumeattachments.storage.k8s.io "pv1-node1" is forbidden: Mock error`,
+  );
+  assert.equal(server.get(VOLUME_ATTACHMENTS, "pv1-node1").metadata.finalizers, undefined);
+
+  server.failNext({
+    method: "PATCH",
+    subresource: "status",
+    status: 500,
+    message: "boom",
+    times: 2,
+  });
+  const main = await call(server, "PATCH", `${VA_PATH}/pv1-node1`, {
+    metadata: { labels: { a: "1" } },
+  }, "application/merge-patch+json");
+  assert.equal(main.status, 200, "subresource does not match");
+  for (let i = 0; i < 2; i++) {
+    const res = await call(server, "PATCH", `${VA_PATH}/pv1-node1/status`, {
+      status: { attached: true },
+    }, "application/merge-patch+json");
+    assert.equal(res.status, 500);
+    assert.equal(res.body.message, "Internal error occurred: boom");
+  }
+  const third = await call(server, "PATCH", `${VA_PATH}/pv1-node1/status`, {
+    status: { attached: true },
+  }, "application/merge-patch+json");
+  assert.equal(third.status, 200, "times is used up");
+
+  server.failNext({ verb: "get", name: "other", status: 409 });
+  assert.equal((await call(server, "GET", `${VA_PATH}/pv1-node1`)).status, 200);
+  const conflict = await call(server, "GET", `${VA_PATH}/other`);
+  assert.equal(conflict.body.reason, "Conflict");
+  assert.throws(() => server.failNext({ verb: "get" }), TypeError);
+});
+
+Deno.test("MemoryApiServer failNext applyChange applies the write, then answers the error", async () => {
+  await using server = await MemoryApiServer.start();
+  server.create(VOLUME_ATTACHMENTS, va("va1"));
+  server.failNext({ verb: "patch", status: 504, message: "lost", applyChange: true });
+  const res = await call(
+    server,
+    "PATCH",
+    `${VA_PATH}/va1`,
+    { metadata: { labels: { a: "1" } } },
+    "application/merge-patch+json",
+  );
+  assert.equal(res.status, 504);
+  assert.equal(res.body.message, "Timeout: lost");
+  assert.deepEqual(server.get(VOLUME_ATTACHMENTS, "va1").metadata.labels, { a: "1" });
+});
+
+Deno.test("MemoryApiServer failNext delayMs waits on the server's clock", async () => {
+  const clock = new FakeClock();
+  await using server = await MemoryApiServer.start({ clock });
+  server.create(VOLUME_ATTACHMENTS, va("va1"));
+  server.failNext({ verb: "get", delayMs: 5000 });
+  let done = false;
+  const pending = call(server, "GET", `${VA_PATH}/va1`).then((a) => {
+    done = true;
+    return a;
+  });
+  while (clock.pendingTimers() === 0) await new Promise((r) => setTimeout(r, 1));
+  clock.advance(4999);
+  await new Promise((r) => setTimeout(r, 5));
+  assert.equal(done, false);
+  clock.advance(1);
+  assert.equal((await pending).status, 200);
+});
+
+Deno.test("MemoryApiServer watch streams ADDED for rv 0, then live events", async () => {
+  await using server = await MemoryApiServer.start();
+  server.create(VOLUME_ATTACHMENTS, va("a"));
+  server.create(PERSISTENT_VOLUMES, { metadata: { name: "pv1" }, spec: {} });
+  const res = await fetch(`${server.url}${VA_PATH}?watch=true&resourceVersion=0`);
+  assert.equal(res.headers.get("content-type"), "application/json");
+  const it = lines(res);
+  const [first] = await take(it, 1);
+  assert.equal(first?.type, "ADDED");
+  assert.equal(meta(first!).name, "a");
+  server.create(VOLUME_ATTACHMENTS, va("b"));
+  server.delete(VOLUME_ATTACHMENTS, "a");
+  server.create(PERSISTENT_VOLUMES, { metadata: { name: "pv2" }, spec: {} });
+  const evs = await take(it, 2);
+  assert.deepEqual(evs.map((e) => [e.type, meta(e).name]), [["ADDED", "b"], ["DELETED", "a"]]);
+  assert.equal(server.watchCount, 1);
+  server.closeWatches();
+  assert.deepEqual(await take(it, 1), [], "the stream ends");
+  assert.equal(server.watchCount, 0);
+});
+
+Deno.test("MemoryApiServer watch from a resourceVersion replays the history", async () => {
+  await using server = await MemoryApiServer.start();
+  const a = server.create(VOLUME_ATTACHMENTS, va("a"));
+  server.patch(VOLUME_ATTACHMENTS, "a", {
+    type: "merge",
+    body: { metadata: { labels: { x: "1" } } },
+  });
+  server.create(SECRETS, { metadata: { name: "s", namespace: "n" } });
+  server.delete(VOLUME_ATTACHMENTS, "a");
+  const res = await fetch(
+    `${server.url}${VA_PATH}?watch=1&resourceVersion=${a.metadata.resourceVersion}&timeoutSeconds=300`,
+  );
+  const it = lines(res);
+  const evs = await take(it, 2);
+  assert.deepEqual(evs.map((e) => e.type), ["MODIFIED", "DELETED"]);
+  assert.equal(server.requests.at(-1)?.watch, true);
+  assert.equal(server.requests.at(-1)?.verb, "watch");
+  server.closeWatches();
+  await take(it, 1);
+});
+
+Deno.test("MemoryApiServer watch from a compacted resourceVersion gives a 410 ERROR event", async () => {
+  await using server = await MemoryApiServer.start({ historyLimit: 2 });
+  const first = server.create(VOLUME_ATTACHMENTS, va("a"));
+  server.create(VOLUME_ATTACHMENTS, va("b"));
+  server.create(VOLUME_ATTACHMENTS, va("c"));
+  server.create(VOLUME_ATTACHMENTS, va("d"));
+  const res = await fetch(
+    `${server.url}${VA_PATH}?watch=true&resourceVersion=${first.metadata.resourceVersion}`,
+  );
+  assert.equal(res.status, 200);
+  const evs = await take(lines(res), 5);
+  const rv = Number(first.metadata.resourceVersion);
+  assert.deepEqual(evs, [{
+    type: "ERROR",
+    object: {
+      kind: "Status",
+      apiVersion: "v1",
+      metadata: {},
+      status: "Failure",
+      message: `too old resource version: ${rv} (${rv + 1})`,
+      reason: "Expired",
+      code: 410,
+    },
+  }]);
+
+  server.compact();
+  const res2 = await fetch(`${server.url}${VA_PATH}?watch=true&resourceVersion=${rv + 2}`);
+  assert.equal((await take(lines(res2), 2))[0]?.type, "ERROR");
+});
+
+Deno.test("MemoryApiServer watch sends bookmarks on demand and periodically, and times out", async () => {
+  const clock = new FakeClock();
+  await using server = await MemoryApiServer.start({ clock, bookmarkIntervalMs: 1000 });
+  const rv = server.resourceVersion;
+  const res = await fetch(
+    `${server.url}${VA_PATH}?watch=true&resourceVersion=${rv}&allowWatchBookmarks=true&timeoutSeconds=10`,
+  );
+  const noBookmarks = await fetch(`${server.url}${VA_PATH}?watch=true&resourceVersion=${rv}`);
+  const it = lines(res);
+  await server.whenWatching(2);
+  server.bookmark();
+  assert.deepEqual(await take(it, 1), [{
+    type: "BOOKMARK",
+    object: {
+      kind: "VolumeAttachment",
+      apiVersion: "storage.k8s.io/v1",
+      metadata: { resourceVersion: rv },
+    },
+  }]);
+  server.create(PERSISTENT_VOLUMES, { metadata: { name: "pv1" }, spec: {} });
+  clock.advance(1000);
+  const [periodic] = await take(it, 1);
+  assert.equal(periodic?.type, "BOOKMARK");
+  assert.equal(meta(periodic!).resourceVersion, server.resourceVersion);
+  clock.advance(9000);
+  const rest = await take(it, 20);
+  // Bookmarks at 2 s … 9 s, then the stream ends at the 10 s timeout.
+  assert.deepEqual(rest.map((e) => e.type), Array(8).fill("BOOKMARK"));
+  assert.equal(server.watchCount, 1);
+  server.closeWatches();
+  assert.deepEqual(
+    await take(lines(noBookmarks), 5),
+    [],
+    "no bookmarks without allowWatchBookmarks",
+  );
+});
+
+Deno.test("MemoryApiServer watch with a bad resourceVersion answers 400", async () => {
+  await using server = await MemoryApiServer.start();
+  const res = await call(server, "GET", `${VA_PATH}?watch=true&resourceVersion=abc`);
+  assert.equal(res.status, 400);
+});
+
+Deno.test("MemoryApiServer a client that goes away closes its watch", async () => {
+  await using server = await MemoryApiServer.start();
+  const ac = new AbortController();
+  const res = await fetch(`${server.url}${VA_PATH}?watch=true`, { signal: ac.signal });
+  await server.whenWatching(1);
+  ac.abort();
+  await res.body?.cancel().catch((err: unknown) => err);
+  while (server.watchCount > 0) await new Promise((r) => setTimeout(r, 1));
+  assert.equal(server.watchCount, 0);
+});
+
+Deno.test("MemoryApiServer direct access has the HTTP semantics", async () => {
+  await using server = await MemoryApiServer.start();
+  const seeded = server.create<PersistentVolume>("persistentvolumes", {
+    metadata: { name: "pv1", deletionTimestamp: "2024-01-01T00:00:00Z", finalizers: ["f"] },
+    spec: {},
+    status: { phase: "Bound" },
+  });
+  assert.equal(seeded.status?.phase, "Bound", "seeding keeps status");
+  assert.equal(seeded.metadata.deletionTimestamp, "2024-01-01T00:00:00Z");
+  assert.throws(
+    () => server.get(VOLUME_ATTACHMENTS, "nope"),
+    (err: unknown) =>
+      err instanceof StatusError && err.code === 404 &&
+      err.message === `volumeattachments.storage.k8s.io "nope" not found`,
+  );
+  assert.throws(
+    () => server.create(PERSISTENT_VOLUMES, seeded),
+    (err: unknown) => err instanceof StatusError && err.reason === "AlreadyExists",
+  );
+  const updated = server.update(PERSISTENT_VOLUMES, { ...seeded, spec: { storageClassName: "x" } });
+  assert.equal(updated.spec.storageClassName, "x");
+  assert.throws(
+    () => server.update(PERSISTENT_VOLUMES, seeded),
+    (err: unknown) => err instanceof StatusError && err.code === 409,
+  );
+  assert.deepEqual(server.list(PERSISTENT_VOLUMES).items.map((p) => p.metadata.name), ["pv1"]);
+  const gone = server.update(PERSISTENT_VOLUMES, {
+    ...updated,
+    metadata: { ...updated.metadata, finalizers: [] },
+  });
+  assert.equal(gone.metadata.name, "pv1");
+  assert.equal(server.find(PERSISTENT_VOLUMES, "pv1"), undefined);
+  assert.throws(() => server.get("widgets", "x"), RangeError);
+});
