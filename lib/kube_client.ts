@@ -34,6 +34,7 @@ import {
   type WatchEvent,
   type WatchOptions,
 } from "./kube_api.ts";
+import type { Logger } from "./logger.ts";
 import type { KubeObject, Status } from "./types.ts";
 
 /** Something that paces requests (client-go's QPS/burst token bucket). */
@@ -66,6 +67,11 @@ export interface KubeClientDeps {
   rateLimiter?: RequestRateLimiter;
   /** Called once per request when it ends (watch: when its response headers arrive). */
   onRequest?: (info: RequestInfo) => void;
+  /**
+   * Request log at verbosity 6, as client-go's round tripper logs (`"HTTP" verb URL status
+   * milliseconds`); never headers or bodies.
+   */
+  log?: Logger;
 }
 
 /** Options of a {@link KubeClient}. */
@@ -199,6 +205,7 @@ export class KubeClient implements KubeApi {
   readonly #proxied: boolean;
   readonly #rateLimiter: RequestRateLimiter | undefined;
   readonly #onRequest: ((info: RequestInfo) => void) | undefined;
+  readonly #log: Logger | undefined;
   readonly #userAgent: string;
   readonly #timeoutMs: number;
   readonly #watchGraceMs: number;
@@ -240,6 +247,7 @@ export class KubeClient implements KubeApi {
 
     this.#rateLimiter = deps.rateLimiter;
     this.#onRequest = deps.onRequest;
+    this.#log = deps.log;
     this.#userAgent = options.userAgent ?? "csi-attacher/unknown";
     this.#timeoutMs = options.timeoutMs ?? 30_000;
     this.#watchGraceMs = options.watchGraceMs ?? 30_000;
@@ -448,17 +456,27 @@ export class KubeClient implements KubeApi {
     method: string,
     verb: string,
     res: Resource,
+    url: URL,
     subresource: string | undefined,
     code: number,
     start: number,
   ): void {
+    const seconds = (performance.now() - start) / 1000;
+    if (this.#log?.enabled(6)) {
+      this.#log.v(6).info("HTTP", {
+        verb: method,
+        url: url.href,
+        status: code,
+        milliseconds: Math.round(seconds * 1000),
+      });
+    }
     this.#onRequest?.({
       method,
       verb,
       resource: res.plural,
       subresource: subresource ?? "",
       code,
-      seconds: (performance.now() - start) / 1000,
+      seconds,
     });
   }
 
@@ -488,7 +506,7 @@ export class KubeClient implements KubeApi {
       }
       return parsed;
     } finally {
-      this.#report(method, verb, res, target.subresource, code, start);
+      this.#report(method, verb, res, url, target.subresource, code, start);
     }
   }
 
@@ -598,7 +616,7 @@ export class KubeClient implements KubeApi {
         req.end();
       });
       reported = true;
-      this.#report("GET", "watch", res, undefined, response.statusCode ?? 0, start);
+      this.#report("GET", "watch", res, url, undefined, response.statusCode ?? 0, start);
       const decoder = new TextDecoder();
       if (response.statusCode !== 200) {
         let text = "";
@@ -627,7 +645,7 @@ export class KubeClient implements KubeApi {
       if (signal.aborted) return;
       if (guardError !== undefined) throw guardError;
       if (err instanceof ApiError) throw err;
-      if (!reported) this.#report("GET", "watch", res, undefined, 0, start);
+      if (!reported) this.#report("GET", "watch", res, url, undefined, 0, start);
       const cause = err instanceof Error ? err : new Error(String(err));
       throw this.#connectionError("GET", url, cause);
     } finally {

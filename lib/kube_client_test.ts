@@ -4,6 +4,7 @@ import { KubeConfig } from "@kubernetes/client-node";
 import { ApiError, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS, type WatchEvent } from "./kube_api.ts";
 import { errorFromResponse, KubeClient } from "./kube_client.ts";
 import { loadKubeConfig } from "./kube_config.ts";
+import type { Fields, Logger } from "./logger.ts";
 import type { KubeObject } from "./types.ts";
 
 interface TestServer extends AsyncDisposable {
@@ -79,6 +80,35 @@ Deno.test("KubeClient talks to an http:// server without insecure-skip-tls-verif
   assert.equal(h.get("authorization"), "Bearer t0k3n");
   assert.equal(h.get("accept"), "application/json");
   assert.equal(h.get("user-agent"), "csi-attacher/v9.9.9");
+});
+
+Deno.test("KubeClient logs each request at verbosity 6, without headers", async () => {
+  const lines: [number, string, Fields | undefined][] = [];
+  const logger = (verbosity: number): Logger => ({
+    info: (msg, fields) => lines.push([0, msg, fields]),
+    error: () => {},
+    v: (level) => ({ info: (msg, fields) => lines.push([level, msg, fields]) }),
+    enabled: (level) => level <= verbosity,
+    with: () => logger(verbosity),
+  });
+  await using server = await serve(() => json(PV));
+  await using quiet = new KubeClient({ kubeConfig: kubeConfigFor(server.url), log: logger(5) });
+  await quiet.get(PERSISTENT_VOLUMES, "pv1");
+  assert.equal(lines.length, 0);
+  await using client = new KubeClient({
+    kubeConfig: kubeConfigFor(server.url, { token: "secret-token" }),
+    log: logger(6),
+  });
+  await client.get(PERSISTENT_VOLUMES, "pv1");
+  assert.equal(lines.length, 1);
+  const [level, msg, fields] = lines[0]!;
+  assert.equal(level, 6);
+  assert.equal(msg, "HTTP");
+  assert.equal(fields?.verb, "GET");
+  assert.equal(fields?.url, `${server.url}/api/v1/persistentvolumes/pv1`);
+  assert.equal(fields?.status, 200);
+  assert.equal(typeof fields?.milliseconds, "number");
+  assert.ok(!JSON.stringify(lines).includes("secret-token"));
 });
 
 Deno.test("KubeClient sends basic auth and impersonation from the kubeconfig", async () => {
