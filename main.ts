@@ -1,0 +1,130 @@
+/**
+ * csi-attacher: watches VolumeAttachments and attaches volumes through a CSI driver's
+ * ControllerPublishVolume / ControllerUnpublishVolume.
+ *
+ * This file only reads the process environment and wires the pieces together; the behaviour
+ * lives in `lib/`.
+ *
+ * @module
+ */
+
+import { runAttacher } from "./lib/attacher.ts";
+import { KubeClient } from "./lib/kube_client.ts";
+import { loadKubeConfig } from "./lib/kube_config.ts";
+import { createLogger, errorText } from "./lib/log.ts";
+import type { Logger } from "./lib/logger.ts";
+import { parseOptions, validateOptions } from "./lib/options.ts";
+import type { Options } from "./lib/options.ts";
+import { TokenBucket } from "./lib/token_bucket.ts";
+import { VERSION } from "./lib/version.ts";
+
+const TERMINATION_LOG = "/dev/termination-log";
+
+function writeStderr(text: string): void {
+  Deno.stderr.writeSync(new TextEncoder().encode(text.endsWith("\n") ? text : `${text}\n`));
+}
+
+function env(name: string): string | undefined {
+  return Deno.env.get(name);
+}
+
+function writeTerminationMessage(message: string): void {
+  try {
+    Deno.writeTextFileSync(TERMINATION_LOG, message);
+  } catch {
+    // Not in a pod, or the file is not writable: the log line carries the message.
+  }
+}
+
+function kubeFactory(options: Options, log: Logger): () => KubeClient {
+  const host = env("KUBERNETES_SERVICE_HOST");
+  const kubeConfig = loadKubeConfig({
+    kubeconfigPath: options.kubeconfig,
+    inCluster: host ? { host, port: env("KUBERNETES_SERVICE_PORT") ?? "443" } : undefined,
+    kubeconfigEnv: env("KUBECONFIG"),
+    home: env("HOME"),
+  });
+  return () =>
+    new KubeClient({
+      kubeConfig,
+      log,
+      rateLimiter: new TokenBucket({}, { qps: options.kubeApiQps, burst: options.kubeApiBurst }),
+    }, {
+      userAgent: `csi-attacher/${VERSION}`,
+    });
+}
+
+async function main(args: string[]): Promise<number> {
+  const parsed = parseOptions(args);
+  if (!parsed.ok) {
+    if ("help" in parsed) {
+      writeStderr(parsed.usage);
+      return 0;
+    }
+    if ("version" in parsed) {
+      console.log(`csi-attacher ${VERSION}`);
+      return 0;
+    }
+    if (parsed.exitCode === 2) {
+      writeStderr(`${parsed.error}\n${parsed.usage}`);
+      return 2;
+    }
+    createLogger({ verbosity: 0, format: "text" }).error(parsed.cause, parsed.error);
+    return 1;
+  }
+  const options = parsed.options;
+  const log = createLogger({ verbosity: options.verbosity, format: options.loggingFormat });
+  const invalid = validateOptions(options);
+  if (invalid !== undefined) {
+    log.error(undefined, invalid);
+    return 1;
+  }
+  log.info("Version", { version: VERSION });
+
+  const stop = new AbortController();
+  let exitCode: number | undefined;
+  const onSignal = (signal: Deno.Signal) => {
+    if (stop.signal.aborted) {
+      log.info("Second signal received, exiting at once", { signal });
+      Deno.exit(1);
+    }
+    log.info("Signal received, finishing work in flight", { signal });
+    stop.abort();
+    // In-flight CSI calls are bounded by --timeout; do not outlive them by much.
+    setTimeout(() => {
+      log.info("Work in flight did not finish in time, exiting");
+      Deno.exit(1);
+    }, options.timeoutMs + 5000).unref?.();
+  };
+  const sigterm = () => onSignal("SIGTERM");
+  const sigint = () => onSignal("SIGINT");
+  Deno.addSignalListener("SIGTERM", sigterm);
+  Deno.addSignalListener("SIGINT", sigint);
+
+  try {
+    const kube = kubeFactory(options, log);
+    await runAttacher(options, {
+      log,
+      signal: stop.signal,
+      kube,
+      env: {
+        exit: (code) => {
+          exitCode = code;
+          Deno.exit(code);
+        },
+        writeTerminationMessage,
+      },
+    });
+  } catch (err) {
+    log.error(err, "Attacher failed", { reason: errorText(err) });
+    return 1;
+  } finally {
+    Deno.removeSignalListener("SIGTERM", sigterm);
+    Deno.removeSignalListener("SIGINT", sigint);
+  }
+  return exitCode ?? 0;
+}
+
+if (import.meta.main) {
+  Deno.exit(await main(Deno.args));
+}
