@@ -604,17 +604,34 @@ export class KubeClient implements KubeApi {
       );
       req.destroy(guardError);
     }, guardMs);
-    const onAbort = () => req.destroy();
+    // Resolves on abort, so that reads racing it end even when the runtime never ends a
+    // destroyed stream.
+    let response: http.IncomingMessage | undefined;
+    let aborted!: () => void;
+    const abortedPromise = new Promise<undefined>((resolve) => aborted = () => resolve(undefined));
+    const onAbort = () => {
+      aborted();
+      req.destroy();
+      response?.destroy();
+    };
     signal.addEventListener("abort", onAbort, { once: true });
+    if (signal.aborted) onAbort();
     const start = performance.now();
     let reported = false;
     let finished = false;
     try {
-      const response = await new Promise<http.IncomingMessage>((resolve, reject) => {
-        req.on("response", resolve);
-        req.on("error", reject);
-        req.end();
-      });
+      response = await Promise.race([
+        new Promise<http.IncomingMessage>((resolve, reject) => {
+          req.on("response", resolve);
+          req.on("error", reject);
+          req.end();
+        }),
+        abortedPromise,
+      ]);
+      if (response === undefined || signal.aborted) {
+        response?.destroy();
+        return;
+      }
       reported = true;
       this.#report("GET", "watch", res, url, undefined, response.statusCode ?? 0, start);
       const decoder = new TextDecoder();
@@ -624,7 +641,12 @@ export class KubeClient implements KubeApi {
         throw errorFromResponse(response.statusCode ?? 0, text + decoder.decode());
       }
       let buffer = "";
-      for await (const chunk of response) {
+      const chunks = response[Symbol.asyncIterator]();
+      for (;;) {
+        const next = await Promise.race([chunks.next(), abortedPromise]);
+        if (next === undefined) return; // aborted
+        if (next.done) break;
+        const chunk = next.value as Uint8Array;
         buffer += decoder.decode(chunk, { stream: true });
         let newline = buffer.indexOf("\n");
         while (newline >= 0) {

@@ -564,3 +564,26 @@ Deno.test("client-node's Watch streams from MemoryApiServer", async () => {
   assert.equal(await done.promise, null, "a stream the server ends is not an error");
   assert.deepEqual(seen, ["ADDED a", "ADDED b", "BOOKMARK "]);
 });
+
+Deno.test("KubeClient watch aborted while its request is in flight ends at once", async () => {
+  await using e = await env();
+  // The server holds the watch request; the caller gives up before the answer comes.
+  e.server.failNext({ verb: "watch", delayMs: 300 });
+  const stop = new AbortController();
+  const events: unknown[] = [];
+  const done = (async () => {
+    for await (
+      const ev of e.client.watch(VOLUME_ATTACHMENTS, {
+        resourceVersion: e.server.resourceVersion,
+        timeoutSeconds: 60,
+        allowWatchBookmarks: true,
+        signal: stop.signal,
+      })
+    ) events.push(ev);
+  })();
+  setTimeout(() => stop.abort(), 20);
+  await done;
+  assert.deepEqual(events, []);
+  // The delayed answer arrives after the abort; the iteration must not be waiting for it.
+  await new Promise((resolve) => setTimeout(resolve, 400));
+});
