@@ -11,6 +11,7 @@
 import { runAttacher } from "./lib/attacher.ts";
 import { KubeClient } from "./lib/kube_client.ts";
 import { loadKubeConfig } from "./lib/kube_config.ts";
+import { SERVICE_ACCOUNT_NAMESPACE_FILE } from "./lib/leader_election.ts";
 import { createLogger, errorText } from "./lib/log.ts";
 import type { Logger } from "./lib/logger.ts";
 import { parseOptions, validateOptions } from "./lib/options.ts";
@@ -26,6 +27,14 @@ function writeStderr(text: string): void {
 
 function env(name: string): string | undefined {
   return Deno.env.get(name);
+}
+
+function readFile(path: string): string | undefined {
+  try {
+    return Deno.readTextFileSync(path);
+  } catch {
+    return undefined; // not running in a pod
+  }
 }
 
 function writeTerminationMessage(message: string): void {
@@ -113,6 +122,10 @@ async function main(args: string[]): Promise<number> {
           Deno.exit(code);
         },
         writeTerminationMessage,
+        // In a pod HOSTNAME is the pod name, which is also the host name.
+        hostname: () => env("HOSTNAME") || Deno.hostname(),
+        podNamespace: env("POD_NAMESPACE"),
+        readServiceAccountNamespace: () => readFile(SERVICE_ACCOUNT_NAMESPACE_FILE),
       },
     });
   } catch (err) {

@@ -24,7 +24,11 @@ import { DUMMY_DRIVER_NAME } from "./names.ts";
 import type { Options } from "./options.ts";
 import { TrivialHandler } from "./trivial_handler.ts";
 import type { CsiNode, PersistentVolume, VolumeAttachment } from "./types.ts";
-import type { QueueMetricsProvider } from "./workqueue/metrics.ts";
+import { startHttpServer } from "./http_server.ts";
+import { leaderElectionNamespace, LeaderElector, leaderIdentity } from "./leader_election.ts";
+import { createMetrics, type Metrics } from "./metrics.ts";
+import { MIGRATION_DRIVER_NAMES } from "./migration.ts";
+import { leaseName } from "./names.ts";
 import { ItemExponentialFailureRateLimiter } from "./workqueue/rate_limiters.ts";
 import { RateLimitingWorkQueue } from "./workqueue/rate_limiting_queue.ts";
 
@@ -37,6 +41,12 @@ export interface AttacherEnv {
   exit(code: number): void;
   /** Writes the termination message (`/dev/termination-log`) when possible. */
   writeTerminationMessage(message: string): void;
+  /** The host name, the leader-election identity. */
+  hostname(): string;
+  /** `POD_NAMESPACE`, for the lease namespace. */
+  podNamespace?: string;
+  /** Reads the service account's namespace file, for the lease namespace. */
+  readServiceAccountNamespace?(): string | undefined;
 }
 
 /** Collaborators of {@link runAttacher}. */
@@ -48,19 +58,16 @@ export interface AttacherDeps {
   clock?: Clock;
   /** Stops the attacher: workers finish what they are doing, then `runAttacher` resolves. */
   signal: AbortSignal;
-  /** Metrics of CSI calls. */
-  onCsiCall?: (info: CsiCallInfo) => void;
-  /** Metrics of the workqueues. */
-  queueMetrics?: QueueMetricsProvider;
-  /** Told the driver name once it is known. */
-  onDriverName?: (name: string) => void;
-  /** Told when the caches have synced and the workers run (for `/healthz`). */
+  /** Told when the diagnostics server listens (tests use port 0). */
+  onHttpListening?: (port: number) => void;
+  /** Told when the caches have synced and the workers run. */
   onReady?: () => void;
-  /**
-   * Runs `work` when this replica may act; without leader election that is at once. The
-   * signal passed to `work` aborts when the replica must stop.
-   */
-  runAsLeader?: (driverName: string, work: (signal: AbortSignal) => Promise<void>) => Promise<void>;
+}
+
+/** Metrics that can be swapped once the driver name is known (CSI migration adds a label). */
+class MetricsHolder {
+  current: Metrics = createMetrics({});
+  observe = (info: CsiCallInfo) => this.current.observeCsiCall(info);
 }
 
 /** The driver name, handler and CSI client chosen at startup. */
@@ -75,6 +82,7 @@ async function setUpDriver(
   options: Options,
   deps: AttacherDeps,
   kube: KubeApi,
+  metrics: MetricsHolder,
 ): Promise<DriverSetup> {
   const { log, env } = deps;
   const clock = deps.clock ?? realClock;
@@ -90,7 +98,7 @@ async function setUpDriver(
     log,
     clock,
     maxGrpcLogLength: options.maxGrpcLogLength,
-    onCall: deps.onCsiCall,
+    onCall: metrics.observe,
     onConnectionLoss: () => {
       env.writeTerminationMessage(CONNECTION_LOST_MESSAGE);
       log.error(new Error("connection lost"), CONNECTION_LOST_MESSAGE);
@@ -101,7 +109,9 @@ async function setUpDriver(
     await probeForever(csi, { timeoutMs: options.timeoutMs, clock, log, signal: deps.signal });
     const driverName = await getDriverName(csi);
     log.info("CSI driver name", { driver: driverName });
-    deps.onDriverName?.(driverName);
+    if (MIGRATION_DRIVER_NAMES.has(driverName)) {
+      metrics.current = createMetrics({ driverName, migrated: true });
+    }
     const caps = await getCapabilities(csi, clock);
     if (!caps.controllerService || !caps.publishUnpublish) {
       log.info("CSI driver does not support ControllerPublishUnpublish, using trivial handler", {
@@ -128,74 +138,134 @@ async function setUpDriver(
 /**
  * Runs the attacher until `deps.signal` aborts, then waits for the work in flight.
  *
- * @throws {Error} for fatal startup failures (driver unreachable, probe failed, no name); the
- *   caller logs them and exits 1.
+ * @throws {Error} for fatal startup failures (driver unreachable, probe failed, no name, the
+ *   HTTP endpoint cannot listen); the caller logs them and exits 1.
  */
 export async function runAttacher(options: Options, deps: AttacherDeps): Promise<void> {
   const { log } = deps;
   const clock = deps.clock ?? realClock;
   const kube = deps.kube();
-  const setup = await setUpDriver(options, deps, kube);
-  const { driverName, handler } = setup;
+  const metrics = new MetricsHolder();
+  const setup = await setUpDriver(options, deps, kube, metrics);
+  const { driverName } = setup;
+  metrics.current.setDriverName(driverName);
+  let elector: LeaderElector | undefined;
+  let ready = false;
+  const address = options.httpEndpoint || options.metricsAddress;
+  const http = address
+    ? await startHttpServer({
+      address,
+      metricsPath: options.metricsPath,
+      metrics: metrics.current,
+      leaderHealth: options.leaderElection && options.httpEndpoint
+        ? () => elector?.healthCheck()
+        : undefined,
+      ready: () => ready,
+      log,
+    }).catch((err) => {
+      setup.csi?.close();
+      throw err;
+    })
+    : undefined;
+  if (http) deps.onHttpListening?.(http.port);
   try {
-    const work = async (signal: AbortSignal) => {
-      const informerDeps = { api: kube, clock, log };
-      const vaInformer = new Informer<VolumeAttachment>(informerDeps, {
-        resource: VOLUME_ATTACHMENTS,
-        resyncMs: options.resyncMs,
-        name: "volumeattachments",
+    const work = (signal: AbortSignal) =>
+      runController(options, { ...deps, clock }, setup, kube, metrics.current, signal, () => {
+        ready = true;
+        deps.onReady?.();
       });
-      const pvInformer = new Informer<PersistentVolume>(informerDeps, {
-        resource: PERSISTENT_VOLUMES,
-        resyncMs: options.resyncMs,
-        name: "persistentvolumes",
-      });
-      const csiNodeInformer = new Informer<CsiNode>(informerDeps, {
-        resource: CSI_NODES,
-        resyncMs: options.resyncMs,
-        name: "csinodes",
-      });
-      const queue = (name: string) =>
-        new RateLimitingWorkQueue({
-          clock,
-          metricsProvider: deps.queueMetrics,
-          rateLimiter: new ItemExponentialFailureRateLimiter({
-            baseMs: options.retryIntervalStartMs,
-            maxMs: options.retryIntervalMaxMs,
-          }),
-        }, { name });
-      const vaQueue = queue("csi-attacher-va");
-      const pvQueue = queue("csi-attacher-pv");
-      const controller = new AttachController({
-        vaInformer,
-        pvInformer,
-        csiNodeStore: csiNodeInformer,
-        vaQueue,
-        pvQueue,
-        handler,
-        log,
-        clock,
-      }, {
-        driverName,
-        workers: options.workerThreads,
-        reconcile: setup.reconcile,
-        reconcileSyncMs: options.reconcileSyncMs,
-      });
-      const informers = Promise.all([
-        vaInformer.run(signal),
-        pvInformer.run(signal),
-        csiNodeInformer.run(signal),
-      ]);
-      const ready = Promise.all([vaInformer.waitForSync(signal), pvInformer.waitForSync(signal)])
-        .then(() => deps.onReady?.(), () => {});
-      await Promise.all([controller.run(signal), informers, ready]);
-    };
-    if (deps.runAsLeader) {
-      await deps.runAsLeader(driverName, work);
-    } else {
+    if (!options.leaderElection) {
       await work(deps.signal);
+      return;
     }
+    const identity = leaderIdentity(deps.env.hostname());
+    elector = new LeaderElector({ kube: deps.kube(), clock, log, metrics: metrics.current }, {
+      name: leaseName(driverName),
+      namespace: leaderElectionNamespace({
+        flag: options.leaderElectionNamespace,
+        podNamespaceEnv: deps.env.podNamespace,
+        readServiceAccountNamespace: deps.env.readServiceAccountNamespace,
+      }),
+      identity,
+      leaseDurationMs: options.leaderElectionLeaseDurationMs,
+      renewDeadlineMs: options.leaderElectionRenewDeadlineMs,
+      retryPeriodMs: options.leaderElectionRetryPeriodMs,
+      labels: options.leaderElectionLabels,
+      releaseOnCancel: options.featureGates.ReleaseLeaderElectionOnExit,
+    });
+    await elector.run(deps.signal, {
+      onStartedLeading: (leaderSignal) => work(leaderSignal),
+      onStoppedLeading: () => {
+        log.error(new Error("leader election lost"), "Stopped leading", { identity });
+        deps.env.exit(1);
+      },
+      onNewLeader: (leader) => log.info("New leader elected", { identity: leader }),
+    });
   } finally {
+    await http?.close();
     setup.csi?.close();
   }
+}
+
+/** Runs the informers and the controller until `signal` aborts and the work in flight is done. */
+async function runController(
+  options: Options,
+  deps: AttacherDeps & { clock: Clock },
+  setup: DriverSetup,
+  kube: KubeApi,
+  metrics: Metrics,
+  signal: AbortSignal,
+  onReady: () => void,
+): Promise<void> {
+  const { log, clock } = deps;
+  const informerDeps = { api: kube, clock, log };
+  const vaInformer = new Informer<VolumeAttachment>(informerDeps, {
+    resource: VOLUME_ATTACHMENTS,
+    resyncMs: options.resyncMs,
+    name: "volumeattachments",
+  });
+  const pvInformer = new Informer<PersistentVolume>(informerDeps, {
+    resource: PERSISTENT_VOLUMES,
+    resyncMs: options.resyncMs,
+    name: "persistentvolumes",
+  });
+  const csiNodeInformer = new Informer<CsiNode>(informerDeps, {
+    resource: CSI_NODES,
+    resyncMs: options.resyncMs,
+    name: "csinodes",
+  });
+  const queue = (name: string) =>
+    new RateLimitingWorkQueue({
+      clock,
+      metricsProvider: metrics.queueMetricsProvider,
+      rateLimiter: new ItemExponentialFailureRateLimiter({
+        baseMs: options.retryIntervalStartMs,
+        maxMs: options.retryIntervalMaxMs,
+      }),
+    }, { name });
+  const vaQueue = queue("csi-attacher-va");
+  const pvQueue = queue("csi-attacher-pv");
+  const controller = new AttachController({
+    vaInformer,
+    pvInformer,
+    csiNodeStore: csiNodeInformer,
+    vaQueue,
+    pvQueue,
+    handler: setup.handler,
+    log,
+    clock,
+  }, {
+    driverName: setup.driverName,
+    workers: options.workerThreads,
+    reconcile: setup.reconcile,
+    reconcileSyncMs: options.reconcileSyncMs,
+  });
+  const informers = Promise.all([
+    vaInformer.run(signal),
+    pvInformer.run(signal),
+    csiNodeInformer.run(signal),
+  ]);
+  const synced = Promise.all([vaInformer.waitForSync(signal), pvInformer.waitForSync(signal)])
+    .then(onReady, () => {});
+  await Promise.all([controller.run(signal), informers, synced]);
 }

@@ -18,7 +18,11 @@ export type LoggingFormat = "text" | "json";
 
 /** The attacher's feature gates, resolved to their effective values. */
 export interface FeatureGates {
-  /** Alpha, default false: on SIGTERM/SIGINT stop the controllers, then release the lease. */
+  /**
+   * On SIGTERM/SIGINT stop the controllers, let work in flight finish, then release the lease so
+   * a standby takes over at once. Alpha and off by default in the Go attacher; on by default here
+   * (a deliberate difference, see README); `ReleaseLeaderElectionOnExit=false` turns it off.
+   */
   readonly ReleaseLeaderElectionOnExit: boolean;
   /** GA, default true: write `status.attachError.errorCode` (the gRPC code) on attach errors. */
   readonly MutableCSINodeAllocatableCount: boolean;
@@ -32,7 +36,7 @@ export const KNOWN_FEATURE_GATES: ReadonlyArray<
   { readonly name: keyof FeatureGates; readonly stage: FeatureStage; readonly default: boolean }
 > = Object.freeze([
   Object.freeze({ name: "MutableCSINodeAllocatableCount", stage: "GA", default: true } as const),
-  Object.freeze({ name: "ReleaseLeaderElectionOnExit", stage: "ALPHA", default: false } as const),
+  Object.freeze({ name: "ReleaseLeaderElectionOnExit", stage: "ALPHA", default: true } as const),
 ]);
 
 /**

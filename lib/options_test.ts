@@ -35,7 +35,7 @@ Deno.test("parseOptions() defaults equal the Go attacher's (REFERENCE §1)", () 
     maxEntries: 0,
     defaultFsType: "",
     maxGrpcLogLength: -1,
-    featureGates: { ReleaseLeaderElectionOnExit: false, MutableCSINodeAllocatableCount: true },
+    featureGates: { ReleaseLeaderElectionOnExit: true, MutableCSINodeAllocatableCount: true },
     leaderElection: false,
     leaderElectionNamespace: "",
     leaderElectionLeaseDurationMs: 15_000,
@@ -268,7 +268,7 @@ Deno.test("parseOptions() reads --feature-gates as a merged name=bool map", () =
     { ReleaseLeaderElectionOnExit: true, MutableCSINodeAllocatableCount: false },
   );
   assert.deepEqual(options(["--feature-gates="]).featureGates, {
-    ReleaseLeaderElectionOnExit: false,
+    ReleaseLeaderElectionOnExit: true,
     MutableCSINodeAllocatableCount: true,
   });
 });
@@ -303,7 +303,7 @@ Deno.test("resolveFeatureGates() applies AllAlpha and AllBeta below explicit set
     MutableCSINodeAllocatableCount: true,
   });
   assert.deepEqual(resolveFeatureGates({ AllBeta: false }), {
-    ReleaseLeaderElectionOnExit: false,
+    ReleaseLeaderElectionOnExit: true,
     MutableCSINodeAllocatableCount: true,
   });
   assert.throws(() => resolveFeatureGates({ releaseleaderelectiononexit: true }), {
@@ -416,7 +416,7 @@ Deno.test("usageText() lists every flag with its type and non-zero default", () 
     if (defaultText === undefined) assert.ok(!entry.includes("(default "), entry);
     else assert.ok(entry.trimEnd().endsWith(defaultText), entry);
   });
-  assert.match(usage, /ReleaseLeaderElectionOnExit=true\|false \(ALPHA - default=false\)/);
+  assert.match(usage, /ReleaseLeaderElectionOnExit=true\|false \(ALPHA - default=true\)/);
   assert.match(usage, /MutableCSINodeAllocatableCount=true\|false \(GA - default=true\)/);
   assert.match(usage, /-metrics-address[^]*DEPRECATED: use --http-endpoint/);
   assert.match(usage, /-automaxprocs\n[^\n]*\n {4}\tNo effect: /);
