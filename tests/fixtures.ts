@@ -7,6 +7,7 @@
 
 import type {
   CsiNode,
+  KubeObject,
   PersistentVolume,
   PersistentVolumeSpec,
   Secret,
@@ -108,6 +109,11 @@ export function csiNode(): CsiNode {
   };
 }
 
+/** `node()`: the Node `node1`, without annotations (the attacher does not read Nodes). */
+export function node(): KubeObject {
+  return { apiVersion: "v1", kind: "Node", metadata: { name: "node1", resourceVersion: "1" } };
+}
+
 /** `csiNodeEmpty()`: `node1` without drivers. */
 export function csiNodeEmpty(): CsiNode {
   return with_(csiNode(), (o) => o.spec.drivers = []);
@@ -149,23 +155,23 @@ export interface Action {
   body?: unknown;
 }
 
-/** MP: merge patch on the VA's metadata. */
-export function vaMetaPatch(body: unknown): Action {
+/** MP: merge patch on the VA's metadata (VA `pv1-node1` unless `name` is given). */
+export function vaMetaPatch(body: unknown, name = "pv1-node1"): Action {
   return {
     verb: "patch",
     resource: "volumeattachments",
-    name: "pv1-node1",
+    name,
     patchType: "merge",
     body,
   };
 }
 
-/** SP: merge patch on the VA's status subresource. */
-export function vaStatusPatch(body: unknown): Action {
+/** SP: merge patch on the VA's status subresource (VA `pv1-node1` unless `name` is given). */
+export function vaStatusPatch(body: unknown, name = "pv1-node1"): Action {
   return {
     verb: "patch",
     resource: "volumeattachments",
-    name: "pv1-node1",
+    name,
     subresource: "status",
     patchType: "merge",
     body,
