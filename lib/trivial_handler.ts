@@ -36,12 +36,19 @@ export class TrivialHandler implements Handler {
       return;
     }
     log.v(2).info("Marking as attached");
-    const oldStatus = { status: { attachError: va.status?.attachError ?? null } };
-    const newStatus = { status: { attached: true, attachError: null } };
+    // As the CSI handler's markAsAttached with no publish context: attached, and no metadata or
+    // error left over from an earlier attachment.
+    const oldStatus = va.status ?? { attached: false };
+    const newStatus = {
+      ...oldStatus,
+      attached: true,
+      attachmentMetadata: undefined,
+      attachError: undefined,
+    };
     try {
       await this.#kube.patch(VOLUME_ATTACHMENTS, name, {
         type: "merge",
-        body: createMergePatch(oldStatus, newStatus),
+        body: createMergePatch({ status: oldStatus }, { status: newStatus }),
       }, { subresource: "status" });
     } catch (err) {
       log.error(err, "Failed to mark as attached");
