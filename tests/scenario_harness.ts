@@ -157,6 +157,8 @@ export interface ScenarioResult {
   violations: string[];
   /** VA and PV changes and publish/unpublish calls, in the order they happened. */
   timeline: TimelineEntry[];
+  /** What the reconcile pass threw, if it failed. */
+  reconcileError: unknown;
 }
 
 /** CSI call timeout of the scenarios; scripted timeouts delay longer than this. */
@@ -222,17 +224,6 @@ function volumeHandleOf(server: MemoryApiServer, va: VolumeAttachment): string |
   return spec.csi?.volumeHandle;
 }
 
-/** The node ID the driver sees for a VA: its CSINode entry, else the VA's annotation. */
-function nodeIdOf(
-  server: MemoryApiServer,
-  va: VolumeAttachment,
-  driver: string,
-): string | undefined {
-  const csiNode = server.find<CsiNode>(CSI_NODES, va.spec.nodeName);
-  const entry = (csiNode?.spec.drivers ?? []).find((d) => d.name === driver);
-  return entry?.nodeID ?? va.metadata.annotations?.[NODE_ID_ANNOTATION];
-}
-
 /** The VAs in the server of `driver` that a publish/unpublish of (volume, node) belongs to. */
 function attachmentsFor(
   server: MemoryApiServer,
@@ -240,10 +231,17 @@ function attachmentsFor(
   volumeId: string,
   nodeId: string,
 ): VolumeAttachment[] {
-  return server.list<VolumeAttachment>(VOLUME_ATTACHMENTS).items.filter((va) =>
-    va.spec.attacher === driver && nodeIdOf(server, va, driver) === nodeId &&
-    volumeHandleOf(server, va) === volumeId
-  );
+  // Node names whose CSINode gives this node ID; other nodes match only by the VA annotation.
+  const nodeIds = new Map<string, string | undefined>();
+  for (const csiNode of server.list<CsiNode>(CSI_NODES).items) {
+    const entry = (csiNode.spec.drivers ?? []).find((d) => d.name === driver);
+    nodeIds.set(csiNode.metadata.name, entry?.nodeID);
+  }
+  return server.list<VolumeAttachment>(VOLUME_ATTACHMENTS).items.filter((va) => {
+    if (va.spec.attacher !== driver) return false;
+    const id = nodeIds.get(va.spec.nodeName) ?? va.metadata.annotations?.[NODE_ID_ANNOTATION];
+    return id === nodeId && volumeHandleOf(server, va) === volumeId;
+  });
 }
 
 /** State shared by the checking wrappers of one run. */
@@ -540,6 +538,7 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
     const requestCount = () => server.requests.filter((r) => !r.watch).length;
     const actions = () => server.requests.filter((r) => !r.watch).map(toAction);
     let reconciled = !scenario.reconcile;
+    let reconcileError: unknown = undefined;
     for (let step = 0; step < 10_000; step++) {
       await scenario.between?.({
         step,
@@ -560,7 +559,12 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
           caps.has("LIST_VOLUMES") && caps.has("LIST_VOLUMES_PUBLISHED_NODES"),
           "a reconciling scenario needs LIST_VOLUMES and LIST_VOLUMES_PUBLISHED_NODES",
         );
-        await handler.reconcile(new AbortController().signal);
+        try {
+          await handler.reconcile(new AbortController().signal);
+        } catch (err) {
+          // The controller's reconcile loop only logs a failed pass.
+          reconcileError = err;
+        }
         continue;
       }
       if (!clock.advanceToNextTimer()) break;
@@ -579,6 +583,7 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
       csi,
       violations: checks.violations,
       timeline: checks.timeline,
+      reconcileError,
     };
     assert.deepEqual(result.actions, scenario.expectedActions, "API requests differ");
     csi.assertDone();
