@@ -690,6 +690,41 @@ Deno.test("CSI handler error code: CSI attach fails with gRPC error -> controlle
   });
 });
 
+// Not in the Go table: which errors carry a code once codes are on.
+const errorCodeScenarios: Scenario[] = [
+  {
+    name: "driver answers DeadlineExceeded -> errorCode 4",
+    initialObjects: [pv(), csiNode()],
+    addedVA: va(false, FIN, ANN),
+    handlerOptions: { attachErrorCodes: true },
+    expectedActions: [attachError("rpc error: code = DeadlineExceeded desc = still attaching", 4)],
+    expectedCsiCalls: [publish({}, { error: { code: 4, message: "still attaching" } })],
+  },
+  {
+    name: "error before the driver is called -> no errorCode",
+    initialObjects: [withSecretRef(pv(), "unknownSecret"), csiNode()],
+    addedVA: va(false, FIN, ANN),
+    handlerOptions: { attachErrorCodes: true },
+    expectedActions: [getSecret("unknownSecret"), attachError(MISSING_SECRET)],
+  },
+  {
+    name: "detach error -> never an errorCode",
+    initialObjects: [pv(), csiNode()],
+    addedVA: deleted(va(true, FIN, ANN)),
+    handlerOptions: { attachErrorCodes: true },
+    expectedActions: [
+      detachError("rpc error: code = ResourceExhausted desc = mock rpc error"),
+    ],
+    expectedCsiCalls: [unpublish({}, { error: { code: 8, message: "mock rpc error" } })],
+  },
+];
+
+for (const s of errorCodeScenarios) {
+  Deno.test(`CSI handler error code: ${s.name}`, async () => {
+    await runScenario(s);
+  });
+}
+
 const readOnlyScenarios: Scenario[] = [
   {
     name: "read-write PV -> attached as read-write",

@@ -231,7 +231,7 @@ for (const s of scenarios) {
   });
 }
 
-Deno.test("handler extra: 200 VAs on 20 nodes -> each published exactly once", async () => {
+Deno.test("handler extra: 200 VAs on 20 nodes, 10 workers -> each published exactly once", async () => {
   const nodes = 20;
   const volumes = 200;
   const nodeName = (n: number) => `node-${n}`;
@@ -294,6 +294,7 @@ Deno.test("handler extra: 200 VAs on 20 nodes -> each published exactly once", a
     initialObjects: [...csiNodes, ...pvs],
     addedVAs: vas,
     permissiveDriver: driver,
+    workers: 10, // the --worker-threads default
     expectedActions,
   });
   const calls = result.csi.callsOf("ControllerPublishVolume");
