@@ -37,7 +37,8 @@ const UNSPECIFIED = "UNSPECIFIED";
 
 /**
  * ReadWriteMany was never validated in-tree and meant ReadWriteOnce; ROX+RWO meant RWO.
- * The result is what csi-translation-lib gives block-storage translations.
+ * The result is what csi-translation-lib gives the GCE PD translation (the only one that
+ * rewrites access modes).
  */
 function backwardCompatibleAccessModes(
   modes: readonly string[] | null | undefined,
@@ -62,13 +63,26 @@ function gceVolumeHandle(pv: PersistentVolume, pdName: string): string {
   return `projects/${UNSPECIFIED}/regions/${[...regions][0]}/disks/${pdName}`;
 }
 
-/** `aws://zone/vol-123` → `vol-123`; a bare `vol-123` stays. */
-function ebsVolumeId(volumeID: string): string {
-  if (!volumeID.startsWith("aws://")) return volumeID;
-  const parts = volumeID.slice("aws://".length).split("/");
-  const id = parts[parts.length - 1];
-  if (!id) throw new Error(`invalid format for AWS volume (${volumeID})`);
+/**
+ * The EBS volume ID of an in-tree volume ID, as csi-translation-lib's
+ * `KubernetesVolumeIDToEBSVolumeID`: a bare ID is kept; `aws://<zone>/vol-123` and
+ * `aws:///vol-123` give `vol-123`; anything else under `aws://` is an error.
+ */
+function ebsVolumeId(kubernetesID: string): string {
+  if (!kubernetesID.startsWith("aws://")) return kubernetesID;
+  let path: string;
+  try {
+    path = decodeURIComponent(new URL(kubernetesID).pathname);
+  } catch (err) {
+    throw new Error(`Invalid disk name (${kubernetesID}): ${errorText(err)}`, { cause: err });
+  }
+  const id = path.replace(/^\/+|\/+$/g, "");
+  if (!/^vol-[^/]*$/.test(id)) throw new Error(`Invalid format for AWS volume (${kubernetesID})`);
   return id;
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }
 
 /**
@@ -97,14 +111,22 @@ export function translateInTreePersistentVolume(pv: PersistentVolume): Persisten
     | { volumeID: string; fsType?: string; partition?: number; readOnly?: boolean }
     | undefined;
   if (ebs) {
+    let volumeHandle: string;
+    try {
+      volumeHandle = ebsVolumeId(ebs.volumeID);
+    } catch (err) {
+      throw new Error(`failed to translate Kubernetes ID to EBS Volume ID ${errorText(err)}`, {
+        cause: err,
+      });
+    }
+    // Unlike GCE PD, the EBS translation keeps the access modes and always sets the partition.
     spec.csi = {
       driver: MIGRATABLE_SOURCES.awsElasticBlockStore!,
-      volumeHandle: ebsVolumeId(ebs.volumeID),
+      volumeHandle,
       readOnly: ebs.readOnly ?? false,
       fsType: ebs.fsType ?? "",
-      volumeAttributes: ebs.partition ? { partition: String(ebs.partition) } : {},
+      volumeAttributes: { partition: String(ebs.partition ?? 0) },
     };
-    spec.accessModes = backwardCompatibleAccessModes(spec.accessModes);
     delete spec.awsElasticBlockStore;
     return out;
   }

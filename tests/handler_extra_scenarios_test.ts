@@ -47,6 +47,14 @@ function unpublish(expect: Record<string, unknown> = {}): ScriptedCall {
   };
 }
 
+/** An in-tree AWS EBS PV `pv1` (RWX, ext4) with our finalizer. */
+function ebsPv(volumeID: string): PersistentVolume {
+  return with_(pv(), (o) => {
+    o.spec.csi = undefined;
+    o.spec.awsElasticBlockStore = { volumeID, fsType: "ext4" };
+  });
+}
+
 type ApiEntry = Extract<TimelineEntry, { kind: "api" }>;
 type CsiEntry = Extract<TimelineEntry, { kind: "csi" }>;
 
@@ -222,6 +230,35 @@ const scenarios: Scenario[] = [
     // attached is already false: the status patch has nothing to change but is still sent.
     expectedActions: [vaMetaPatch({ metadata: { finalizers: null } }), vaStatusPatch({})],
     expectedCsiCalls: [unpublish()],
+  },
+  {
+    // csi-translation-lib's EBS translation keeps the access modes (only GCE PD maps RWX to RWO)
+    // and always sets the partition attribute.
+    name: "migrated AWS EBS PV -> handle from the volume ID, access modes kept, partition set",
+    initialObjects: [ebsPv("aws://us-east-1a/vol-0123456789abcdef0"), csiNode()],
+    addedVA: va(false),
+    expectedActions: [ADD_FIN_ANN, ATT],
+    expectedCsiCalls: [
+      publish({
+        volumeId: "vol-0123456789abcdef0",
+        volumeContext: { partition: "0" },
+        volumeCapability: {
+          mount: { fsType: "ext4" },
+          accessMode: { mode: "MULTI_NODE_MULTI_WRITER" },
+        },
+      }),
+    ],
+  },
+  {
+    name: "migrated AWS EBS PV with a malformed volume ID -> translation error",
+    initialObjects: [ebsPv("aws://us-east-1a/disk-1"), csiNode()],
+    addedVA: va(false),
+    expectedActions: [
+      attachError(
+        "failed to translate in tree pv to CSI: failed to translate Kubernetes ID to EBS " +
+          "Volume ID Invalid format for AWS volume (aws://us-east-1a/disk-1)",
+      ),
+    ],
   },
 ];
 
