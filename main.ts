@@ -16,6 +16,7 @@ import { createLogger, errorText } from "./lib/log.ts";
 import type { Logger } from "./lib/logger.ts";
 import { parseOptions, validateOptions } from "./lib/options.ts";
 import type { Options } from "./lib/options.ts";
+import { runSandbox } from "./lib/sandbox.ts";
 import { TokenBucket } from "./lib/token_bucket.ts";
 import { VERSION } from "./lib/version.ts";
 
@@ -64,6 +65,9 @@ function kubeFactory(options: Options, log: Logger): () => KubeClient {
 }
 
 async function main(args: string[]): Promise<number> {
+  if (args[0] === "sandbox") {
+    return await runSandbox(args.slice(1), { write: (line) => console.log(line) });
+  }
   const parsed = parseOptions(args);
   if (!parsed.ok) {
     if ("help" in parsed) {
