@@ -1,0 +1,135 @@
+/**
+ * The benchmark's command line (`deno task bench -- [flags]`).
+ *
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+
+/** Parsed flags of the benchmark. */
+export interface BenchOptions {
+  /** Use the in-memory API server and example driver instead of the e2e cluster. */
+  fake: boolean;
+  /** N of the unthrottled scenarios, ascending. The throttled one runs for each N ≤ 100. */
+  sizes: number[];
+  /** Skip the scenario at the default client limits (qps 5, burst 10). */
+  skipThrottled: boolean;
+  /** Attacher command lines; empty means our `main.ts`. At most two. */
+  attacherCommands: string[];
+  /** Runs per attacher and scenario. */
+  runs: number;
+  /** `--worker-threads` of the attachers. */
+  workers: number;
+  /** Nodes (CSINodes) the VolumeAttachments are spread over. */
+  nodes: number;
+  /** Length of the rest phase, ms. */
+  restMs: number;
+  /** Directory of the JSON results (and the attachers' logs). */
+  outDir: string;
+  help: boolean;
+}
+
+/** Usage text. */
+export const BENCH_USAGE = `Usage: deno task bench -- [flags]
+
+Runs N VolumeAttachments (each with its own PV, over 50 nodes with CSINodes) created at once,
+then deleted, through an attacher, and prints throughput, latency, API requests and CSI calls
+per attach and detach, CPU and memory. Writes bench/results/<date>.json.
+
+  --fake                  in-memory API server and example driver (one process each) instead
+                          of the e2e cluster (kube-apiserver + etcd + CSI mock driver)
+  --sizes=100,1000        N of the unthrottled scenarios (default: 100,1000 with --fake,
+                          100,1000,5000 otherwise); the throttled scenario (qps 5, burst 10)
+                          runs for each N <= 100
+  --skip-throttled        do not run the throttled scenario
+  --attacher-cmd='CMD'    the attacher's command line (shell text); --kubeconfig, --csi-address,
+                          --worker-threads, --kube-api-qps, --kube-api-burst and --v=1 are
+                          appended. Give it twice to compare two attachers (runs alternate
+                          A B A B; the table shows both and B/A). Default: this repo's main.ts
+  --runs=N                runs per attacher and scenario (default 1, or 3 with two attachers);
+                          the table shows medians
+  --workers=10            --worker-threads of the attacher
+  --nodes=50              nodes the VolumeAttachments are spread over
+  --rest=3000             ms to wait with everything attached before reading the RSS at rest
+  --out=DIR               where to write the JSON and the attacher logs (default bench/results)
+  -h, --help              this text
+`;
+
+/** A bad command line. */
+export class BenchUsageError extends Error {
+  /** Makes the error; `message` says what is wrong. */
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "BenchUsageError";
+  }
+}
+
+function positiveInt(name: string, text: string): number {
+  if (!/^\d+$/.test(text) || Number(text) <= 0) {
+    throw new BenchUsageError(`Cannot parse --${name}: "${text}" is not a positive integer`);
+  }
+  return Number(text);
+}
+
+/**
+ * Parses the benchmark's flags.
+ *
+ * @param args the arguments; a leading `--` (as `deno task bench -- …` passes it) is skipped.
+ * @param defaultOutDir used when `--out` is absent.
+ * @throws {BenchUsageError} for an unknown flag, a bad number or more than two attachers.
+ */
+export function parseBenchOptions(args: string[], defaultOutDir: string): BenchOptions {
+  // `deno task bench -- --fake` passes the `--` on.
+  if (args[0] === "--") args = args.slice(1);
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args,
+      strict: true,
+      allowPositionals: false,
+      options: {
+        fake: { type: "boolean", default: false },
+        sizes: { type: "string" },
+        "skip-throttled": { type: "boolean", default: false },
+        "attacher-cmd": { type: "string", multiple: true },
+        runs: { type: "string" },
+        workers: { type: "string", default: "10" },
+        nodes: { type: "string", default: "50" },
+        rest: { type: "string", default: "3000" },
+        out: { type: "string", default: defaultOutDir },
+        help: { type: "boolean", short: "h", default: false },
+      },
+    }));
+  } catch (err) {
+    throw new BenchUsageError(err instanceof Error ? err.message : String(err), { cause: err });
+  }
+  const fake = values.fake === true;
+  const sizes = (values.sizes ?? (fake ? "100,1000" : "100,1000,5000"))
+    .split(",")
+    .filter((s) => s.trim() !== "")
+    .map((s) => positiveInt("sizes", s.trim()));
+  if (sizes.length === 0) throw new BenchUsageError("Cannot run: --sizes is empty");
+  const attacherCommands = values["attacher-cmd"] ?? [];
+  if (attacherCommands.length > 2) {
+    throw new BenchUsageError(
+      `Cannot compare ${attacherCommands.length} attachers: give --attacher-cmd at most twice`,
+    );
+  }
+  if (attacherCommands.some((c) => c.trim() === "")) {
+    throw new BenchUsageError("Cannot run an empty --attacher-cmd");
+  }
+  return {
+    fake,
+    sizes: [...new Set(sizes)].sort((a, b) => a - b),
+    skipThrottled: values["skip-throttled"] === true,
+    attacherCommands,
+    runs: values.runs === undefined
+      ? (attacherCommands.length === 2 ? 3 : 1)
+      : positiveInt("runs", values.runs),
+    workers: positiveInt("workers", values.workers ?? "10"),
+    nodes: positiveInt("nodes", values.nodes ?? "50"),
+    restMs: positiveInt("rest", values.rest ?? "3000"),
+    outDir: values.out ?? defaultOutDir,
+    help: values.help === true,
+  };
+}

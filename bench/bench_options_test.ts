@@ -1,0 +1,50 @@
+import assert from "node:assert/strict";
+import { BenchUsageError, parseBenchOptions } from "./bench_options.ts";
+import { attachersFor, scenariosFor, shortName } from "./main.ts";
+
+Deno.test("parseBenchOptions() defaults: fake sizes 100,1000, one run, ten workers", () => {
+  const o = parseBenchOptions(["--fake"], "/out");
+  assert.deepEqual(o.sizes, [100, 1000]);
+  assert.equal(o.runs, 1);
+  assert.equal(o.workers, 10);
+  assert.equal(o.outDir, "/out");
+  assert.deepEqual(parseBenchOptions([], "/out").sizes, [100, 1000, 5000]);
+  assert.equal(parseBenchOptions(["--", "--fake"], "/out").fake, true);
+});
+
+Deno.test("parseBenchOptions() takes two attachers and then runs each three times", () => {
+  const o = parseBenchOptions(["--attacher-cmd", "a --x", "--attacher-cmd=b"], "/out");
+  assert.deepEqual(o.attacherCommands, ["a --x", "b"]);
+  assert.equal(o.runs, 3);
+  assert.throws(
+    () => parseBenchOptions(["--attacher-cmd=a", "--attacher-cmd=b", "--attacher-cmd=c"], "/o"),
+    BenchUsageError,
+  );
+  assert.throws(() => parseBenchOptions(["--sizes=10,x"], "/o"), BenchUsageError);
+  assert.throws(() => parseBenchOptions(["--bogus"], "/o"), BenchUsageError);
+});
+
+Deno.test("scenariosFor() throttles only N ≤ 100 and orders throttled first", () => {
+  const names = scenariosFor(parseBenchOptions(["--fake", "--sizes=1000,20,100"], "/o"))
+    .map((s) => `${s.name}/${s.qps}/${s.burst}`);
+  assert.deepEqual(names, [
+    "N=20, qps 5, burst 10/5/10",
+    "N=100, qps 5, burst 10/5/10",
+    "N=20, unthrottled/10000/10000",
+    "N=100, unthrottled/10000/10000",
+    "N=1000, unthrottled/10000/10000",
+  ]);
+  const skip = parseBenchOptions(["--fake", "--skip-throttled"], "/o");
+  assert.ok(scenariosFor(skip).every((s) => s.qps === 10000));
+});
+
+Deno.test("attachersFor() labels the commands A and B by program name", () => {
+  assert.equal(shortName("/usr/bin/deno run -A /repo/main.ts"), "main.ts");
+  assert.equal(shortName("GOGC=200 /root/.cache/bin/csi-attacher --timeout=15s"), "csi-attacher");
+  const o = parseBenchOptions(["--attacher-cmd=/x/csi-attacher"], "/o");
+  assert.deepEqual(attachersFor(o, "deno run main.ts").map((a) => a.label), ["A: csi-attacher"]);
+  assert.deepEqual(
+    attachersFor(parseBenchOptions([], "/o"), "deno run main.ts").map((a) => a.label),
+    ["A: main.ts"],
+  );
+});

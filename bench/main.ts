@@ -1,0 +1,223 @@
+/**
+ * `deno task bench`: throughput, latency, API requests and CSI calls per attach and detach, CPU
+ * and memory of an attacher (ours by default, any command line with `--attacher-cmd`), against
+ * the e2e cluster or, with `--fake`, the in-memory API server and example driver. See
+ * {@link BENCH_USAGE} and README ("Benchmarks").
+ *
+ * @module
+ */
+
+import {
+  BENCH_USAGE,
+  type BenchOptions,
+  BenchUsageError,
+  parseBenchOptions,
+} from "./bench_options.ts";
+import type { EnvironmentFactory } from "./environment.ts";
+import { FakeEnvironment } from "./fake_environment.ts";
+import { ProcReader } from "./proc_stats.ts";
+import { type FigureRow, figureRows, renderScenario } from "./report.ts";
+import { type AttacherUnderTest, runOnce, type RunResult, type Scenario } from "./run.ts";
+
+const REPO = new URL("../", import.meta.url).pathname;
+const DEFAULT_OUT = new URL("./results", import.meta.url).pathname;
+const FAKE_DRIVER = "example.csi.k8s.io";
+
+/** Unthrottled client limits. */
+const UNTHROTTLED = 10_000;
+
+/** The scenarios the options ask for, in run order. */
+export function scenariosFor(options: BenchOptions): Scenario[] {
+  const out: Scenario[] = [];
+  const base = { nodes: options.nodes, workers: options.workers };
+  if (!options.skipThrottled) {
+    for (const count of options.sizes.filter((n) => n <= 100)) {
+      out.push({ ...base, name: `N=${count}, qps 5, burst 10`, count, qps: 5, burst: 10 });
+    }
+  }
+  for (const count of options.sizes) {
+    out.push({
+      ...base,
+      name: `N=${count}, unthrottled`,
+      count,
+      qps: UNTHROTTLED,
+      burst: UNTHROTTLED,
+    });
+  }
+  return out;
+}
+
+/** A short name for a command line: `main.ts` for ours, else the program's base name. */
+export function shortName(commandLine: string): string {
+  const words = commandLine.trim().split(/\s+/);
+  const ts = words.find((w) => w.endsWith(".ts"));
+  if (ts !== undefined) return ts.split("/").at(-1) as string;
+  const program = words.find((w) => !w.includes("=")) ?? words[0] ?? "";
+  return program.split("/").at(-1) as string;
+}
+
+/** The attachers under test with their table labels (`A: main.ts`, `B: csi-attacher`). */
+export function attachersFor(options: BenchOptions, ourCommand: string): AttacherUnderTest[] {
+  const commands = options.attacherCommands.length > 0 ? options.attacherCommands : [ourCommand];
+  return commands.map((commandLine, i) => ({
+    label: `${String.fromCharCode(65 + i)}: ${shortName(commandLine)}`,
+    commandLine,
+  }));
+}
+
+/** JSON with NaN and infinities as null. */
+function toJson(value: unknown): string {
+  return JSON.stringify(
+    value,
+    (_k, v) => (typeof v === "number" && !Number.isFinite(v) ? null : v),
+    2,
+  );
+}
+
+function stamp(date: Date): string {
+  return date.toISOString().replace(/:/g, "-").replace(/\.\d+Z$/, "Z");
+}
+
+async function machineInfo(): Promise<Record<string, unknown>> {
+  const read = async (path: string) => {
+    try {
+      return await Deno.readTextFile(path);
+    } catch (err) {
+      if (err instanceof Deno.errors.NotFound) return "";
+      throw err;
+    }
+  };
+  const cpu = (await read("/proc/cpuinfo")).match(/^model name\s*:\s*(.+)$/m)?.[1] ?? "";
+  return {
+    cpus: navigator.hardwareConcurrency,
+    cpuModel: cpu,
+    loadAverage: Deno.loadavg(),
+    kernel: Deno.osRelease(),
+    deno: Deno.version.deno,
+    memoryBytes: Deno.systemMemoryInfo().total,
+  };
+}
+
+function progress(line: string): void {
+  console.error(line);
+}
+
+function summaryLine(r: RunResult): string {
+  if (!r.ok) return `  FAILED: ${r.error}`;
+  const f = (v: number, d = 2) => (Number.isFinite(v) ? v.toFixed(d) : "–");
+  return `  attached in ${f(r.attachSeconds)} s (${f(r.attachesPerSecond, 1)}/s), detached in ${
+    f(r.detachSeconds)
+  } s, CPU ${f(r.cpuSecondsTotal)} s, peak RSS ${f(r.peakRssBytes / 2 ** 20, 0)} MiB`;
+}
+
+async function main(args: string[]): Promise<number> {
+  let options: BenchOptions;
+  try {
+    options = parseBenchOptions(args, DEFAULT_OUT);
+  } catch (err) {
+    if (err instanceof BenchUsageError) {
+      console.error(`${err.message}\n\n${BENCH_USAGE}`);
+      return 2;
+    }
+    throw err;
+  }
+  if (options.help) {
+    console.log(BENCH_USAGE);
+    return 0;
+  }
+  const ourCommand = `${Deno.execPath()} run --allow-all ${REPO}main.ts`;
+  const attachers = attachersFor(options, ourCommand);
+  const scenarios = scenariosFor(options);
+
+  let environment: EnvironmentFactory;
+  let environmentName: string;
+  if (options.fake) {
+    environment = (p) => FakeEnvironment.start({ ...p, driver: FAKE_DRIVER });
+    environmentName = "fake";
+  } else {
+    const { openClusterEnvironment } = await import("./cluster_environment.ts");
+    const cluster = await openClusterEnvironment({ repo: REPO, log: progress });
+    if (cluster === undefined) {
+      progress("The e2e cluster is not available; running with --fake instead.");
+      environment = (p) => FakeEnvironment.start({ ...p, driver: FAKE_DRIVER });
+      environmentName = "fake";
+    } else {
+      environment = cluster.factory;
+      environmentName = cluster.description;
+    }
+  }
+
+  const started = new Date();
+  const logDir = `${options.outDir}/logs-${stamp(started)}`;
+  await Deno.mkdir(logDir, { recursive: true });
+  const machine = await machineInfo();
+  const proc = await ProcReader.create();
+  progress(
+    `Environment: ${environmentName}; attachers: ${
+      attachers.map((a) => `${a.label} = ${a.commandLine}`).join("; ")
+    }`,
+  );
+
+  const results: { scenario: Scenario; runs: RunResult[][]; rows: FigureRow[] }[] = [];
+  let prefixCounter = 0;
+  for (const scenario of scenarios) {
+    const runs: RunResult[][] = attachers.map(() => []);
+    for (let run = 1; run <= options.runs; run++) {
+      for (const [i, attacher] of attachers.entries()) {
+        progress(`[${scenario.name}] run ${run}/${options.runs} ${attacher.label}`);
+        const result = await runOnce({ environment, proc, progress }, scenario, attacher, {
+          run,
+          quietMs: 1000,
+          quietMaxMs: 20_000,
+          restMs: options.restMs,
+          logDir,
+          prefix: `b${stamp(started).slice(11, 19).replace(/-/g, "")}r${prefixCounter++}-`,
+        });
+        progress(summaryLine(result));
+        runs[i]?.push(result);
+      }
+    }
+    results.push({ scenario, runs, rows: figureRows(scenario, runs) });
+  }
+
+  const labels = attachers.map((a) => a.label);
+  const medians = options.runs > 1 ? `, medians of ${options.runs} runs` : "";
+  const text: string[] = [];
+  for (const { scenario, rows } of results) {
+    text.push(
+      `### ${scenario.name}, ${scenario.workers} workers, ${scenario.nodes} nodes (${environmentName}${medians})`,
+      "",
+      renderScenario(labels, rows),
+      "",
+    );
+  }
+  text.push(...attachers.map((a) => `${a.label} = \`${a.commandLine}\``));
+  console.log(text.join("\n"));
+
+  const file = `${options.outDir}/${stamp(started)}.json`;
+  await Deno.writeTextFile(
+    file,
+    toJson({
+      startedAt: started.toISOString(),
+      finishedAt: new Date().toISOString(),
+      environment: environmentName,
+      machine,
+      options,
+      attachers,
+      scenarios: results.map(({ scenario, runs, rows }) => ({
+        scenario,
+        figures: rows.map((r) =>
+          Object.fromEntries([["figure", r.figure], ...labels.map((l, i) => [l, r.values[i]])])
+        ),
+        runs: runs.flat(),
+      })),
+    }) + "\n",
+  );
+  progress(`Wrote ${file}`);
+  const failed = results.some(({ runs }) => runs.flat().some((r) => !r.ok));
+  return failed ? 1 : 0;
+}
+
+if (import.meta.main) {
+  Deno.exit(await main(Deno.args));
+}

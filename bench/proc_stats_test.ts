@@ -1,0 +1,34 @@
+import assert from "node:assert/strict";
+import { parseStat, parseStatusMemory, ProcReader } from "./proc_stats.ts";
+
+Deno.test("parseStat() counts fields from the last parenthesis", () => {
+  const line = "4242 (deno (worker) x) S 17 4242 17 0 -1 4194560 1 0 0 0 250 31 7 3 20 0 9 0";
+  assert.deepEqual(parseStat(line), { ppid: 17, utime: 250, stime: 31, cutime: 7, cstime: 3 });
+  assert.throws(() => parseStat("garbage"), SyntaxError);
+});
+
+Deno.test("parseStatusMemory() reads VmRSS and VmHWM in bytes", () => {
+  const text = "Name:\tdeno\nVmHWM:\t  204800 kB\nVmRSS:\t  102400 kB\n";
+  assert.deepEqual(parseStatusMemory(text), {
+    rssBytes: 102400 * 1024,
+    peakRssBytes: 204800 * 1024,
+  });
+  assert.deepEqual(parseStatusMemory("Name:\tzombie\n"), { rssBytes: 0, peakRssBytes: 0 });
+});
+
+Deno.test("ProcReader.sampleTree() sums a child process into its parent's tree", async () => {
+  const reader = await ProcReader.create();
+  const self = reader.sample(Deno.pid);
+  assert.ok(self !== undefined && self.rssBytes > 0 && self.peakRssBytes >= self.rssBytes);
+  const child = new Deno.Command("sleep", { args: ["5"], stdout: "null", stderr: "null" }).spawn();
+  try {
+    const tree = reader.sampleTree(Deno.pid);
+    assert.ok(tree !== undefined);
+    assert.ok(tree.pids.includes(child.pid), `${tree.pids} lacks ${child.pid}`);
+    assert.ok(tree.rssBytes > self.rssBytes);
+  } finally {
+    child.kill("SIGKILL");
+    await child.status;
+  }
+  assert.equal(reader.sample(2 ** 22 + 12345), undefined);
+});

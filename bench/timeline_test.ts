@@ -1,0 +1,63 @@
+import assert from "node:assert/strict";
+import type { VolumeAttachment } from "../lib/types.ts";
+import { CANARY, type FixtureSpec, volumeAttachment } from "./fixtures.ts";
+import { Timeline } from "./timeline.ts";
+
+const spec: FixtureSpec = { driver: "d", count: 2, nodes: 1, prefix: "t-" };
+
+function attached(va: VolumeAttachment): VolumeAttachment {
+  return { ...va, status: { attached: true } };
+}
+
+function deleting(va: VolumeAttachment): VolumeAttachment {
+  return { ...va, metadata: { ...va.metadata, deletionTimestamp: "2026-01-01T00:00:00Z" } };
+}
+
+Deno.test("Timeline measures create → attached and delete → gone per VolumeAttachment", async () => {
+  let now = 1000;
+  const t = new Timeline({ now: () => now }, { spec });
+  const [a, b] = [volumeAttachment(spec, 0), volumeAttachment(spec, 1)];
+  t.observe("ADDED", volumeAttachment(spec, CANARY));
+  now = 1500;
+  t.observe("MODIFIED", attached(volumeAttachment(spec, CANARY)));
+  assert.deepEqual(t.state("canary"), { done: true, count: 1, at: 1500 });
+
+  now = 2000;
+  t.attachStarted();
+  t.observe("ADDED", a);
+  t.observe("ADDED", b);
+  const waiting = t.wait("attached", 60_000);
+  now = 2100;
+  t.observe("MODIFIED", attached(a));
+  t.observe("MODIFIED", attached(a)); // a repeat changes nothing
+  now = 2400;
+  t.observe("MODIFIED", attached(b));
+  assert.deepEqual(await waiting, { done: true, count: 2, at: 2400 });
+
+  now = 3000;
+  t.detachStarted();
+  t.observe("MODIFIED", deleting(attached(a)));
+  t.observe("MODIFIED", deleting(attached(b)));
+  now = 3050;
+  t.observe("DELETED", deleting(a));
+  assert.deepEqual(t.state("gone"), { done: false, count: 1, at: NaN });
+  now = 3300;
+  t.observe("DELETED", deleting(b));
+  t.observe("ADDED", { ...a, metadata: { name: "other" } }); // not ours
+
+  const r = t.report();
+  assert.equal(r.canaryAttachedAt, 1500);
+  assert.equal(r.attachStartedAt, 2000);
+  assert.equal(r.attachCreatedAt, 2000);
+  assert.equal(r.lastAttachedAt, 2400);
+  assert.equal(r.detachIssuedAt, 3000);
+  assert.equal(r.lastGoneAt, 3300);
+  assert.deepEqual([r.attachLatencyMs.p50, r.attachLatencyMs.max], [100, 400]);
+  assert.deepEqual([r.detachLatencyMs.p50, r.detachLatencyMs.max], [50, 300]);
+});
+
+Deno.test("Timeline.wait() answers not done at its timeout", async () => {
+  const t = new Timeline({}, { spec });
+  assert.deepEqual(await t.wait("gone", 10), { done: false, count: 0, at: NaN });
+  assert.equal(t.report().attachLatencyMs.count, 0);
+});
