@@ -50,17 +50,41 @@ function backwardCompatibleAccessModes(
   return ["ReadWriteOnce"];
 }
 
+/** Parts of a GCE PD handle (`projects/p/zones/z/disks/d`) and of a GCE node ID. */
+const GCE_ID_PARTS = 6;
+
+/** The one region of GCE zones `{locale}-{region}-{zone}`, as csi-translation-lib derives it. */
+function regionFromZones(zones: readonly string[]): string {
+  if (zones.length < 1) throw new Error("no zones specified");
+  const regions = new Set<string>();
+  for (const zone of zones) {
+    const parts = zone.split("-");
+    if (parts.length !== 3) {
+      throw new Error(
+        `zone in unexpected format, expected: {locale}-{region}-{zone}, got: ${zone}`,
+      );
+    }
+    regions.add(parts.slice(0, 2).join("-"));
+  }
+  if (regions.size !== 1) {
+    throw new Error(`multiple or no regions gotten from zones, got: [${[...regions].join(" ")}]`);
+  }
+  return [...regions][0]!;
+}
+
 function gceVolumeHandle(pv: PersistentVolume, pdName: string): string {
   const labels = pv.metadata.labels ?? {};
   const zoneValue = ZONE_LABELS.map((l) => labels[l]).find((v) => v);
   if (!zoneValue) return `projects/${UNSPECIFIED}/zones/${UNSPECIFIED}/disks/${pdName}`;
-  const zones = zoneValue.split("__").filter((z) => z !== "");
+  const zones = zoneValue.split("__");
   if (zones.length === 1) return `projects/${UNSPECIFIED}/zones/${zones[0]}/disks/${pdName}`;
-  const regions = new Set(zones.map((z) => z.slice(0, z.lastIndexOf("-"))));
-  if (regions.size !== 1) {
-    throw new Error(`multiple or no regions found for zones ${zones.join(",")}`);
+  let region: string;
+  try {
+    region = regionFromZones(zones);
+  } catch (err) {
+    throw new Error(`failed to get region from zones: ${errorText(err)}`, { cause: err });
   }
-  return `projects/${UNSPECIFIED}/regions/${[...regions][0]}/disks/${pdName}`;
+  return `projects/${UNSPECIFIED}/regions/${region}/disks/${pdName}`;
 }
 
 /**
@@ -163,16 +187,54 @@ export function translateInTreePersistentVolume(pv: PersistentVolume): Persisten
 }
 
 /**
- * Fills in the parts of a translated GCE PD handle that translation could not know (project,
- * zone) from the node ID `projects/<project>/zones/<zone>/instances/<name>`. Other handles are
+ * Fills in the parts of a translated GCE PD handle that translation could not know, as
+ * csi-translation-lib's `RepairVolumeHandle`: a handle whose project is UNSPECIFIED takes the
+ * project (and an UNSPECIFIED zone, or the region of the node's zone) from the node ID
+ * `projects/<project>/zones/<zone>/instances/<name>`. Handles of other migration drivers are
  * returned unchanged.
+ *
+ * @throws {Error} when the handle or the node ID has too few parts, or the handle is neither
+ * zonal nor regional; the reconciler then skips the VolumeAttachment.
  */
 export function repairVolumeHandle(driver: string, volumeHandle: string, nodeID: string): string {
   if (driver !== MIGRATABLE_SOURCES.gcePersistentDisk) return volumeHandle;
-  const node = nodeID.match(/^projects\/([^/]+)\/zones\/([^/]+)\/instances\/[^/]+$/);
-  const handle = volumeHandle.match(/^projects\/([^/]+)\/(zones|regions)\/([^/]+)\/disks\/(.+)$/);
-  if (!node || !handle) return volumeHandle;
-  const project = handle[1] === UNSPECIFIED ? node[1] : handle[1];
-  const where = handle[2] === "zones" && handle[3] === UNSPECIFIED ? node[2] : handle[3];
-  return `projects/${project}/${handle[2]}/${where}/disks/${handle[4]}`;
+  const tok = volumeHandle.split("/");
+  if (tok.length < GCE_ID_PARTS) {
+    throw new Error(
+      `volume handle has wrong number of elements; got ${tok.length}, wanted ${GCE_ID_PARTS} or more`,
+    );
+  }
+  if (tok[1] !== UNSPECIFIED) return volumeHandle;
+  const node = nodeID.split("/");
+  if (node.length < GCE_ID_PARTS) {
+    throw new Error(
+      `node handle has wrong number of elements; got ${node.length}, wanted ${GCE_ID_PARTS} or more`,
+    );
+  }
+  const [, , regionality, where, , disk] = tok;
+  const nodeProject = node[1];
+  const nodeZone = node[3] ?? "";
+  switch (regionality) {
+    case "zones": {
+      const zone = where === UNSPECIFIED ? nodeZone : where;
+      return `projects/${nodeProject}/zones/${zone}/disks/${disk}`;
+    }
+    case "regions": {
+      let region = where;
+      if (where === UNSPECIFIED) {
+        try {
+          region = regionFromZones([nodeZone]);
+        } catch (err) {
+          throw new Error(`failed to get region from zone ${nodeZone}: ${errorText(err)}`, {
+            cause: err,
+          });
+        }
+      }
+      return `projects/${nodeProject}/regions/${region}/disks/${disk}`;
+    }
+    default:
+      throw new Error(
+        `expected volume handle to have zones or regions regionality value, got: ${regionality}`,
+      );
+  }
 }

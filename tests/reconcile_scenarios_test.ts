@@ -6,9 +6,22 @@
 
 import assert from "node:assert/strict";
 import type { ScriptedCall } from "./fake_csi_driver.ts";
+import type { CsiNode, VolumeAttachment } from "../lib/types.ts";
 import type { Scenario } from "./scenario_harness.ts";
 import { DEFAULT_DRIVER_CAPABILITIES, runScenario } from "./scenario_harness.ts";
-import { ANN, csiNode, deleted, FIN, pv, va, vaInline, vaStatusPatch, with_ } from "./fixtures.ts";
+import {
+  ANN,
+  csiNode,
+  deleted,
+  FIN,
+  gcePdPv,
+  NODE_ID_ANN,
+  pv,
+  va,
+  vaInline,
+  vaStatusPatch,
+  with_,
+} from "./fixtures.ts";
 
 const RECONCILE_CAPABILITIES = [
   ...DEFAULT_DRIVER_CAPABILITIES,
@@ -43,6 +56,19 @@ const unpublish: ScriptedCall = {
   method: "ControllerUnpublishVolume",
   expect: { volumeId: "handle1", nodeId: "nodeID1", secrets: {} },
 };
+
+const GCE_DRIVER = "pd.csi.storage.gke.io";
+const GCE_FIN = "external-attacher/pd-csi-storage-gke-io";
+const GCE_NODE_ID = "projects/proj/zones/testZone/instances/node1";
+
+/** An attached VA of the GCE PD driver for `pv1` on `node1`, with the node ID annotation. */
+function gceVa(nodeId: string): VolumeAttachment {
+  return with_(va(true, GCE_FIN, { [NODE_ID_ANN]: nodeId }), (o) => o.spec.attacher = GCE_DRIVER);
+}
+
+function gceCsiNode(nodeId: string): CsiNode {
+  return with_(csiNode(), (o) => o.spec.drivers = [{ name: GCE_DRIVER, nodeID: nodeId }]);
+}
 
 const scenarios: Scenario[] = [
   {
@@ -100,6 +126,22 @@ const scenarios: Scenario[] = [
     initialObjects: [vaInline(true, FIN, ANN), csiNode()],
     expectedCsiCalls: [listVolumes({}), { ...publish, expect: { volumeId: "handle1" } }],
     expectedActions: [vaStatusPatch({})],
+  },
+  {
+    name: "migrated GCE PD PV -> handle repaired from the node ID before comparing",
+    driverName: GCE_DRIVER,
+    initialObjects: [gceVa(GCE_NODE_ID), gcePdPv([GCE_FIN]), gceCsiNode(GCE_NODE_ID)],
+    expectedCsiCalls: [listVolumes({ "projects/proj/zones/testZone/disks/testpd": [GCE_NODE_ID] })],
+    expectedActions: [],
+  },
+  {
+    // csi-translation-lib cannot repair the handle without a GCE node ID: the VA is skipped
+    // rather than compared with a handle the driver never lists.
+    name: "migrated GCE PD PV, node ID not in GCE form -> VA skipped",
+    driverName: GCE_DRIVER,
+    initialObjects: [gceVa("nodeID1"), gcePdPv([GCE_FIN]), gceCsiNode("nodeID1")],
+    expectedCsiCalls: [listVolumes({})],
+    expectedActions: [],
   },
   {
     name: "ListVolumes fails -> pass aborted, nothing forced",
