@@ -62,7 +62,11 @@ function until(server: MemoryApiServer, what: string, pred: () => boolean, ms = 
   });
 }
 
-function metricLine(text: string, name: string, labels: Record<string, string>): number | undefined {
+function metricLine(
+  text: string,
+  name: string,
+  labels: Record<string, string>,
+): number | undefined {
   for (const line of text.split("\n")) {
     if (!line.startsWith(`${name}{`)) continue;
     const ok = Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`));
@@ -119,11 +123,18 @@ Deno.test("main.ts attaches and detaches through a CSI driver and exits 1 when t
   try {
     server.create(VOLUME_ATTACHMENTS, va("va-1", "pv-1"));
     server.create(VOLUME_ATTACHMENTS, va("va-bad", "pv-missing"));
-    await until(server, "va-1 attached", () =>
-      server.find<VolumeAttachment>(VOLUME_ATTACHMENTS, "va-1")?.status?.attached === true);
-    await until(server, "va-bad attachError", () =>
-      server.find<VolumeAttachment>(VOLUME_ATTACHMENTS, "va-bad")?.status?.attachError !==
-        undefined);
+    await until(
+      server,
+      "va-1 attached",
+      () => server.find<VolumeAttachment>(VOLUME_ATTACHMENTS, "va-1")?.status?.attached === true,
+    );
+    await until(
+      server,
+      "va-bad attachError",
+      () =>
+        server.find<VolumeAttachment>(VOLUME_ATTACHMENTS, "va-bad")?.status?.attachError !==
+          undefined,
+    );
 
     const attachedVA = server.get<VolumeAttachment>(VOLUME_ATTACHMENTS, "va-1");
     assert.deepEqual(attachedVA.metadata.finalizers, [FIN]);
