@@ -86,6 +86,23 @@ const scenarios: Scenario[] = [
     expectedCsiCalls: [publish()],
   },
   {
+    name: "VA before the node's driver registered -> CSINode error, then attached",
+    initialObjects: [pv()],
+    addedVA: va(false),
+    between: ({ actions, server, csiNodeInformer }) => {
+      if (actions().length === 1 && !csiNodeInformer.get("node1")) {
+        server.create("csinodes", csiNode());
+        csiNodeInformer.set(csiNode());
+      }
+    },
+    expectedActions: [
+      attachError('csinode.storage.k8s.io "node1" not found'),
+      ADD_FIN_ANN,
+      ATT_CLR,
+    ],
+    expectedCsiCalls: [publish()],
+  },
+  {
     name: "status patch fails after a successful publish -> retried, finalizer kept throughout",
     initialObjects: [pv(), csiNode()],
     addedVA: va(false),
