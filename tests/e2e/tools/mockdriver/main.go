@@ -2,6 +2,8 @@
 // (k8s.io/kubernetes/test/e2e/storage/drivers/csi-test) on a unix socket, for the
 // csi-attacher end-to-end suite.
 //
+// ListVolumes is changed to report the real publications (see recordingService.ListVolumes).
+//
 // The driver keeps its volumes in memory. With --state-file the volumes created through
 // CreateVolume and the ControllerPublish/Unpublish state are recorded in a JSON file and
 // replayed at start, so a restarted driver still knows the volumes of the previous run
@@ -20,6 +22,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -72,6 +75,30 @@ func (s recordingService) update(change func(*state)) {
 	if err := s.rec.save(); err != nil {
 		klog.Errorf("saving state: %v", err)
 	}
+}
+
+// ListVolumes reports each volume as published on the nodes it really is published on (the
+// mock service itself reports every volume as published on its node, whatever its state, which
+// would make the attacher's ListVolumes reconciler force needless re-publishes).
+func (s recordingService) ListVolumes(ctx context.Context, req *csi.ListVolumesRequest) (*csi.ListVolumesResponse, error) {
+	rsp, err := s.Service.ListVolumes(ctx, req)
+	if err != nil {
+		return rsp, err
+	}
+	for _, entry := range rsp.GetEntries() {
+		if entry.GetStatus() == nil || entry.GetVolume() == nil {
+			continue
+		}
+		nodes := []string{}
+		for key, value := range entry.GetVolume().GetVolumeContext() {
+			if node, ok := strings.CutSuffix(key, "/dev"); ok && value != "" {
+				nodes = append(nodes, node)
+			}
+		}
+		sort.Strings(nodes)
+		entry.Status.PublishedNodeIds = nodes
+	}
+	return rsp, nil
 }
 
 func (s recordingService) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {

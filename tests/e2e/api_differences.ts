@@ -1,0 +1,572 @@
+/**
+ * Where `lib/memory_apiserver.ts` (the fake API server the unit tests use) answers differently
+ * from the real kube-apiserver: the same sequence of requests is sent to both, and every answer
+ * whose status, content type, `Warning` header or body (volatile values such as uids, times and
+ * resourceVersions normalized) differs is reported with both answers verbatim.
+ *
+ * This is a report, not a test of the fake: it never fails on a difference.
+ *
+ * @module
+ */
+
+import { MemoryApiServer } from "../../lib/memory_apiserver.ts";
+import type { RawApi } from "./raw_api.ts";
+
+/** What one server answered. */
+interface Answer {
+  status: number;
+  contentType: string;
+  warning: string;
+  text: string;
+}
+
+/** One request of the probe sequence. */
+interface Probe {
+  name: string;
+  method: string;
+  path: string;
+  /** Body: a value, or a function of the server (to read a current resourceVersion). */
+  body?: unknown | ((s: ProbeServer) => Promise<unknown>);
+  contentType?: string;
+  /** Read a watch stream for this long instead of a plain request. */
+  watchMs?: number;
+  /** Why this probe matters. */
+  note?: string;
+}
+
+/** A server the probes run against. */
+interface ProbeServer {
+  name: string;
+  send(
+    method: string,
+    path: string,
+    body: string | undefined,
+    contentType: string | undefined,
+  ): Promise<Answer>;
+  watch(path: string, ms: number): Promise<Answer>;
+  /** The current resourceVersion of an object, or "". */
+  rv(path: string): Promise<string>;
+}
+
+const VA = "/apis/storage.k8s.io/v1/volumeattachments";
+const PV = "/api/v1/persistentvolumes";
+const LEASES = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
+const SECRETS = "/api/v1/namespaces/default/secrets";
+const JSON_PATCH = "application/json-patch+json";
+const MERGE_PATCH = "application/merge-patch+json";
+
+function va(name: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    apiVersion: "storage.k8s.io/v1",
+    kind: "VolumeAttachment",
+    metadata: { name },
+    spec: {
+      attacher: "diff.csi.example.com",
+      nodeName: "node1",
+      source: { persistentVolumeName: "diff-pv" },
+    },
+    ...extra,
+  };
+}
+
+const PROBES: Probe[] = [
+  { name: "create a VolumeAttachment", method: "POST", path: VA, body: va("diff-va1") },
+  { name: "get it", method: "GET", path: `${VA}/diff-va1` },
+  { name: "list VolumeAttachments (item kind/apiVersion)", method: "GET", path: VA },
+  { name: "get a missing VolumeAttachment", method: "GET", path: `${VA}/diff-missing` },
+  { name: "create it again", method: "POST", path: VA, body: va("diff-va1") },
+  {
+    name: "create with an unknown field (field validation)",
+    method: "POST",
+    path: VA,
+    body: { ...va("diff-va2"), spec: { ...va("x").spec as object, bogus: 1 } },
+  },
+  {
+    name: "create with status set (dropped on create?)",
+    method: "POST",
+    path: VA,
+    body: va("diff-va3", { status: { attached: true } }),
+  },
+  {
+    name: "create without spec.attacher (validation)",
+    method: "POST",
+    path: VA,
+    body: {
+      apiVersion: "storage.k8s.io/v1",
+      kind: "VolumeAttachment",
+      metadata: { name: "diff-invalid" },
+      spec: { nodeName: "n", source: { persistentVolumeName: "p" } },
+    },
+  },
+  {
+    name: "merge patch of status through the status subresource",
+    method: "PATCH",
+    path: `${VA}/diff-va1/status`,
+    body: { status: { attached: true, attachmentMetadata: { device: "/dev/x" } } },
+    contentType: MERGE_PATCH,
+  },
+  {
+    name: "merge patch of status through the main resource (ignored?)",
+    method: "PATCH",
+    path: `${VA}/diff-va1`,
+    body: { status: { attached: false } },
+    contentType: MERGE_PATCH,
+  },
+  {
+    name: "merge patch of metadata through the status subresource",
+    method: "PATCH",
+    path: `${VA}/diff-va1/status`,
+    body: { metadata: { annotations: { a: "b" }, finalizers: ["x/y"] } },
+    contentType: MERGE_PATCH,
+  },
+  {
+    name: "JSON patch test null on absent finalizers, then add",
+    method: "PATCH",
+    path: `${VA}/diff-va1`,
+    body: [
+      { op: "test", path: "/metadata/finalizers", value: null },
+      { op: "add", path: "/metadata/finalizers", value: ["external-attacher/diff"] },
+    ],
+    contentType: JSON_PATCH,
+    note: "the attacher's PV finalizer patch when the PV has no finalizers",
+  },
+  {
+    name: "JSON patch test null on present finalizers (must fail)",
+    method: "PATCH",
+    path: `${VA}/diff-va1`,
+    body: [
+      { op: "test", path: "/metadata/finalizers", value: null },
+      { op: "add", path: "/metadata/finalizers", value: ["other/x"] },
+    ],
+    contentType: JSON_PATCH,
+  },
+  {
+    name: "JSON patch test [] on present finalizers (must fail)",
+    method: "PATCH",
+    path: `${VA}/diff-va1`,
+    body: [{ op: "test", path: "/metadata/finalizers", value: [] }],
+    contentType: JSON_PATCH,
+  },
+  {
+    name: "JSON patch test on a wrong finalizer index value (must fail)",
+    method: "PATCH",
+    path: `${VA}/diff-va1`,
+    body: [
+      { op: "test", path: "/metadata/finalizers/0", value: "other/x" },
+      { op: "remove", path: "/metadata/finalizers/0" },
+    ],
+    contentType: JSON_PATCH,
+  },
+  {
+    name: "JSON patch remove out of range",
+    method: "PATCH",
+    path: `${VA}/diff-va1`,
+    body: [{ op: "remove", path: "/metadata/finalizers/5" }],
+    contentType: JSON_PATCH,
+  },
+  {
+    name: "JSON patch add to the end of a missing array",
+    method: "PATCH",
+    path: `${VA}/diff-va3`,
+    body: [{ op: "add", path: "/metadata/finalizers/-", value: "x/y" }],
+    contentType: JSON_PATCH,
+  },
+  {
+    name: "JSON patch that is not an array",
+    method: "PATCH",
+    path: `${VA}/diff-va1`,
+    body: { op: "add" },
+    contentType: JSON_PATCH,
+  },
+  {
+    name: "strategic merge patch",
+    method: "PATCH",
+    path: `${VA}/diff-va1`,
+    body: { metadata: { labels: { smp: "yes" } } },
+    contentType: "application/strategic-merge-patch+json",
+  },
+  {
+    name: "merge patch with a stale resourceVersion",
+    method: "PATCH",
+    path: `${VA}/diff-va1`,
+    body: { metadata: { resourceVersion: "1", labels: { stale: "yes" } } },
+    contentType: MERGE_PATCH,
+  },
+  {
+    name: "PUT with a stale resourceVersion",
+    method: "PUT",
+    path: `${VA}/diff-va1`,
+    body: va("diff-va1", { metadata: { name: "diff-va1", resourceVersion: "1" } }),
+  },
+  {
+    name: "PUT without resourceVersion (unconditional update)",
+    method: "PUT",
+    path: `${VA}/diff-va3`,
+    body: va("diff-va3"),
+  },
+  {
+    name: "patch a missing object",
+    method: "PATCH",
+    path: `${VA}/diff-missing`,
+    body: { metadata: {} },
+    contentType: MERGE_PATCH,
+  },
+  { name: "delete an object with finalizers", method: "DELETE", path: `${VA}/diff-va1` },
+  {
+    name: "add a finalizer while being deleted",
+    method: "PATCH",
+    path: `${VA}/diff-va1`,
+    body: { metadata: { finalizers: ["external-attacher/diff", "new/one"] } },
+    contentType: MERGE_PATCH,
+  },
+  {
+    name: "remove the last finalizer of an object being deleted",
+    method: "PATCH",
+    path: `${VA}/diff-va1`,
+    body: { metadata: { finalizers: null } },
+    contentType: MERGE_PATCH,
+  },
+  { name: "get after the last finalizer went", method: "GET", path: `${VA}/diff-va1` },
+  { name: "delete an object without finalizers", method: "DELETE", path: `${VA}/diff-va2` },
+  { name: "delete a missing object", method: "DELETE", path: `${VA}/diff-va2` },
+  { name: "unknown resource", method: "GET", path: "/apis/storage.k8s.io/v1/foos" },
+  { name: "unknown group", method: "GET", path: "/apis/nothing.example.com/v1/foos" },
+  {
+    name: "create a PersistentVolume (status.phase)",
+    method: "POST",
+    path: PV,
+    body: {
+      apiVersion: "v1",
+      kind: "PersistentVolume",
+      metadata: { name: "diff-pv" },
+      spec: {
+        capacity: { storage: "1Gi" },
+        accessModes: ["ReadWriteOnce"],
+        csi: { driver: "diff.csi.example.com", volumeHandle: "h1" },
+      },
+    },
+  },
+  { name: "get a missing secret", method: "GET", path: `${SECRETS}/diff-missing` },
+  {
+    name: "create a Lease with a 3-digit MicroTime",
+    method: "POST",
+    path: LEASES,
+    body: {
+      apiVersion: "coordination.k8s.io/v1",
+      kind: "Lease",
+      metadata: { name: "diff-lease1" },
+      spec: {
+        holderIdentity: "a",
+        leaseDurationSeconds: 15,
+        renewTime: "2026-01-01T00:00:00.000Z",
+      },
+    },
+  },
+  {
+    name: "create a Lease with a 6-digit MicroTime",
+    method: "POST",
+    path: LEASES,
+    body: {
+      apiVersion: "coordination.k8s.io/v1",
+      kind: "Lease",
+      metadata: { name: "diff-lease2" },
+      spec: {
+        holderIdentity: "a",
+        leaseDurationSeconds: 15,
+        renewTime: "2026-01-01T00:00:00.000000Z",
+      },
+    },
+  },
+  {
+    name: "watch VolumeAttachments from resourceVersion 1 (too old?)",
+    method: "GET",
+    path: `${VA}?watch=true&resourceVersion=1&timeoutSeconds=1`,
+    watchMs: 3000,
+  },
+  {
+    name: "watch VolumeAttachments without resourceVersion, bookmarks allowed, 1 s timeout",
+    method: "GET",
+    path: `${VA}?watch=true&allowWatchBookmarks=true&timeoutSeconds=1`,
+    watchMs: 3000,
+  },
+  {
+    name: "watch with an invalid timeoutSeconds",
+    method: "GET",
+    path: `${VA}?watch=true&timeoutSeconds=abc`,
+    watchMs: 2000,
+  },
+  {
+    name: "list with resourceVersion=0 (served from cache)",
+    method: "GET",
+    path: `${VA}?resourceVersion=0`,
+  },
+  {
+    name: "create with a wrong content type",
+    method: "POST",
+    path: VA,
+    body: "name: x",
+    contentType: "application/yaml",
+  },
+  {
+    name: "merge patch body that is not JSON",
+    method: "PATCH",
+    path: `${VA}/diff-va3`,
+    body: "{not json",
+    contentType: MERGE_PATCH,
+  },
+];
+
+/** Placeholders for values that differ between any two runs. */
+function normalize(value: unknown, key = ""): unknown {
+  if (Array.isArray(value)) return value.map((v) => normalize(v));
+  if (typeof value === "object" && value !== null) {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) {
+      if (k === "managedFields") {
+        out[k] = "<managedFields>";
+        continue;
+      }
+      out[k] = normalize(v, k);
+    }
+    return out;
+  }
+  if (typeof value === "string") {
+    if (key === "uid") return "<uid>";
+    if (key === "resourceVersion") return "<rv>";
+    if (/Timestamp$|Time$|^time$/.test(key)) return "<time>";
+    return value
+      .replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z/g, "<time>")
+      .replace(/\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b/g, "<uid>")
+      .replace(/resource version: \d+ \(\d+\)/g, "resource version: <rv> (<rv>)");
+  }
+  return value;
+}
+
+function normalizeText(text: string): string {
+  const lines = text.trim().split("\n").map((line) => {
+    try {
+      return JSON.stringify(normalize(JSON.parse(line)));
+    } catch (err) {
+      if (err instanceof SyntaxError) return line;
+      throw err;
+    }
+  });
+  return lines.join("\n");
+}
+
+async function readStream(res: Response, ms: number): Promise<string> {
+  const reader = res.body?.getReader();
+  if (reader === undefined) return "";
+  const decoder = new TextDecoder();
+  let text = "";
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const left = deadline - Date.now();
+    if (left <= 0) break;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const chunk = await Promise.race([
+      reader.read(),
+      new Promise<"timeout">((resolve) => {
+        timer = setTimeout(() => resolve("timeout"), left);
+      }),
+    ]);
+    clearTimeout(timer);
+    if (chunk === "timeout") {
+      text += "\n<stream still open>";
+      break;
+    }
+    if (chunk.done) break;
+    text += decoder.decode(chunk.value, { stream: true });
+  }
+  await reader.cancel();
+  return text;
+}
+
+function realServer(api: RawApi): ProbeServer {
+  return {
+    name: "kube-apiserver",
+    async send(method, path, body, contentType) {
+      const res = await api.request(method, path, {
+        body,
+        contentType,
+      });
+      return {
+        status: res.status,
+        contentType: res.contentType,
+        warning: res.warning,
+        text: res.text,
+      };
+    },
+    async watch(path, ms) {
+      const abort = new AbortController();
+      const res = await api.stream(path, abort.signal);
+      const text = await readStream(res, ms);
+      abort.abort();
+      return {
+        status: res.status,
+        contentType: res.headers.get("content-type") ?? "",
+        warning: res.headers.get("warning") ?? "",
+        text,
+      };
+    },
+    async rv(path) {
+      const res = await api.request("GET", path);
+      return (res.json as { metadata?: { resourceVersion?: string } })?.metadata?.resourceVersion ??
+        "";
+    },
+  };
+}
+
+function fakeServer(url: string): ProbeServer {
+  const answer = async (res: Response, text?: string): Promise<Answer> => ({
+    status: res.status,
+    contentType: res.headers.get("content-type") ?? "",
+    warning: res.headers.get("warning") ?? "",
+    text: text ?? await res.text(),
+  });
+  return {
+    name: "memory_apiserver",
+    async send(method, path, body, contentType) {
+      const headers: Record<string, string> = {};
+      if (body !== undefined) headers["content-type"] = contentType ?? "application/json";
+      return await answer(await fetch(`${url}${path}`, { method, headers, body }));
+    },
+    async watch(path, ms) {
+      const abort = new AbortController();
+      const res = await fetch(`${url}${path}`, { signal: abort.signal });
+      const text = await readStream(res, ms);
+      abort.abort();
+      return await answer(res, text);
+    },
+    async rv(path) {
+      const res = await fetch(`${url}${path}`);
+      const obj = await res.json() as { metadata?: { resourceVersion?: string } };
+      return obj?.metadata?.resourceVersion ?? "";
+    },
+  };
+}
+
+async function runProbes(server: ProbeServer): Promise<Answer[]> {
+  const answers: Answer[] = [];
+  for (const probe of PROBES) {
+    if (probe.watchMs !== undefined) {
+      answers.push(await server.watch(probe.path, probe.watchMs));
+      continue;
+    }
+    const raw = typeof probe.body === "function"
+      ? await (probe.body as (s: ProbeServer) => Promise<unknown>)(server)
+      : probe.body;
+    const body = raw === undefined
+      ? undefined
+      : typeof raw === "string"
+      ? raw
+      : JSON.stringify(raw);
+    answers.push(await server.send(probe.method, probe.path, body, probe.contentType));
+  }
+  return answers;
+}
+
+/** The outcome of {@link compareWithMemoryApiServer}. */
+export interface DifferenceReport {
+  /** Number of probes whose answers differ. */
+  differences: number;
+  /** Every probe with both answers (differences first). */
+  markdown: string;
+}
+
+const CLEANUP = [
+  `${VA}/diff-va1`,
+  `${VA}/diff-va2`,
+  `${VA}/diff-va3`,
+  `${VA}/diff-invalid`,
+  `${PV}/diff-pv`,
+  `${LEASES}/diff-lease1`,
+  `${LEASES}/diff-lease2`,
+];
+
+/**
+ * Runs the probes against the real server (through `api`, as administrator) and a fresh
+ * in-memory server, and describes the differences. Objects named `diff-*` are removed from the
+ * real server afterwards.
+ */
+export async function compareWithMemoryApiServer(api: RawApi): Promise<DifferenceReport> {
+  const fake = await MemoryApiServer.start({ bookmarkIntervalMs: 500 });
+  let real: Answer[];
+  let mem: Answer[];
+  try {
+    real = await runProbes(realServer(api));
+    mem = await runProbes(fakeServer(fake.url));
+  } finally {
+    await fake.close();
+    for (const path of CLEANUP) {
+      await api.request("PATCH", path, {
+        body: { metadata: { finalizers: null } },
+        contentType: MERGE_PATCH,
+      });
+      await api.request("DELETE", path);
+    }
+  }
+  const sections: string[] = [];
+  const same: string[] = [];
+  let differences = 0;
+  PROBES.forEach((probe, i) => {
+    const r = real[i]!;
+    const m = mem[i]!;
+    const diffs: string[] = [];
+    if (r.status !== m.status) diffs.push(`status ${r.status} vs ${m.status}`);
+    if (r.contentType !== m.contentType) {
+      diffs.push(`content type "${r.contentType}" vs "${m.contentType}"`);
+    }
+    if (r.warning !== m.warning) diffs.push(`Warning header "${r.warning}" vs "${m.warning}"`);
+    if (normalizeText(r.text) !== normalizeText(m.text)) diffs.push("body");
+    const request = `${probe.method} ${probe.path}` +
+      (probe.contentType ? ` (${probe.contentType})` : "") +
+      (probe.body !== undefined && typeof probe.body !== "function"
+        ? `\n  body: ${typeof probe.body === "string" ? probe.body : JSON.stringify(probe.body)}`
+        : "");
+    if (diffs.length === 0) {
+      same.push(`- ${probe.name}: HTTP ${r.status}`);
+      return;
+    }
+    differences++;
+    sections.push([
+      `### ${probe.name}`,
+      "",
+      "```",
+      request,
+      "```",
+      "",
+      `Differs in: ${diffs.join("; ")}.`,
+      "",
+      `kube-apiserver: HTTP ${r.status}, \`${r.contentType}\`${
+        r.warning ? `, Warning: \`${r.warning}\`` : ""
+      }`,
+      "",
+      "```",
+      r.text.trim(),
+      "```",
+      "",
+      `memory_apiserver: HTTP ${m.status}, \`${m.contentType}\`${
+        m.warning ? `, Warning: \`${m.warning}\`` : ""
+      }`,
+      "",
+      "```",
+      m.text.trim(),
+      "```",
+      "",
+    ].join("\n"));
+  });
+  const markdown = [
+    "# kube-apiserver vs lib/memory_apiserver.ts",
+    "",
+    `${differences} of ${PROBES.length} probes differ (values of uid, times and resourceVersion ` +
+    "normalized before comparing bodies).",
+    "",
+    ...sections,
+    "## Same answers",
+    "",
+    ...same,
+    "",
+  ].join("\n");
+  return { differences, markdown };
+}

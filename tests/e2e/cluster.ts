@@ -1,0 +1,394 @@
+/**
+ * A local cluster on loopback for the end-to-end suite: etcd, a real kube-apiserver with client
+ * certificate authentication and RBAC, and a real CSI driver (the Kubernetes e2e CSI mock driver)
+ * on a unix socket. Everything runs as child processes in their own process groups, with logs and
+ * state under one working directory; {@link LocalCluster.stop} stops all of it.
+ *
+ * @module
+ */
+
+import type { Binaries } from "./binaries.ts";
+import { type ClusterCertificates, kubeconfigFor, makeCertificates } from "./certs.ts";
+import { DriverClient } from "./driver_client.ts";
+import { type DriverCall, parseDriverCalls } from "./driver_log.ts";
+import { applyManifest } from "./manifests.ts";
+import { ManagedProcess, stopGroup } from "./process.ts";
+import { RawApi } from "./raw_api.ts";
+
+/** The user the attacher authenticates as: the name a `csi-attacher` service account gets. */
+export const ATTACHER_USER = "system:serviceaccount:default:csi-attacher";
+/** The suite's administrator (member of `system:masters`). */
+export const ADMIN_USER = "csi-attacher-e2e-admin";
+
+/** What a running cluster is, in a form that can be saved and read back (`cluster.json`). */
+export interface ClusterInfo {
+  dir: string;
+  /** `https://127.0.0.1:<port>`. */
+  server: string;
+  adminKubeconfig: string;
+  /** Kubeconfig of {@link ATTACHER_USER}. */
+  attacherKubeconfig: string;
+  driverName: string;
+  /** Unix socket path of the CSI driver. */
+  driverSocket: string;
+  /** The driver's call log. */
+  driverLog: string;
+  /** The API server's audit log (requests of {@link ATTACHER_USER} only). */
+  auditLog: string;
+  /** Process group ids. */
+  pids: { etcd: number; apiserver: number; driver: number };
+}
+
+/** Options of {@link LocalCluster.start}. */
+export interface ClusterOptions {
+  /** Working directory; created when missing. */
+  dir: string;
+  binaries: Binaries;
+  /** The CSI driver's name (also its only node ID). */
+  driverName: string;
+  /** RBAC manifest (YAML) that grants {@link ATTACHER_USER} its rights. */
+  rbacManifest: string;
+  /** Progress lines. */
+  log: (line: string) => void;
+}
+
+/** How long one part took. */
+export interface Timing {
+  part: string;
+  seconds: number;
+}
+
+/** One audit record of the attacher's requests. */
+export interface AuditEvent {
+  verb: string;
+  requestURI: string;
+  user: { username: string };
+  objectRef?: { resource?: string; subresource?: string; name?: string; namespace?: string };
+  responseStatus?: { code?: number; message?: string };
+  stage: string;
+}
+
+const AUDIT_POLICY = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: Metadata
+    users: ["${ATTACHER_USER}"]
+  - level: None
+`;
+
+/** A free TCP port on 127.0.0.1 (bound, then released). */
+function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  listener.close();
+  return port;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Polls `probe` until it returns true; fails early when `process` exits. */
+async function waitFor(
+  what: string,
+  process: ManagedProcess | undefined,
+  timeoutMs: number,
+  probe: () => Promise<boolean>,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    if (process?.exitStatus !== undefined) {
+      throw new Error(
+        `${process.spec.name} exited (${JSON.stringify(process.exitStatus)}) before ${what}:\n` +
+          await process.tail(),
+      );
+    }
+    try {
+      if (await probe()) return;
+    } catch (err) {
+      lastError = err;
+    }
+    await sleep(100);
+  }
+  const tail = process === undefined ? "" : `\n${await process.tail()}`;
+  throw new Error(`timed out waiting for ${what}${tail}`, { cause: lastError });
+}
+
+/**
+ * The running cluster. {@link LocalCluster.start} starts it; {@link LocalCluster.stop} stops
+ * every process (also after a failed start).
+ */
+export class LocalCluster {
+  readonly info: ClusterInfo;
+  /** Administrator access (a plain `fetch` client, independent of the attacher's client). */
+  readonly admin: RawApi;
+  /** Time taken by each part of the start. */
+  readonly timings: Timing[] = [];
+  readonly #binaries: Binaries;
+  readonly #log: (line: string) => void;
+  readonly #processes: {
+    etcd?: ManagedProcess;
+    apiserver?: ManagedProcess;
+    driver?: ManagedProcess;
+  } = {};
+  #driverClient: DriverClient | undefined;
+
+  private constructor(info: ClusterInfo, admin: RawApi, options: ClusterOptions) {
+    this.info = info;
+    this.admin = admin;
+    this.#binaries = options.binaries;
+    this.#log = options.log;
+  }
+
+  /**
+   * Makes certificates, starts etcd and kube-apiserver, waits for `/readyz`, applies the RBAC
+   * manifest and starts the CSI driver. On failure everything started so far is stopped.
+   */
+  static async start(options: ClusterOptions): Promise<LocalCluster> {
+    const dir = options.dir;
+    for (const sub of ["certs", "logs", "csi"]) {
+      await Deno.mkdir(`${dir}/${sub}`, { recursive: true });
+    }
+    const timed = async <T>(part: string, fn: () => Promise<T>, into: Timing[]): Promise<T> => {
+      const t0 = performance.now();
+      const result = await fn();
+      into.push({ part, seconds: (performance.now() - t0) / 1000 });
+      return result;
+    };
+    const timings: Timing[] = [];
+    const certs: ClusterCertificates = await timed(
+      "certificates",
+      () =>
+        makeCertificates(`${dir}/certs`, [
+          { id: "admin", user: ADMIN_USER, groups: ["system:masters"] },
+          {
+            id: "attacher",
+            user: ATTACHER_USER,
+            groups: ["system:serviceaccounts", "system:serviceaccounts:default"],
+          },
+        ]),
+      timings,
+    );
+    const apiPort = freePort();
+    const server = `https://127.0.0.1:${apiPort}`;
+    const info: ClusterInfo = {
+      dir,
+      server,
+      adminKubeconfig: `${dir}/admin.kubeconfig`,
+      attacherKubeconfig: `${dir}/attacher.kubeconfig`,
+      driverName: options.driverName,
+      driverSocket: `${dir}/csi/csi.sock`,
+      driverLog: `${dir}/logs/driver.log`,
+      auditLog: `${dir}/logs/audit.log`,
+      pids: { etcd: 0, apiserver: 0, driver: 0 },
+    };
+    await Deno.writeTextFile(
+      info.adminKubeconfig,
+      await kubeconfigFor(server, certs.ca.cert, certs.clients.admin!, ADMIN_USER),
+    );
+    await Deno.writeTextFile(
+      info.attacherKubeconfig,
+      await kubeconfigFor(server, certs.ca.cert, certs.clients.attacher!, ATTACHER_USER),
+    );
+    const admin = new RawApi({
+      server,
+      caCert: await Deno.readTextFile(certs.ca.cert),
+      clientCert: await Deno.readTextFile(certs.clients.admin!.cert),
+      clientKey: await Deno.readTextFile(certs.clients.admin!.key),
+    });
+    const cluster = new LocalCluster(info, admin, options);
+    cluster.timings.push(...timings);
+    try {
+      await timed("etcd", () => cluster.#startEtcd(), cluster.timings);
+      await Deno.writeTextFile(`${dir}/audit-policy.yaml`, AUDIT_POLICY);
+      await timed("kube-apiserver", () => cluster.#startApiServer(certs, apiPort), cluster.timings);
+      await timed("RBAC", async () => {
+        const applied = await applyManifest(admin, options.rbacManifest);
+        options.log(`applied ${applied.join(", ")}`);
+      }, cluster.timings);
+      await timed("CSI driver", () => cluster.startDriver(), cluster.timings);
+      await cluster.saveInfo();
+      return cluster;
+    } catch (err) {
+      await cluster.stop();
+      throw err;
+    }
+  }
+
+  async #startEtcd(): Promise<void> {
+    const clientPort = freePort();
+    const peerPort = freePort();
+    const etcd = ManagedProcess.start({
+      name: "etcd",
+      cmd: this.#binaries.etcd,
+      args: [
+        "--name=e2e",
+        `--data-dir=${this.info.dir}/etcd-data`,
+        `--listen-client-urls=http://127.0.0.1:${clientPort}`,
+        `--advertise-client-urls=http://127.0.0.1:${clientPort}`,
+        `--listen-peer-urls=http://127.0.0.1:${peerPort}`,
+        `--initial-advertise-peer-urls=http://127.0.0.1:${peerPort}`,
+        `--initial-cluster=e2e=http://127.0.0.1:${peerPort}`,
+        "--unsafe-no-fsync",
+        "--log-level=warn",
+      ],
+      logFile: `${this.info.dir}/logs/etcd.log`,
+    });
+    this.#processes.etcd = etcd;
+    this.info.pids.etcd = etcd.pid;
+    this.#etcdUrl = `http://127.0.0.1:${clientPort}`;
+    await waitFor("etcd /health", etcd, 30_000, async () => {
+      const res = await fetch(`${this.#etcdUrl}/health`);
+      const body = await res.json() as { health?: string };
+      return body.health === "true";
+    });
+  }
+
+  #etcdUrl = "";
+  #apiserverArgs: string[] = [];
+
+  async #startApiServer(certs: ClusterCertificates, port: number): Promise<void> {
+    const dir = this.info.dir;
+    this.#apiserverArgs = [
+      `--etcd-servers=${this.#etcdUrl}`,
+      "--bind-address=127.0.0.1",
+      "--advertise-address=127.0.0.1",
+      `--secure-port=${port}`,
+      `--cert-dir=${dir}/certs/apiserver-generated`,
+      `--tls-cert-file=${certs.server.cert}`,
+      `--tls-private-key-file=${certs.server.key}`,
+      `--client-ca-file=${certs.ca.cert}`,
+      "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+      `--service-account-key-file=${certs.serviceAccountPublicKey}`,
+      `--service-account-signing-key-file=${certs.serviceAccountKey}`,
+      "--service-cluster-ip-range=10.0.0.0/24",
+      "--authorization-mode=RBAC",
+      // No kube-controller-manager runs: the pv-protection finalizer this plugin adds would never
+      // be removed, so PVs could not go away.
+      "--disable-admission-plugins=StorageObjectInUseProtection",
+      // The "kubernetes" Service endpoints cannot be 127.0.0.1.
+      "--endpoint-reconciler-type=none",
+      `--audit-policy-file=${dir}/audit-policy.yaml`,
+      `--audit-log-path=${this.info.auditLog}`,
+      "--audit-log-format=json",
+      "--profiling=false",
+      "--v=1",
+    ];
+    await this.#runApiServer();
+  }
+
+  async #runApiServer(): Promise<void> {
+    const apiserver = ManagedProcess.start({
+      name: "kube-apiserver",
+      cmd: this.#binaries.kubeApiserver,
+      args: this.#apiserverArgs,
+      logFile: `${this.info.dir}/logs/kube-apiserver.log`,
+    });
+    this.#processes.apiserver = apiserver;
+    this.info.pids.apiserver = apiserver.pid;
+    await waitFor("kube-apiserver /readyz", apiserver, 120_000, async () => {
+      const res = await this.admin.request("GET", "/readyz");
+      return res.status === 200;
+    });
+  }
+
+  /**
+   * Stops kube-apiserver (SIGTERM, graceful) and starts it again on the same port and etcd;
+   * resolves once `/readyz` answers 200 again. `downMs` keeps it down that long in between.
+   */
+  async restartApiServer(downMs = 0): Promise<void> {
+    await this.#processes.apiserver?.stop(20_000);
+    if (downMs > 0) await sleep(downMs);
+    await this.#runApiServer();
+    await this.saveInfo();
+  }
+
+  /** Starts the CSI driver and waits until it answers ListVolumes. */
+  async startDriver(): Promise<void> {
+    const driver = ManagedProcess.start({
+      name: "csi-driver",
+      cmd: this.#binaries.mockDriver,
+      args: [
+        `--endpoint=${this.info.driverSocket}`,
+        `--name=${this.info.driverName}`,
+        `--state-file=${this.info.dir}/csi/driver-state.json`,
+        "--v=3",
+      ],
+      logFile: this.info.driverLog,
+    });
+    this.#processes.driver = driver;
+    this.info.pids.driver = driver.pid;
+    this.#driverClient?.close();
+    this.#driverClient = undefined;
+    await waitFor("the CSI driver socket", driver, 30_000, async () => {
+      await this.driver().listVolumes(1000);
+      return true;
+    });
+  }
+
+  /** Stops the CSI driver (SIGTERM); `kill` sends SIGKILL at once. */
+  async stopDriver(kill = false): Promise<void> {
+    this.#driverClient?.close();
+    this.#driverClient = undefined;
+    const driver = this.#processes.driver;
+    if (driver === undefined) return;
+    if (kill) driver.kill("SIGKILL");
+    await driver.stop(5000);
+  }
+
+  /** The suite's gRPC client for the driver (CreateVolume, ListVolumes). */
+  driver(): DriverClient {
+    this.#driverClient ??= new DriverClient(this.info.driverSocket);
+    return this.#driverClient;
+  }
+
+  /** Every call the driver served so far, from its log (all of its runs). */
+  async driverCalls(): Promise<DriverCall[]> {
+    return parseDriverCalls(await Deno.readTextFile(this.info.driverLog));
+  }
+
+  /** The audit records of the attacher's requests so far. */
+  async auditEvents(): Promise<AuditEvent[]> {
+    let text: string;
+    try {
+      text = await Deno.readTextFile(this.info.auditLog);
+    } catch (err) {
+      if (err instanceof Deno.errors.NotFound) return [];
+      throw err;
+    }
+    return text.split("\n").filter((l) => l.trim() !== "").map((l) => JSON.parse(l) as AuditEvent);
+  }
+
+  /** Writes {@link info} to `<dir>/cluster.json`. */
+  async saveInfo(): Promise<void> {
+    await Deno.writeTextFile(`${this.info.dir}/cluster.json`, JSON.stringify(this.info, null, 2));
+  }
+
+  /** Lets the calling process exit while the cluster keeps running (`deno task cluster`). */
+  detach(): void {
+    for (const p of Object.values(this.#processes)) p?.detach();
+    this.admin.close();
+    this.#driverClient?.close();
+    this.#driverClient = undefined;
+  }
+
+  /** Stops the driver, kube-apiserver and etcd (in that order) and closes the clients. */
+  async stop(): Promise<void> {
+    this.#driverClient?.close();
+    this.#driverClient = undefined;
+    this.admin.close();
+    for (const name of ["driver", "apiserver", "etcd"] as const) {
+      const p = this.#processes[name];
+      if (p !== undefined) await p.stop(10_000);
+    }
+  }
+}
+
+/** Stops a cluster described by a saved {@link ClusterInfo} (from another process). */
+export async function stopSavedCluster(info: ClusterInfo): Promise<void> {
+  for (const pid of [info.pids.driver, info.pids.apiserver, info.pids.etcd]) {
+    if (pid > 0) await stopGroup(pid, 10_000);
+  }
+}

@@ -1,0 +1,74 @@
+/**
+ * What each end-to-end scenario gets: the cluster, the node names that have a CSINode for the
+ * driver, and a way to start attacher replicas that are stopped when the scenario ends.
+ *
+ * @module
+ */
+
+import { type AttacherOptions, startAttacher } from "./attacher_process.ts";
+import type { LocalCluster } from "./cluster.ts";
+import { ScenarioKit } from "./kit.ts";
+import type { ManagedProcess } from "./process.ts";
+
+/** Options of a {@link ScenarioContext}. */
+export interface ScenarioContextOptions {
+  /** Name prefix of everything the scenario creates. */
+  prefix: string;
+  /** Nodes with a CSINode listing the driver. */
+  nodes: readonly string[];
+  /** Program the attachers run (main.ts or a bundle). */
+  attacherEntry?: string;
+}
+
+/** One scenario's resources. Call {@link ScenarioContext.close} at the end, also on failure. */
+export class ScenarioContext {
+  readonly cluster: LocalCluster;
+  readonly kit: ScenarioKit;
+  readonly nodes: readonly string[];
+  readonly #entry: string | undefined;
+  readonly #attachers: ManagedProcess[] = [];
+  readonly #prefix: string;
+
+  constructor(cluster: LocalCluster, options: ScenarioContextOptions) {
+    this.cluster = cluster;
+    this.nodes = options.nodes;
+    this.#prefix = options.prefix;
+    this.#entry = options.attacherEntry;
+    this.kit = new ScenarioKit(cluster, options.prefix);
+  }
+
+  /** The node ID the driver accepts (the mock driver serves one node, named as the driver). */
+  get nodeId(): string {
+    return this.cluster.info.driverName;
+  }
+
+  /** Starts an attacher replica named `<prefix>-<name>`; it is stopped by {@link close}. */
+  startAttacher(
+    name: string,
+    options: Omit<AttacherOptions, "name" | "entry"> = {},
+  ): ManagedProcess {
+    const process = startAttacher(this.cluster.info, {
+      ...options,
+      name: `${this.#prefix}-${name}`,
+      entry: this.#entry,
+    });
+    this.#attachers.push(process);
+    return process;
+  }
+
+  /** True while any attacher of this scenario runs. */
+  get attacherRunning(): boolean {
+    return this.#attachers.some((p) => p.exitStatus === undefined);
+  }
+
+  /** Cleans up the scenario's objects (detaching through a running attacher), then stops attachers. */
+  async close(): Promise<void> {
+    try {
+      await this.kit.cleanup(this.attacherRunning);
+    } finally {
+      for (const p of this.#attachers) {
+        if (p.exitStatus === undefined) await p.stop(20_000);
+      }
+    }
+  }
+}

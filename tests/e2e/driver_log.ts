@@ -1,0 +1,75 @@
+/**
+ * Reading the CSI mock driver's call log: its gRPC interceptor writes one klog line per call,
+ * `I1121 23:10:05.563412  1518 driver.go:245] gRPCCall: {"Method":...,"Request":...,
+ * "Response":...,"Error":"..."}`, with the request as Go's `encoding/json` renders the CSI
+ * message (snake_case field names).
+ *
+ * @module
+ */
+
+/** One call the driver served. */
+export interface DriverCall {
+  /** Wall-clock time of the log line (ms since the epoch, local time zone, current year). */
+  time: number;
+  /** Full gRPC method, e.g. `/csi.v1.Controller/ControllerPublishVolume`. */
+  method: string;
+  request: Record<string, unknown>;
+  response: unknown;
+  /** The error text; "" on success. */
+  error: string;
+}
+
+const MARKER = "gRPCCall: ";
+const HEADER = /^[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{6})/;
+
+function lineTime(line: string, year: number): number {
+  const m = HEADER.exec(line);
+  if (m === null) return Number.NaN;
+  const [, mon, day, h, min, s, us] = m.map(Number) as number[];
+  return new Date(year, mon! - 1, day!, h!, min!, s!, Math.floor(us! / 1000)).getTime();
+}
+
+/** Every call in a log text, oldest first. Lines that are not call lines are skipped. */
+export function parseDriverCalls(text: string, year = new Date().getFullYear()): DriverCall[] {
+  const calls: DriverCall[] = [];
+  for (const line of text.split("\n")) {
+    const at = line.indexOf(MARKER);
+    if (at < 0) continue;
+    let entry: { Method?: string; Request?: unknown; Response?: unknown; Error?: string };
+    try {
+      entry = JSON.parse(line.slice(at + MARKER.length));
+    } catch (err) {
+      throw new Error(`unreadable driver call line: ${line}`, { cause: err });
+    }
+    calls.push({
+      time: lineTime(line, year),
+      method: entry.Method ?? "",
+      request: (entry.Request ?? {}) as Record<string, unknown>,
+      response: entry.Response,
+      error: entry.Error ?? "",
+    });
+  }
+  return calls;
+}
+
+/** The method names of the calls that concern the attacher. */
+export const PUBLISH = "/csi.v1.Controller/ControllerPublishVolume";
+/** ControllerUnpublishVolume's full method name. */
+export const UNPUBLISH = "/csi.v1.Controller/ControllerUnpublishVolume";
+
+/** Successful calls of `method` per `volume_id`. */
+export function countByVolume(
+  calls: readonly DriverCall[],
+  method: string,
+  opts: { successOnly?: boolean; since?: number } = {},
+): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const call of calls) {
+    if (call.method !== method) continue;
+    if (opts.successOnly !== false && call.error !== "") continue;
+    if (opts.since !== undefined && !(call.time >= opts.since)) continue;
+    const id = String(call.request.volume_id ?? "");
+    counts.set(id, (counts.get(id) ?? 0) + 1);
+  }
+  return counts;
+}

@@ -1,0 +1,128 @@
+/**
+ * Scenario 7: VolumeAttachments that cannot attach yet get the Go attacher's `attachError` texts
+ * (REFERENCE §3.3 rows 13, 20 and 24), and attach once the missing object appears.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import type { ScenarioContext } from "../context.ts";
+import { PUBLISH } from "../driver_log.ts";
+import { waitForLog, waitUntil } from "../kit.ts";
+import { csiNode, PATHS, secret } from "../objects.ts";
+import { ATTACHER_USER } from "../cluster.ts";
+import { READY_LINE } from "./round_trip.ts";
+
+const SECRET_VALUE = "e2e-secret-value-7f3a";
+
+/** Waits for the attachError `expected` on `va`, fixes the cause with `fix`, waits for attach. */
+async function expectErrorThenAttach(
+  ctx: ScenarioContext,
+  va: string,
+  expected: string,
+  fix: () => Promise<void>,
+): Promise<void> {
+  const message = await waitUntil(`attachError "${expected}" on ${va}`, async () => {
+    const obj = await ctx.kit.va(va);
+    const msg = obj?.status?.attachError?.message;
+    return msg === expected ? msg : undefined;
+  }, 60_000);
+  assert.equal(message, expected);
+  const obj = await ctx.kit.va(va);
+  assert.equal(obj?.status?.attached ?? false, false);
+  assert.equal(obj?.status?.attachError?.errorCode, undefined, "no errorCode for a non-gRPC error");
+  await fix();
+  const attached = await ctx.kit.waitAttached(va, 60_000);
+  assert.equal(attached.status?.attachError ?? undefined, undefined, "attachError cleared");
+}
+
+/** Missing PV, node without CSINode, missing secret (forbidden first, then not found). */
+export async function badObjects(ctx: ScenarioContext): Promise<void> {
+  const { kit } = ctx;
+  const attacher = ctx.startAttacher("a");
+  await waitForLog(attacher, READY_LINE);
+
+  // Row 20: a VA naming a PV that does not exist.
+  const missingPv = `${kit.prefix}-missing-pv`;
+  const missingPvVolume = await ctx.cluster.driver().createVolume(missingPv);
+  const vaMissingPv = await kit.createVa("missing-pv", ctx.nodes[0]!, missingPv);
+  await expectErrorThenAttach(
+    ctx,
+    vaMissingPv,
+    `persistentvolume "${missingPv}" not found`,
+    () => kit.createPv(missingPv, missingPvVolume),
+  );
+
+  // Row 24: a node without CSINode.
+  const bareNode = `${kit.prefix}-bare-node`;
+  const { pv: pvBare } = await kit.makeVolume("bare");
+  const vaBare = await kit.createVa("bare-node", bareNode, pvBare);
+  await expectErrorThenAttach(
+    ctx,
+    vaBare,
+    `csinode.storage.k8s.io "${bareNode}" not found`,
+    async () => {
+      await kit.api.createOk(
+        PATHS.csiNodes,
+        csiNode(bareNode, ctx.cluster.info.driverName, ctx.nodeId),
+      );
+      kit.track(`${PATHS.csiNodes}/${bareNode}`);
+    },
+  );
+
+  // Row 13: a missing secret. The shipped RBAC leaves secrets out (optional), so first the API
+  // server's Forbidden text, then, with read access granted, the NotFound text.
+  const secretName = `${kit.prefix}-publish-secret`;
+  const { pv: pvSecret, volumeId: secretVolume } = await kit.makeVolume("secret", {
+    secretRef: { name: secretName, namespace: "default" },
+  });
+  const vaSecret = await kit.createVa("missing-secret", ctx.nodes[1]!, pvSecret);
+  const forbidden = `failed to load secret "default/${secretName}": secrets "${secretName}" is ` +
+    `forbidden: User "${ATTACHER_USER}" cannot get resource "secrets" in API group "" in the ` +
+    `namespace "default"`;
+  await waitUntil(`attachError "${forbidden}"`, async () => {
+    return (await kit.va(vaSecret))?.status?.attachError?.message === forbidden;
+  }, 60_000);
+  await grantSecretRead(ctx);
+  await expectErrorThenAttach(
+    ctx,
+    vaSecret,
+    `failed to load secret "default/${secretName}": secrets "${secretName}" not found`,
+    async () => {
+      await kit.api.createOk(
+        PATHS.secrets("default"),
+        secret(secretName, "default", { secretKey: SECRET_VALUE }),
+      );
+      kit.track(`${PATHS.secrets("default")}/${secretName}`);
+    },
+  );
+  const publish = (await ctx.cluster.driverCalls()).find((c) =>
+    c.method === PUBLISH && c.request.volume_id === secretVolume && c.error === ""
+  );
+  assert.deepEqual(
+    publish?.request.secrets,
+    { secretKey: SECRET_VALUE },
+    "secrets reach the driver",
+  );
+  assert.ok(!(await attacher.output()).includes(SECRET_VALUE), "the attacher never logs secrets");
+}
+
+/** Binds a ClusterRole with `get` on secrets to the attacher (the manifest's optional rule). */
+async function grantSecretRead(ctx: ScenarioContext): Promise<void> {
+  const name = `${ctx.kit.prefix}-attacher-secrets`;
+  await ctx.kit.api.createOk("/apis/rbac.authorization.k8s.io/v1/clusterroles", {
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "ClusterRole",
+    metadata: { name },
+    rules: [{ apiGroups: [""], resources: ["secrets"], verbs: ["get"] }],
+  });
+  ctx.kit.track(`/apis/rbac.authorization.k8s.io/v1/clusterroles/${name}`);
+  await ctx.kit.api.createOk("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "ClusterRoleBinding",
+    metadata: { name },
+    subjects: [{ kind: "ServiceAccount", name: "csi-attacher", namespace: "default" }],
+    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name },
+  });
+  ctx.kit.track(`/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${name}`);
+}

@@ -1,0 +1,145 @@
+/**
+ * The end-to-end suite: our attacher against a real kube-apiserver, etcd and a real CSI driver,
+ * all on loopback, started and stopped here. Run it with `deno task e2e` (needs Go and openssl;
+ * the first run builds the programs, see `binaries.ts`).
+ *
+ * Environment (all optional): `E2E_CACHE_DIR` (default `~/.cache/csi-attacher-e2e`), `GO`
+ * (default `go` on PATH, else `/usr/local/go/bin/go`), `E2E_GO_JOBS` (default 2), `E2E_ONLY`
+ * (comma-separated scenario numbers to run), `E2E_KEEP=1` (keep the working directory),
+ * `E2E_ATTACHER_ENTRY` (a bundle to run instead of `main.ts`).
+ *
+ * @module
+ */
+
+import { ensureBinaries, KUBERNETES_VERSION } from "./binaries.ts";
+import { LocalCluster } from "./cluster.ts";
+import { ScenarioContext } from "./context.ts";
+import { csiNode, PATHS } from "./objects.ts";
+import { attachDetachRoundTrip, pvDeletedWhileAttached } from "./scenarios/round_trip.ts";
+import { manyAttachments } from "./scenarios/many_attachments.ts";
+import { leaderFailover } from "./scenarios/leader_failover.ts";
+import { driverRestart } from "./scenarios/driver_restart.ts";
+import { apiserverRestart } from "./scenarios/apiserver_restart.ts";
+import { badObjects } from "./scenarios/bad_objects.ts";
+import { checkRbacSufficient } from "./rbac_check.ts";
+import { compareWithMemoryApiServer } from "./api_differences.ts";
+import { resolveSettings } from "./settings.ts";
+
+/** The driver's name: the mock driver's default. */
+const DRIVER_NAME = "io.kubernetes.storage.mock";
+const NODES = ["e2e-node-1", "e2e-node-2", "e2e-node-3", "e2e-node-4", "e2e-node-5"];
+
+interface Scenario {
+  id: number;
+  name: string;
+  run: (ctx: ScenarioContext) => Promise<unknown>;
+}
+
+const SCENARIOS: Scenario[] = [
+  { id: 1, name: "attach and detach round trip", run: attachDetachRoundTrip },
+  { id: 2, name: "PV deleted while attached keeps our finalizer", run: pvDeletedWhileAttached },
+  {
+    id: 3,
+    name: "50 VolumeAttachments on 5 nodes at once",
+    run: (ctx) => manyAttachments(ctx, 50),
+  },
+  {
+    id: 4,
+    name: "leader killed mid-run, the other replica finishes",
+    run: (ctx) => leaderFailover(ctx),
+  },
+  { id: 5, name: "CSI driver restart: exit 1, restart, pending work done", run: driverRestart },
+  { id: 6, name: "kube-apiserver restart: watches resume", run: (ctx) => apiserverRestart(ctx) },
+  {
+    id: 7,
+    name: "bad objects get the reference's attachError texts, then attach",
+    run: badObjects,
+  },
+];
+
+Deno.test({
+  name: `csi-attacher end-to-end (kube-apiserver ${KUBERNETES_VERSION}, etcd, CSI mock driver)`,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  sanitizeExit: false,
+}, async (t) => {
+  const settings = await resolveSettings((name) => Deno.env.get(name));
+  const log = (line: string) => console.log(`  ${line}`);
+  const build = await ensureBinaries({
+    cacheDir: settings.cacheDir,
+    go: settings.go,
+    jobs: settings.goJobs,
+    log,
+  });
+  const dir = await Deno.makeTempDir({ prefix: "csi-attacher-e2e-" });
+  const rbac = settings.rbacManifest;
+  log(`RBAC manifest: ${rbac.path}`);
+  const cluster = await LocalCluster.start({
+    dir,
+    binaries: build.binaries,
+    driverName: DRIVER_NAME,
+    rbacManifest: rbac.text,
+    log,
+  });
+  const times = [
+    `build ${build.seconds.toFixed(1)} s${build.built ? "" : " (cached)"}`,
+    ...cluster.timings.map((x) => `${x.part} ${x.seconds.toFixed(1)} s`),
+  ];
+  log(`start-up: ${times.join(", ")}`);
+  let failed = false;
+  try {
+    for (const node of NODES) {
+      await cluster.admin.createOk(PATHS.csiNodes, csiNode(node, DRIVER_NAME, DRIVER_NAME));
+    }
+    for (const scenario of SCENARIOS) {
+      const wanted = settings.only === undefined || settings.only.has(scenario.id);
+      const ok = await t.step({
+        name: `${scenario.id}. ${scenario.name}`,
+        ignore: !wanted,
+        fn: async () => {
+          const started = performance.now();
+          const ctx = new ScenarioContext(cluster, {
+            prefix: `s${scenario.id}`,
+            nodes: NODES,
+            attacherEntry: settings.attacherEntry,
+          });
+          try {
+            await scenario.run(ctx);
+          } finally {
+            await ctx.close();
+          }
+          log(
+            `scenario ${scenario.id} took ${((performance.now() - started) / 1000).toFixed(1)} s`,
+          );
+        },
+      });
+      // An ignored step also reports false.
+      if (wanted && !ok) failed = true;
+    }
+    const rbacOk = await t.step(
+      "the RBAC manifest covers every request of the attacher",
+      () => checkRbacSufficient(cluster, { allowForbidden: [/\/secrets\//] }),
+    );
+    if (!rbacOk) failed = true;
+    const reportOk = await t.step(
+      "differences from the in-memory API server (report)",
+      async () => {
+        const report = await compareWithMemoryApiServer(cluster.admin);
+        await Deno.writeTextFile(`${dir}/api-differences.md`, report.markdown);
+        log(
+          `${report.differences} difference(s) from lib/memory_apiserver.ts; ` +
+            `details in ${dir}/api-differences.md`,
+        );
+        console.log(report.markdown);
+      },
+    );
+    if (!reportOk) failed = true;
+  } catch (err) {
+    failed = true;
+    throw err;
+  } finally {
+    await cluster.stop();
+    if (failed || settings.keep) log(`logs and state kept in ${dir}`);
+    else await Deno.remove(dir, { recursive: true });
+  }
+});
