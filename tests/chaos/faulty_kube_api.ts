@@ -44,6 +44,8 @@ export interface ApiWrite {
   before: KubeObject | undefined;
   /** The stored object after the write; undefined when the write deleted it. */
   after: KubeObject | undefined;
+  /** Journal sequence number of the moment the request was sent (it may be handled later). */
+  sentSeq: number;
 }
 
 /** What happens to one request. */
@@ -84,6 +86,11 @@ export interface FaultyKubeApiOptions {
   rates: ApiFaultRates;
   /** Client-side request timeout on the fake clock (KubeClient's default: 30 s). */
   requestTimeoutMs?: number;
+  /**
+   * A request the server has not handled this long after it was sent is dropped
+   * (kube-apiserver's `--request-timeout`, 60 s): a late request lands within this bound or never.
+   */
+  serverTimeoutMs?: number;
   /** Events kept for watches that resume; older resume points get 410. Default 2000. */
   historyLimit?: number;
 }
@@ -114,6 +121,8 @@ export interface PendingRequest {
 
 interface PendingEntry extends PendingRequest {
   verb: Verb;
+  sentSeq: number;
+  serverTimer: Timer | undefined;
   exec: () => unknown;
   outcome: { ok: true; value: unknown } | { ok: false; err: unknown } | undefined;
   settle:
@@ -235,7 +244,10 @@ export class FaultyKubeApi {
   #journal: Journal;
   #rates: ApiFaultRates;
   #timeoutMs: number;
+  #serverTimeoutMs: number;
   #historyLimit: number;
+  /** The request being handled by the server right now (writes read its send time). */
+  #handling: PendingEntry | undefined;
   #rules: ApiFaultRule[] = [];
   #pending: PendingEntry[] = [];
   #watches: SimWatch[] = [];
@@ -255,6 +267,7 @@ export class FaultyKubeApi {
     this.#journal = deps.journal;
     this.#rates = opts.rates;
     this.#timeoutMs = opts.requestTimeoutMs ?? 30_000;
+    this.#serverTimeoutMs = opts.serverTimeoutMs ?? 60_000;
     this.#historyLimit = opts.historyLimit ?? 2000;
     this.#compactedRv = Number(this.#server.resourceVersion);
     deps.mirror.onChange((ev) => this.#record(ev));
@@ -264,7 +277,10 @@ export class FaultyKubeApi {
   dispose(): void {
     this.#disposed = true;
     for (const w of [...this.#watches]) w.end();
-    for (const p of this.#pending) p.timer?.cancel();
+    for (const p of this.#pending) {
+      p.timer?.cancel();
+      p.serverTimer?.cancel();
+    }
     this.#pending = [];
   }
 
@@ -418,6 +434,8 @@ export class FaultyKubeApi {
       applied: false,
       abandoned: false,
       verb,
+      sentSeq: this.#journal.nextSeq(),
+      serverTimer: undefined,
       exec,
       outcome: undefined,
       settle: undefined,
@@ -438,6 +456,14 @@ export class FaultyKubeApi {
       if (fault.applyOnSend) this.#apply(entry);
       return new Promise<R>((resolve, reject) => {
         entry.settle = (o) => o.ok ? resolve(o.value as R) : reject(o.err);
+        if (!entry.applied) {
+          entry.serverTimer = this.#clock.setTimer(this.#serverTimeoutMs, () => {
+            entry.serverTimer = undefined;
+            if (entry.applied) return;
+            this.#remove(entry);
+            this.#journal.note(`api ${client} ${label} dropped by the server (request timeout)`);
+          });
+        }
         entry.timer = this.#clock.setTimer(this.#timeoutMs, () => {
           entry.timer = undefined;
           entry.abandoned = true;
@@ -531,11 +557,16 @@ export class FaultyKubeApi {
   /** Handles the request on the server, recording its outcome and reporting what it stored. */
   #apply(p: PendingEntry): void {
     p.applied = true;
+    p.serverTimer?.cancel();
+    p.serverTimer = undefined;
+    this.#handling = p;
     try {
       p.outcome = { ok: true, value: p.exec() };
     } catch (err) {
       if (!(err instanceof ApiError)) throw err;
       p.outcome = { ok: false, err };
+    } finally {
+      this.#handling = undefined;
     }
   }
 
@@ -552,6 +583,7 @@ export class FaultyKubeApi {
         subresource: target.subresource,
         before,
         after,
+        sentSeq: this.#handling?.sentSeq ?? this.#journal.nextSeq(),
       };
       this.#journal.note(
         `stored ${target.resource}/${target.name} by ${client}: finalizers [${
