@@ -23,7 +23,8 @@ Deno.test("chaos: 200 random fault schedules keep every invariant and converge",
     [],
     "invariants broke (replay a seed with `deno task chaos -- --replay <seed> --steps <n>`)",
   );
-  assert.equal(summary.converged, QUICK_SCHEDULES);
+  // A schedule that reaches a window the Go attacher has too stops there (see InherentWindow).
+  assert.equal(summary.converged + summary.inherent.length, QUICK_SCHEDULES);
   // The sweep must really inject what it claims to.
   for (
     const kind of [

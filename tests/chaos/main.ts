@@ -111,6 +111,10 @@ async function main(argv: string[]): Promise<number> {
   for (const [kind, n] of Object.entries(summary.counts)) {
     console.log(`  ${kind.padEnd(48)} ${n}`);
   }
+  console.log(`schedules stopped at an inherent window: ${summary.inherent.length}`);
+  for (const w of summary.inherent) {
+    console.log(`  seed ${w.seed} step ${w.step} ${w.kind}: ${w.message}`);
+  }
   const violations: Violation[] = summary.violations;
   console.log(`violations: ${violations.length}`);
   for (const v of violations) {

@@ -18,6 +18,7 @@ import { FakeClock } from "../../lib/clock.ts";
 import { ExampleDriver } from "../../lib/example_csi_driver.ts";
 import { CSI_NODES, PERSISTENT_VOLUMES, SECRETS, VOLUME_ATTACHMENTS } from "../../lib/kube_api.ts";
 import { errorText } from "../../lib/log.ts";
+import { finalizerName } from "../../lib/names.ts";
 import { MemoryApiServer } from "../../lib/memory_apiserver.ts";
 import type {
   CsiNode,
@@ -28,7 +29,7 @@ import type {
 } from "../../lib/types.ts";
 import { CaptureLogger } from "../capture_logger.ts";
 import { FaultyCsiDriver } from "./faulty_csi_client.ts";
-import { FaultyKubeApi } from "./faulty_kube_api.ts";
+import { type ApiWrite, FaultyKubeApi } from "./faulty_kube_api.ts";
 import {
   attachedWithError,
   type Breach,
@@ -58,6 +59,25 @@ export interface Violation extends Breach {
   replay: string;
   /** The trace lines before the breach, oldest first. */
   recent: string[];
+}
+
+/**
+ * A schedule reached a window that the Go attacher's design has too, so that what follows is not
+ * a bug of ours; the schedule stops there and reports it instead of a violation.
+ *
+ * - `lateWriteOnRecreatedVolumeAttachment`: a patch the attacher sent was handled by the API
+ *   server only after its VA had been deleted and created again under the same name (it waited in
+ *   the server up to its request timeout, after the attacher gave up on it or died). Patches are
+ *   addressed by name, without a uid or resourceVersion precondition (the Go attacher's too), so
+ *   it lands on the new VA: a late `attached: true` marks a VA that nothing attached (the
+ *   ListVolumes reconciler repairs it), and a late finalizer removal strips the finalizer of an
+ *   attached VA.
+ */
+export interface InherentWindow {
+  kind: "lateWriteOnRecreatedVolumeAttachment";
+  seed: number;
+  step: number;
+  message: string;
 }
 
 /** Options of one schedule. */
@@ -110,6 +130,8 @@ export interface ScheduleResult {
   counts: Record<string, number>;
   /** Empty when every invariant held. */
   violations: Violation[];
+  /** The inherent window that ended the schedule early, if any (not a violation). */
+  inherent: InherentWindow[];
   /** Hash of the whole trace: equal for two runs of the same seed. */
   traceHash: string;
 }
@@ -161,6 +183,8 @@ export class Simulation {
   #uids = 0;
   #breaches: Breach[] = [];
   #violations: Violation[] = [];
+  /** Once one is hit, nothing is checked any more (what follows is not ours to judge). */
+  #inherent: InherentWindow[] = [];
   #unavailableUntil = 0;
   #checkedCalls = 0;
 
@@ -206,6 +230,21 @@ export class Simulation {
     this.csi.faultsEnabled = opts.faults !== false;
     this.api.onWrite((w) => {
       if (w.resource === "volumeattachments") {
+        const uid = (w.after ?? w.before)?.metadata.uid ?? "";
+        const late = (this.#createdSeq.get(uid) ?? 0) > w.sentSeq;
+        if (late && !lateWriteMatters(w)) {
+          this.journal.count("api.lateHarmlessWriteOnRecreatedObject", `${w.client} ${w.name}`);
+        }
+        if (late && lateWriteMatters(w)) {
+          // The request was sent before this VA existed: it was meant for an older VA of the
+          // same name, deleted since. See InherentWindow.
+          this.#hitInherentWindow(
+            "lateWriteOnRecreatedVolumeAttachment",
+            `${w.client}'s ${w.subresource ? "status " : ""}patch for an earlier ${w.name} ` +
+              `was handled after ${w.name} had been deleted and created again`,
+          );
+          return;
+        }
         this.#breaches.push(...checkVolumeAttachmentWrite(this.view(), w));
       } else if (w.resource === "persistentvolumes") {
         const { breaches, unseen } = checkPersistentVolumeWrite(this.view(), w);
@@ -252,6 +291,11 @@ export class Simulation {
   /** Violations found so far. */
   get violations(): readonly Violation[] {
     return this.#violations;
+  }
+
+  /** Inherent windows hit so far. */
+  get inherentWindows(): readonly InherentWindow[] {
+    return this.#inherent;
   }
 
   /** What the invariant checks look at. */
@@ -542,9 +586,10 @@ export class Simulation {
 
   /**
    * Checks invariants 1, 2, 3 and 5 (and the harness's own sanity); records and returns the first
-   * breach as a violation.
+   * breach as a violation. Checks nothing once an inherent window was hit.
    */
   check(): Violation | undefined {
+    if (this.#inherent.length > 0) return undefined;
     const view = this.view();
     const breaches = [
       ...this.#breaches,
@@ -567,10 +612,11 @@ export class Simulation {
   /** Runs the whole random schedule and reports it. */
   async run(): Promise<ScheduleResult> {
     const chaosSteps = this.#opts.chaosSteps ?? this.prng.between(60, 240);
+    const going = () => this.#violations.length === 0 && this.#inherent.length === 0;
     this.startInstance();
     await this.settle();
     let steps = 0;
-    for (; steps < chaosSteps && this.#violations.length === 0; steps++) {
+    for (; steps < chaosSteps && going(); steps++) {
       await this.#step("chaos");
     }
     this.api.faultsEnabled = false;
@@ -582,7 +628,7 @@ export class Simulation {
     const maxQuiesce = this.#opts.maxQuiesceSteps ?? 3000;
     let quiesceSteps = 0;
     let converged = false;
-    while (this.#violations.length === 0) {
+    while (going()) {
       if (this.quiet() && this.unconverged().length === 0) {
         converged = true;
         break;
@@ -590,7 +636,7 @@ export class Simulation {
       if (quiesceSteps >= maxQuiesce || !await this.#step("quiesce")) break;
       quiesceSteps++;
     }
-    if (!converged && this.#violations.length === 0) {
+    if (!converged && going()) {
       const reasons = this.unconverged();
       this.#violate({
         invariant: 4,
@@ -599,7 +645,7 @@ export class Simulation {
         }`,
       });
     }
-    if (this.#violations.length === 0) this.checkSecrets();
+    if (going()) this.checkSecrets();
     for (const name of attachedWithError(this.view())) {
       this.journal.count("inherent.attachedVolumeAttachmentKeepsAttachError", name);
     }
@@ -614,6 +660,7 @@ export class Simulation {
       converged,
       counts: this.journal.counts(),
       violations: [...this.#violations],
+      inherent: [...this.#inherent],
       traceHash: this.journal.traceHash(),
     };
   }
@@ -802,6 +849,11 @@ export class Simulation {
     return v;
   }
 
+  #hitInherentWindow(kind: InherentWindow["kind"], message: string): void {
+    this.journal.count(`inherent.${kind}`, message);
+    this.#inherent.push({ kind, seed: this.seed, step: this.journal.step, message });
+  }
+
   #onFailure = (what: string, err: unknown): void => {
     this.#breaches.push({ invariant: 0, message: `${what} rejected: ${errorText(err)}` });
   };
@@ -809,6 +861,23 @@ export class Simulation {
   #uid(): string {
     return `uid-${this.seed}-${++this.#uids}`;
   }
+}
+
+/**
+ * Whether a write meant for an earlier VA of the same name changes what matters on the new one:
+ * removes our finalizer, or changes `attached` or `attachmentMetadata`. (A late attachError, or
+ * a late patch adding our finalizer and node ID, is harmless: the attacher would write the same.)
+ */
+function lateWriteMatters(w: ApiWrite): boolean {
+  const finalizer = finalizerName(DRIVER_NAME);
+  const before = w.before as VolumeAttachment | undefined;
+  const after = w.after as VolumeAttachment | undefined;
+  const had = (before?.metadata.finalizers ?? []).includes(finalizer);
+  const has = (after?.metadata.finalizers ?? []).includes(finalizer);
+  return (had && !has) ||
+    (before?.status?.attached ?? false) !== (after?.status?.attached ?? false) ||
+    JSON.stringify(before?.status?.attachmentMetadata ?? {}) !==
+      JSON.stringify(after?.status?.attachmentMetadata ?? {});
 }
 
 /** The `deno task chaos` arguments that replay a schedule run with `opts`. */

@@ -4,7 +4,7 @@
  * @module
  */
 
-import type { ScheduleResult, Violation } from "./simulation.ts";
+import type { InherentWindow, ScheduleResult, Violation } from "./simulation.ts";
 
 /** What a sweep ran and found. */
 export interface SweepSummary {
@@ -18,6 +18,8 @@ export interface SweepSummary {
   /** Faults and user actions by kind, summed. */
   counts: Record<string, number>;
   violations: Violation[];
+  /** Schedules that stopped at a window the Go attacher has too (not violations). */
+  inherent: InherentWindow[];
 }
 
 /** Adds up the results of a sweep. */
@@ -32,6 +34,7 @@ export function summarize(results: readonly ScheduleResult[]): SweepSummary {
     converged: 0,
     counts: {},
     violations: [],
+    inherent: [],
   };
   for (const r of results) {
     summary.steps += r.steps;
@@ -43,6 +46,7 @@ export function summarize(results: readonly ScheduleResult[]): SweepSummary {
     }
     for (const [kind, n] of Object.entries(r.counts)) counts.set(kind, (counts.get(kind) ?? 0) + n);
     summary.violations.push(...r.violations);
+    summary.inherent.push(...r.inherent);
   }
   summary.counts = Object.fromEntries([...counts.entries()].sort(([a], [b]) => a < b ? -1 : 1));
   return summary;
