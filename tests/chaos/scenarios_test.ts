@@ -216,3 +216,78 @@ Deno.test("inherent: node re-registered with a new node ID -> detach unpublishes
   assert.deepEqual(sim.violations.map((v) => v.invariant), [2]);
   assert.equal(sim.driver.isPublished(volumeId, "node-1-id"), true);
 });
+
+/**
+ * Holds the next VA patch of the given kind in the API server (it is handled only when the test
+ * says so), lets the attacher give up on it, and drives until `until` holds without answering it.
+ */
+async function holdPatch(
+  sim: Simulation,
+  subresource: "" | "status",
+  until: () => boolean,
+): Promise<void> {
+  sim.api.inject({
+    verb: "patch",
+    resource: "volumeattachments",
+    subresource,
+    fault: { kind: "slow", applyOnSend: false },
+  });
+  assert.ok(await sim.drive(() => sim.api.pending().length === 1, { skip: ["respondApi"] }));
+  assert.ok(
+    await sim.drive(() => sim.api.pending()[0]?.abandoned === true, { skip: ["respondApi"] }),
+    "the attacher gives up on the request (client timeout)",
+  );
+  assert.ok(await sim.drive(until, { skip: ["respondApi"] }));
+  assert.equal(sim.api.pending().length, 1, "the request still waits in the server");
+}
+
+Deno.test("inherent: a status patch handled after its VA was deleted and created again marks the new VA attached; the reconciler repairs it", async () => {
+  const { sim, pv, volumeId } = quietWorld();
+  const va = sim.createVolumeAttachment(pv, "node-1");
+  sim.startInstance();
+  await holdPatch(sim, "status", () => getVA(sim, va)?.metadata.finalizers !== undefined);
+  sim.deleteVolumeAttachment(va);
+  assert.ok(await sim.drive(() => getVA(sim, va) === undefined, { skip: ["respondApi"] }));
+  assert.equal(sim.driver.isPublished(volumeId, "node-1-id"), false);
+
+  sim.createVolumeAttachment(pv, "node-1");
+  sim.api.respond(sim.api.pending()[0]!); // the old "attached: true" lands on the new VA
+  await sim.settle();
+  assert.deepEqual(sim.inherentWindows.map((w) => w.kind), [
+    "lateWriteOnRecreatedVolumeAttachment",
+  ]);
+  assert.equal(getVA(sim, va)?.status?.attached, true);
+  assert.equal(sim.driver.isPublished(volumeId, "node-1-id"), false, "nothing attached it");
+
+  // The ListVolumes reconciler sees attached=true without a publication and attaches it for real.
+  assert.ok(await sim.runUntilQuiet(), sim.unconverged().join("; "));
+  assert.equal(sim.driver.isPublished(volumeId, "node-1-id"), true);
+  assert.equal(getVA(sim, va)?.status?.attached, true);
+});
+
+Deno.test("inherent: a finalizer removal handled after its VA was deleted and created again strips the attached new VA, whose deletion then leaks the volume", async () => {
+  const { sim, pv, volumeId } = quietWorld();
+  const va = sim.createVolumeAttachment(pv, "node-1");
+  sim.startInstance();
+  assert.ok(await sim.runUntilQuiet());
+  sim.deleteVolumeAttachment(va);
+  await holdPatch(sim, "", () => getVA(sim, va) === undefined);
+
+  sim.createVolumeAttachment(pv, "node-1");
+  assert.ok(
+    await sim.drive(() => getVA(sim, va)?.status?.attached === true, { skip: ["respondApi"] }),
+  );
+  assert.deepEqual(getVA(sim, va)?.metadata.finalizers, [FINALIZER]);
+  sim.api.respond(sim.api.pending()[0]!); // the old `finalizers: null` lands on the new VA
+  await sim.settle();
+  assert.deepEqual(sim.inherentWindows.map((w) => w.kind), [
+    "lateWriteOnRecreatedVolumeAttachment",
+  ]);
+  assert.equal(getVA(sim, va)?.metadata.finalizers, undefined);
+  assert.equal(sim.driver.isPublished(volumeId, "node-1-id"), true);
+
+  sim.deleteVolumeAttachment(va); // nothing holds it now
+  assert.equal(getVA(sim, va), undefined);
+  await sim.drive(() => false, { maxSteps: 50 });
+  assert.equal(sim.driver.isPublished(volumeId, "node-1-id"), true, "published, and no VA left");
+});
