@@ -70,34 +70,42 @@ function va(name: string, extra: Record<string, unknown> = {}): Record<string, u
 }
 
 const PROBES: Probe[] = [
+  // Reads, on objects both servers hold identically.
   { name: "create a VolumeAttachment", method: "POST", path: VA, body: va("diff-va1") },
   { name: "get it", method: "GET", path: `${VA}/diff-va1` },
   { name: "list VolumeAttachments (item kind/apiVersion)", method: "GET", path: VA },
+  {
+    name: "list with resourceVersion=0 (served from cache)",
+    method: "GET",
+    path: `${VA}?resourceVersion=0`,
+  },
   { name: "get a missing VolumeAttachment", method: "GET", path: `${VA}/diff-missing` },
   { name: "create it again", method: "POST", path: VA, body: va("diff-va1") },
   {
-    name: "create with an unknown field (field validation)",
-    method: "POST",
-    path: VA,
-    body: { ...va("diff-va2"), spec: { ...va("x").spec as object, bogus: 1 } },
+    name: "watch without resourceVersion, bookmarks allowed, 1 s timeout",
+    method: "GET",
+    path: `${VA}?watch=true&allowWatchBookmarks=true&timeoutSeconds=1`,
+    watchMs: 3000,
   },
   {
-    name: "create with status set (dropped on create?)",
-    method: "POST",
-    path: VA,
-    body: va("diff-va3", { status: { attached: true } }),
+    name: "watch without resourceVersion, no bookmarks, 1 s timeout",
+    method: "GET",
+    path: `${VA}?watch=true&timeoutSeconds=1`,
+    watchMs: 3000,
   },
   {
-    name: "create without spec.attacher (validation)",
-    method: "POST",
-    path: VA,
-    body: {
-      apiVersion: "storage.k8s.io/v1",
-      kind: "VolumeAttachment",
-      metadata: { name: "diff-invalid" },
-      spec: { nodeName: "n", source: { persistentVolumeName: "p" } },
-    },
+    name: "watch from resourceVersion 1",
+    method: "GET",
+    path: `${VA}?watch=true&resourceVersion=1&timeoutSeconds=1`,
+    watchMs: 3000,
   },
+  {
+    name: "watch with an invalid timeoutSeconds",
+    method: "GET",
+    path: `${VA}?watch=true&timeoutSeconds=abc`,
+    watchMs: 2000,
+  },
+  // Status subresource.
   {
     name: "merge patch of status through the status subresource",
     method: "PATCH",
@@ -120,6 +128,13 @@ const PROBES: Probe[] = [
     contentType: MERGE_PATCH,
   },
   {
+    name: "create with status set (dropped on create?)",
+    method: "POST",
+    path: VA,
+    body: va("diff-va3", { status: { attached: true } }),
+  },
+  // JSON patch (RFC 6902) as the attacher sends it for PV finalizers.
+  {
     name: "JSON patch test null on absent finalizers, then add",
     method: "PATCH",
     path: `${VA}/diff-va1`,
@@ -128,7 +143,6 @@ const PROBES: Probe[] = [
       { op: "add", path: "/metadata/finalizers", value: ["external-attacher/diff"] },
     ],
     contentType: JSON_PATCH,
-    note: "the attacher's PV finalizer patch when the PV has no finalizers",
   },
   {
     name: "JSON patch test null on present finalizers (must fail)",
@@ -145,6 +159,16 @@ const PROBES: Probe[] = [
     method: "PATCH",
     path: `${VA}/diff-va1`,
     body: [{ op: "test", path: "/metadata/finalizers", value: [] }],
+    contentType: JSON_PATCH,
+  },
+  {
+    name: "JSON patch test [] on absent finalizers (must fail)",
+    method: "PATCH",
+    path: `${VA}/diff-va3`,
+    body: [
+      { op: "test", path: "/metadata/finalizers", value: [] },
+      { op: "replace", path: "/metadata/finalizers", value: ["x/y"] },
+    ],
     contentType: JSON_PATCH,
   },
   {
@@ -171,20 +195,7 @@ const PROBES: Probe[] = [
     body: [{ op: "add", path: "/metadata/finalizers/-", value: "x/y" }],
     contentType: JSON_PATCH,
   },
-  {
-    name: "JSON patch that is not an array",
-    method: "PATCH",
-    path: `${VA}/diff-va1`,
-    body: { op: "add" },
-    contentType: JSON_PATCH,
-  },
-  {
-    name: "strategic merge patch",
-    method: "PATCH",
-    path: `${VA}/diff-va1`,
-    body: { metadata: { labels: { smp: "yes" } } },
-    contentType: "application/strategic-merge-patch+json",
-  },
+  // Optimistic concurrency and updates.
   {
     name: "merge patch with a stale resourceVersion",
     method: "PATCH",
@@ -211,6 +222,7 @@ const PROBES: Probe[] = [
     body: { metadata: {} },
     contentType: MERGE_PATCH,
   },
+  // Deletion and finalizers.
   { name: "delete an object with finalizers", method: "DELETE", path: `${VA}/diff-va1` },
   {
     name: "add a finalizer while being deleted",
@@ -227,12 +239,13 @@ const PROBES: Probe[] = [
     contentType: MERGE_PATCH,
   },
   { name: "get after the last finalizer went", method: "GET", path: `${VA}/diff-va1` },
-  { name: "delete an object without finalizers", method: "DELETE", path: `${VA}/diff-va2` },
-  { name: "delete a missing object", method: "DELETE", path: `${VA}/diff-va2` },
+  { name: "delete an object without finalizers", method: "DELETE", path: `${VA}/diff-va3` },
+  { name: "delete a missing object", method: "DELETE", path: `${VA}/diff-va3` },
+  // Paths and other kinds.
   { name: "unknown resource", method: "GET", path: "/apis/storage.k8s.io/v1/foos" },
   { name: "unknown group", method: "GET", path: "/apis/nothing.example.com/v1/foos" },
   {
-    name: "create a PersistentVolume (status.phase)",
+    name: "create a PersistentVolume (defaults, status)",
     method: "POST",
     path: PV,
     body: {
@@ -277,58 +290,82 @@ const PROBES: Probe[] = [
       },
     },
   },
+  // Last: requests after which the two servers hold different objects.
   {
-    name: "watch VolumeAttachments from resourceVersion 1 (too old?)",
-    method: "GET",
-    path: `${VA}?watch=true&resourceVersion=1&timeoutSeconds=1`,
-    watchMs: 3000,
-  },
-  {
-    name: "watch VolumeAttachments without resourceVersion, bookmarks allowed, 1 s timeout",
-    method: "GET",
-    path: `${VA}?watch=true&allowWatchBookmarks=true&timeoutSeconds=1`,
-    watchMs: 3000,
-  },
-  {
-    name: "watch with an invalid timeoutSeconds",
-    method: "GET",
-    path: `${VA}?watch=true&timeoutSeconds=abc`,
-    watchMs: 2000,
-  },
-  {
-    name: "list with resourceVersion=0 (served from cache)",
-    method: "GET",
-    path: `${VA}?resourceVersion=0`,
-  },
-  {
-    name: "create with a wrong content type",
+    name: "create a VolumeAttachment for patch formats",
     method: "POST",
     path: VA,
-    body: "name: x",
-    contentType: "application/yaml",
+    body: va("diff-va4"),
+  },
+  {
+    name: "strategic merge patch",
+    method: "PATCH",
+    path: `${VA}/diff-va4`,
+    body: { metadata: { labels: { smp: "yes" } } },
+    contentType: "application/strategic-merge-patch+json",
+  },
+  {
+    name: "JSON patch that is not an array",
+    method: "PATCH",
+    path: `${VA}/diff-va4`,
+    body: { op: "add" },
+    contentType: JSON_PATCH,
   },
   {
     name: "merge patch body that is not JSON",
     method: "PATCH",
-    path: `${VA}/diff-va3`,
+    path: `${VA}/diff-va4`,
     body: "{not json",
     contentType: MERGE_PATCH,
   },
+  {
+    name: "create with an unknown field (field validation)",
+    method: "POST",
+    path: VA,
+    body: { ...va("diff-va2"), spec: { ...va("x").spec as object, bogus: 1 } },
+  },
+  {
+    name: "create with an unknown field and fieldValidation=Strict",
+    method: "POST",
+    path: `${VA}?fieldValidation=Strict`,
+    body: { ...va("diff-va5"), spec: { ...va("x").spec as object, bogus: 1 } },
+  },
+  {
+    name: "create without spec.attacher (validation)",
+    method: "POST",
+    path: VA,
+    body: {
+      apiVersion: "storage.k8s.io/v1",
+      kind: "VolumeAttachment",
+      metadata: { name: "diff-invalid" },
+      spec: { nodeName: "n", source: { persistentVolumeName: "p" } },
+    },
+  },
+  {
+    name: "create with a YAML body",
+    method: "POST",
+    path: VA,
+    body: "apiVersion: storage.k8s.io/v1\nkind: VolumeAttachment\nmetadata:\n  name: diff-yaml\n" +
+      "spec:\n  attacher: diff.csi.example.com\n  nodeName: node1\n  source:\n" +
+      "    persistentVolumeName: diff-pv\n",
+    contentType: "application/yaml",
+  },
 ];
 
-/** Placeholders for values that differ between any two runs. */
+/**
+ * Placeholders for values that differ between any two runs; `managedFields` dropped (the fake
+ * never writes them; noted once in the report) and keys sorted.
+ */
 function normalize(value: unknown, key = ""): unknown {
   if (Array.isArray(value)) return value.map((v) => normalize(v));
   if (typeof value === "object" && value !== null) {
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(value)) {
-      if (k === "managedFields") {
-        out[k] = "<managedFields>";
-        continue;
-      }
+      if (k === "managedFields") continue;
       out[k] = normalize(v, k);
     }
-    return out;
+    // Key order carries no meaning in JSON: compare sorted.
+    return Object.fromEntries(Object.entries(out).sort(([a], [b]) => a < b ? -1 : a > b ? 1 : 0));
   }
   if (typeof value === "string") {
     if (key === "uid") return "<uid>";
@@ -466,6 +503,27 @@ async function runProbes(server: ProbeServer): Promise<Answer[]> {
   return answers;
 }
 
+/** ` — "<message>"` of a Status body, "" otherwise. */
+function statusMessage(text: string): string {
+  try {
+    const obj = JSON.parse(text) as { kind?: string; message?: string };
+    return obj.kind === "Status" && obj.message ? ` — \`${obj.message}\`` : "";
+  } catch (err) {
+    if (err instanceof SyntaxError) return "";
+    throw err;
+  }
+}
+
+function managerOf(text: string): string {
+  try {
+    const obj = JSON.parse(text) as { metadata?: { managedFields?: { manager?: string }[] } };
+    return obj.metadata?.managedFields?.[0]?.manager ?? "";
+  } catch (err) {
+    if (err instanceof SyntaxError) return "";
+    throw err;
+  }
+}
+
 /** The outcome of {@link compareWithMemoryApiServer}. */
 export interface DifferenceReport {
   /** Number of probes whose answers differ. */
@@ -478,6 +536,9 @@ const CLEANUP = [
   `${VA}/diff-va1`,
   `${VA}/diff-va2`,
   `${VA}/diff-va3`,
+  `${VA}/diff-va4`,
+  `${VA}/diff-va5`,
+  `${VA}/diff-yaml`,
   `${VA}/diff-invalid`,
   `${PV}/diff-pv`,
   `${LEASES}/diff-lease1`,
@@ -525,7 +586,7 @@ export async function compareWithMemoryApiServer(api: RawApi): Promise<Differenc
         ? `\n  body: ${typeof probe.body === "string" ? probe.body : JSON.stringify(probe.body)}`
         : "");
     if (diffs.length === 0) {
-      same.push(`- ${probe.name}: HTTP ${r.status}`);
+      same.push(`- ${probe.name}: HTTP ${r.status}${statusMessage(r.text)}`);
       return;
     }
     differences++;
@@ -556,11 +617,24 @@ export async function compareWithMemoryApiServer(api: RawApi): Promise<Differenc
       "",
     ].join("\n"));
   });
+  const general: string[] = [];
+  if (/"managedFields"/.test(real[0]!.text) && !/"managedFields"/.test(mem[0]!.text)) {
+    general.push(
+      "- kube-apiserver returns `metadata.managedFields` on every object (here manager " +
+        `\`${managerOf(real[0]!.text)}\`, taken from the User-Agent); the fake never writes them.`,
+    );
+  }
+  general.push(
+    "- Key order differs (the real server writes Go struct order, e.g. Status `details` before " +
+      "`code`, VolumeAttachment `spec.source` before `spec.nodeName`); ignored below.",
+  );
   const markdown = [
     "# kube-apiserver vs lib/memory_apiserver.ts",
     "",
     `${differences} of ${PROBES.length} probes differ (values of uid, times and resourceVersion ` +
-    "normalized before comparing bodies).",
+    "normalized, managedFields dropped and keys sorted before comparing bodies).",
+    "",
+    ...general,
     "",
     ...sections,
     "## Same answers",

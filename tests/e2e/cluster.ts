@@ -66,6 +66,8 @@ export interface AuditEvent {
   objectRef?: { resource?: string; subresource?: string; name?: string; namespace?: string };
   responseStatus?: { code?: number; message?: string };
   stage: string;
+  /** RFC 3339 with microseconds. */
+  requestReceivedTimestamp?: string;
 }
 
 const AUDIT_POLICY = `apiVersion: audit.k8s.io/v1
@@ -126,6 +128,11 @@ export class LocalCluster {
   readonly admin: RawApi;
   /** Time taken by each part of the start. */
   readonly timings: Timing[] = [];
+  /**
+   * Each kube-apiserver start: from the spawn to the first `/readyz` 200 (ms since the epoch).
+   * Until its RBAC caches have synced a starting server refuses requests with 403.
+   */
+  readonly apiserverStarts: { startedAt: number; readyAt: number }[] = [];
   readonly #binaries: Binaries;
   readonly #log: (line: string) => void;
   readonly #processes: {
@@ -288,18 +295,21 @@ export class LocalCluster {
     });
     this.#processes.apiserver = apiserver;
     this.info.pids.apiserver = apiserver.pid;
+    const startedAt = Date.now();
     await waitFor("kube-apiserver /readyz", apiserver, 120_000, async () => {
       const res = await this.admin.request("GET", "/readyz");
       return res.status === 200;
     });
+    this.apiserverStarts.push({ startedAt, readyAt: Date.now() });
   }
 
   /**
-   * Stops kube-apiserver (SIGTERM, graceful) and starts it again on the same port and etcd;
-   * resolves once `/readyz` answers 200 again. `downMs` keeps it down that long in between.
+   * Stops kube-apiserver (SIGTERM; SIGKILL after 5 s: it stops listening at once but its process
+   * can linger for a long time) and starts it again on the same port and etcd; resolves once
+   * `/readyz` answers 200 again. `downMs` keeps it down that long in between.
    */
   async restartApiServer(downMs = 0): Promise<void> {
-    await this.#processes.apiserver?.stop(20_000);
+    await this.#processes.apiserver?.stop(5_000);
     if (downMs > 0) await sleep(downMs);
     await this.#runApiServer();
     await this.saveInfo();

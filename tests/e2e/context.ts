@@ -5,10 +5,18 @@
  * @module
  */
 
+import assert from "node:assert/strict";
 import { type AttacherOptions, startAttacher } from "./attacher_process.ts";
 import type { LocalCluster } from "./cluster.ts";
 import { ScenarioKit } from "./kit.ts";
 import type { ManagedProcess } from "./process.ts";
+import {
+  describeRepublishes,
+  findRepublishes,
+  type ReplicaLog,
+  type Republish,
+  type RepublishCause,
+} from "./publish_analysis.ts";
 
 /** Options of a {@link ScenarioContext}. */
 export interface ScenarioContextOptions {
@@ -18,6 +26,11 @@ export interface ScenarioContextOptions {
   nodes: readonly string[];
   /** Program the attachers run (main.ts or a bundle). */
   attacherEntry?: string;
+  /**
+   * Causes of repeated publishes that are reported as warnings instead of failures (known
+   * attacher issues, see `E2E_TOLERATE`).
+   */
+  tolerate?: ReadonlySet<RepublishCause>;
 }
 
 /** One scenario's resources. Call {@link ScenarioContext.close} at the end, also on failure. */
@@ -28,8 +41,10 @@ export class ScenarioContext {
   readonly #entry: string | undefined;
   readonly #attachers: ManagedProcess[] = [];
   readonly #prefix: string;
+  readonly #tolerate: ReadonlySet<RepublishCause>;
 
   constructor(cluster: LocalCluster, options: ScenarioContextOptions) {
+    this.#tolerate = options.tolerate ?? new Set();
     this.cluster = cluster;
     this.nodes = options.nodes;
     this.#prefix = options.prefix;
@@ -54,6 +69,34 @@ export class ScenarioContext {
     });
     this.#attachers.push(process);
     return process;
+  }
+
+  /** The logs of every attacher replica started so far. */
+  async attacherLogs(): Promise<ReplicaLog[]> {
+    return await Promise.all(
+      this.#attachers.map(async (p) => ({ replica: p.spec.name, text: await p.output() })),
+    );
+  }
+
+  /** Repeated ControllerPublishVolume calls of this scenario's VolumeAttachments, explained. */
+  async republishes(): Promise<Republish[]> {
+    return findRepublishes(await this.attacherLogs(), `${this.#prefix}-`);
+  }
+
+  /**
+   * Fails when a VolumeAttachment was published more than once for a cause outside `allowed`
+   * (tolerated causes only print a warning). Returns the repeated publishes accepted, so driver
+   * call counts can be checked against them.
+   */
+  async checkRepublishes(allowed: readonly RepublishCause[], what: string): Promise<Republish[]> {
+    const all = await this.republishes();
+    const tolerated = all.filter((r) => !allowed.includes(r.cause) && this.#tolerate.has(r.cause));
+    for (const line of describeRepublishes(tolerated)) {
+      console.log(`    WARNING (tolerated, E2E_TOLERATE): repeated publish, ${line}`);
+    }
+    const failing = all.filter((r) => !allowed.includes(r.cause) && !this.#tolerate.has(r.cause));
+    assert.deepEqual(describeRepublishes(failing), [], what);
+    return all.filter((r) => !failing.includes(r));
   }
 
   /** True while any attacher of this scenario runs. */

@@ -5,6 +5,8 @@
  * @module
  */
 
+import { REPUBLISH_CAUSES, type RepublishCause } from "./publish_analysis.ts";
+
 /** Resolved settings. */
 export interface E2eSettings {
   /** Where built programs are cached. */
@@ -19,6 +21,8 @@ export interface E2eSettings {
   keep: boolean;
   /** Program the attachers run instead of `main.ts` (e.g. a bundle). */
   attacherEntry: string | undefined;
+  /** Causes of repeated publishes reported as warnings, not failures (`E2E_TOLERATE`). */
+  tolerate: Set<RepublishCause>;
   /** The RBAC manifest the attacher's user is bound by. */
   rbacManifest: { path: string; text: string };
 }
@@ -45,7 +49,8 @@ async function findGo(env: (name: string) => string | undefined): Promise<string
 }
 
 /**
- * Reads `E2E_CACHE_DIR`, `GO`, `E2E_GO_JOBS`, `E2E_ONLY`, `E2E_KEEP`, `E2E_ATTACHER_ENTRY`
+ * Reads `E2E_CACHE_DIR`, `GO`, `E2E_GO_JOBS`, `E2E_ONLY`, `E2E_KEEP`, `E2E_ATTACHER_ENTRY`,
+ * `E2E_TOLERATE`
  * (plus `HOME` and `PATH`) through `env`, and reads the RBAC manifest.
  *
  * @throws {RangeError} for an unreadable `E2E_GO_JOBS` or `E2E_ONLY`.
@@ -65,7 +70,18 @@ export async function resolveSettings(
       throw new RangeError(`E2E_ONLY must list scenario numbers, got "${onlyText}"`);
     }
   }
+  const tolerate = new Set<RepublishCause>();
+  for (const cause of (env("E2E_TOLERATE") ?? "").split(",").map((c) => c.trim())) {
+    if (cause === "") continue;
+    if (!REPUBLISH_CAUSES.includes(cause as RepublishCause)) {
+      throw new RangeError(
+        `E2E_TOLERATE: unknown cause "${cause}" (${REPUBLISH_CAUSES.join(", ")})`,
+      );
+    }
+    tolerate.add(cause as RepublishCause);
+  }
   return {
+    tolerate,
     cacheDir: env("E2E_CACHE_DIR") ?? `${env("HOME") ?? "/tmp"}/.cache/csi-attacher-e2e`,
     go: await findGo(env),
     goJobs: jobs,

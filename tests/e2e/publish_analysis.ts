@@ -1,0 +1,135 @@
+/**
+ * Why a volume was published more than once: each repeated ControllerPublishVolume of a
+ * VolumeAttachment is explained from what the attacher logged about that VolumeAttachment
+ * between the previous call and this one.
+ *
+ * @module
+ */
+
+import { type AttacherLogLine, parseAttacherLog } from "./kit.ts";
+
+/** The explanation of one repeated publish. */
+export type RepublishCause =
+  /** The previous publish was made by another replica (leader hand-over). */
+  | "hand-over"
+  /** The previous attempt published, then failed to write `status.attached` (retry, as in Go). */
+  | "status-write-failed"
+  /** The ListVolumes reconciler forced a sync (`forceSync`) while the attach was in flight. */
+  | "reconcile-forced"
+  /**
+   * The VolumeAttachment was synced again right after it was marked attached, from a cache that
+   * did not have the status write yet (the re-queue caused by the attacher's own metadata patch).
+   */
+  | "stale-cache"
+  /** The previous attempt failed otherwise and was retried. */
+  | "retry-after-error"
+  | "unexplained";
+
+/** Every {@link RepublishCause}. */
+export const REPUBLISH_CAUSES: readonly RepublishCause[] = [
+  "hand-over",
+  "status-write-failed",
+  "reconcile-forced",
+  "stale-cache",
+  "retry-after-error",
+  "unexplained",
+];
+
+/** One repeated publish. */
+export interface Republish {
+  volumeAttachment: string;
+  volumeHandle: string;
+  cause: RepublishCause;
+  /** Time of the repeated call (ms since the epoch). */
+  time: number;
+}
+
+/** One attacher replica's log. */
+export interface ReplicaLog {
+  replica: string;
+  text: string;
+}
+
+interface Entry extends AttacherLogLine {
+  replica: string;
+  fields: Record<string, string>;
+}
+
+const FIELD = /(\w+)=("(?:[^"\\]|\\.)*"|\S+)/g;
+
+function fieldsOf(rest: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const m of rest.matchAll(FIELD)) {
+    const raw = m[2]!;
+    out[m[1]!] = raw.startsWith('"') ? JSON.parse(raw) as string : raw;
+  }
+  return out;
+}
+
+function causeBetween(between: Entry[]): RepublishCause {
+  const failed = between.filter((e) => e.msg === "Error processing VolumeAttachment, will retry");
+  if (failed.some((e) => (e.fields.err ?? "").startsWith("failed to mark as attached"))) {
+    return "status-write-failed";
+  }
+  if (between.some((e) => e.msg.startsWith("Driver's published state differs"))) {
+    return "reconcile-forced";
+  }
+  if (between.some((e) => e.msg === "Fully attached")) return "stale-cache";
+  if (failed.length > 0) return "retry-after-error";
+  return "unexplained";
+}
+
+/**
+ * Every ControllerPublishVolume call after the first one per VolumeAttachment (optionally only
+ * those whose name starts with `prefix`), with its cause.
+ */
+export function findRepublishes(logs: readonly ReplicaLog[], prefix = ""): Republish[] {
+  const entries: Entry[] = [];
+  for (const log of logs) {
+    for (const line of parseAttacherLog(log.text)) {
+      const fields = fieldsOf(line.rest);
+      const va = fields.volumeAttachment;
+      if (va === undefined || !va.startsWith(prefix)) continue;
+      entries.push({ ...line, replica: log.replica, fields });
+    }
+  }
+  entries.sort((a, b) => a.time - b.time);
+  const byVa = new Map<string, Entry[]>();
+  for (const e of entries) {
+    const list = byVa.get(e.fields.volumeAttachment!) ?? [];
+    list.push(e);
+    byVa.set(e.fields.volumeAttachment!, list);
+  }
+  const out: Republish[] = [];
+  for (const [va, list] of byVa) {
+    let previous: Entry | undefined;
+    let since = 0;
+    list.forEach((e, i) => {
+      if (e.msg !== "Calling ControllerPublishVolume") return;
+      if (previous !== undefined) {
+        const between = list.slice(since, i).filter((x) => x.replica === e.replica);
+        out.push({
+          volumeAttachment: va,
+          volumeHandle: e.fields.volumeHandle ?? "",
+          cause: previous.replica !== e.replica ? "hand-over" : causeBetween(between),
+          time: e.time,
+        });
+      }
+      previous = e;
+      since = i + 1;
+    });
+  }
+  return out;
+}
+
+/** `cause: va (volume), …` lines for messages. */
+export function describeRepublishes(list: readonly Republish[]): string[] {
+  return list.map((r) => `${r.cause}: ${r.volumeAttachment} (volume ${r.volumeHandle})`);
+}
+
+/** How many repeated publishes each volume handle had. */
+export function republishesByVolume(list: readonly Republish[]): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const r of list) out.set(r.volumeHandle, (out.get(r.volumeHandle) ?? 0) + 1);
+  return out;
+}
