@@ -41,6 +41,10 @@ Deno.test("scenariosFor() throttles only N ≤ 100 and orders throttled first", 
 Deno.test("attachersFor() labels the commands A and B by program name", () => {
   assert.equal(shortName("/usr/bin/deno run -A /repo/main.ts"), "main.ts");
   assert.equal(shortName("GOGC=200 /root/.cache/bin/csi-attacher --timeout=15s"), "csi-attacher");
+  assert.equal(
+    shortName("env KUBE_FEATURE_WatchListClient=false nice -n 5 /b/csi-attacher"),
+    "csi-attacher",
+  );
   const o = parseBenchOptions(["--attacher-cmd=/x/csi-attacher"], "/o");
   assert.deepEqual(attachersFor(o, "deno run main.ts").map((a) => a.label), ["A: csi-attacher"]);
   assert.deepEqual(

@@ -20,6 +20,11 @@ export interface FixtureSpec {
   nodes: number;
   /** Prefix of every object name, so runs against a shared cluster do not collide. */
   prefix: string;
+  /**
+   * The CSI node ID of every node, for drivers that accept only their own node ID (the CSI mock
+   * driver). Default: one ID per node ({@link nodeId}).
+   */
+  sharedNodeId?: string;
 }
 
 /** Index of the canary: it is not one of the `count` measured objects. */
@@ -56,7 +61,7 @@ export function nodeName(spec: FixtureSpec, node: number): string {
 
 /** The CSI node ID the CSINode of node `node` reports for the driver. */
 export function nodeId(spec: FixtureSpec, node: number): string {
-  return `${spec.prefix}node-id-${String(node).padStart(3, "0")}`;
+  return spec.sharedNodeId ?? `${spec.prefix}node-id-${String(node).padStart(3, "0")}`;
 }
 
 /** The node object `index` is attached to (the canary goes to node 0). */

@@ -25,6 +25,8 @@ Deno.test("volumeAttachment() spreads VAs over the nodes and names its own PV", 
     nodeID: "b1-node-id-023",
     topologyKeys: null,
   });
+  const shared = { ...spec, sharedNodeId: "mock" };
+  assert.equal(csiNode(shared, 23).spec.drivers[0]?.nodeID, "mock");
 });
 
 Deno.test("indexOfVa() inverts vaName() and ignores other objects", () => {

@@ -47,12 +47,21 @@ export function scenariosFor(options: BenchOptions): Scenario[] {
   return out;
 }
 
-/** A short name for a command line: `main.ts` for ours, else the program's base name. */
+/** Words of a command line that only start the real program. */
+const WRAPPERS = new Set(["env", "exec", "nice", "setsid", "time", "taskset", "chrt"]);
+
+/**
+ * A short name for a command line: the `.ts` entry point for a Deno program, else the base name
+ * of the first word that is not a wrapper (`env`, `nice`…), an option or a variable assignment.
+ */
 export function shortName(commandLine: string): string {
   const words = commandLine.trim().split(/\s+/);
   const ts = words.find((w) => w.endsWith(".ts"));
   if (ts !== undefined) return ts.split("/").at(-1) as string;
-  const program = words.find((w) => !w.includes("=")) ?? words[0] ?? "";
+  const program =
+    words.find((w) =>
+      !w.includes("=") && !w.startsWith("-") && !/^\d+$/.test(w) && !WRAPPERS.has(w)
+    ) ?? words[0] ?? "";
   return program.split("/").at(-1) as string;
 }
 
@@ -136,7 +145,10 @@ async function main(args: string[]): Promise<number> {
     environmentName = "fake";
   } else {
     const { openClusterEnvironment } = await import("./cluster_environment.ts");
-    const cluster = await openClusterEnvironment({ repo: REPO, log: progress });
+    const cluster = await openClusterEnvironment({
+      log: progress,
+      env: (name) => Deno.env.get(name),
+    });
     if (cluster === undefined) {
       progress("The e2e cluster is not available; running with --fake instead.");
       environment = (p) => FakeEnvironment.start({ ...p, driver: FAKE_DRIVER });

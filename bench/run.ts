@@ -153,11 +153,19 @@ export async function runOnce(
     restRssBytes: NaN,
     startupRssBytes: NaN,
   };
-  const env = await deps.environment({
-    count: scenario.count,
-    nodes: scenario.nodes,
-    prefix: options.prefix,
-  });
+  let env: BenchEnvironment;
+  try {
+    env = await deps.environment({
+      count: scenario.count,
+      nodes: scenario.nodes,
+      prefix: options.prefix,
+    });
+  } catch (err) {
+    result.error = `the environment did not start: ${
+      err instanceof Error ? err.message : String(err)
+    }`;
+    return result;
+  }
   const timeoutMs = options.phaseTimeoutMs ?? defaultPhaseTimeoutMs(scenario);
   const logFile = `${options.logDir}/${
     safeName(`${scenario.name}-${attacher.label}-${options.run}`)
