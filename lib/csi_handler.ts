@@ -433,9 +433,14 @@ export class CsiHandler implements Handler {
     if (found) {
       const remaining = finalizers.filter((f) => f !== this.#finalizer);
       const newMeta = { ...va.metadata, finalizers: remaining.length > 0 ? remaining : undefined };
+      const body = createMergePatch({ metadata: va.metadata }, { metadata: newMeta });
+      // The uid makes the API server refuse the patch if it arrives late, after the VA was
+      // deleted and created again under the same name: stripping the new VA's finalizer would
+      // let it go without a detach. (The Go attacher patches by name only.)
+      if (va.metadata.uid) (body.metadata as Record<string, unknown>).uid = va.metadata.uid;
       current = await this.#kube.patch<VolumeAttachment>(VOLUME_ATTACHMENTS, va.metadata.name, {
         type: "merge",
-        body: createMergePatch({ metadata: va.metadata }, { metadata: newMeta }),
+        body,
       });
     }
     if (!found && !current.status?.attached) return;

@@ -266,13 +266,12 @@ Deno.test("MemoryApiServer /status changes only status; the main resource ignore
   assert.equal(noStatus.status, 404, "csinodes have no status subresource");
 });
 
-Deno.test("MemoryApiServer patches cannot change name, uid or timestamps", async () => {
+Deno.test("MemoryApiServer patches cannot change name or timestamps", async () => {
   await using server = await MemoryApiServer.start();
   const orig = server.create(VOLUME_ATTACHMENTS, va("va1"));
   const res = await call(server, "PATCH", `${VA_PATH}/va1`, {
     metadata: {
       name: "other",
-      uid: "u",
       creationTimestamp: "2000-01-01T00:00:00Z",
       deletionTimestamp: "2000-01-01T00:00:00Z",
       labels: { l: "1" },
@@ -703,4 +702,32 @@ Deno.test("MemoryApiServer direct access has the HTTP semantics", async () => {
   assert.equal(gone.metadata.name, "pv1");
   assert.equal(server.find(PERSISTENT_VOLUMES, "pv1"), undefined);
   assert.throws(() => server.get("widgets", "x"), RangeError);
+});
+
+Deno.test("MemoryApiServer refuses a patch naming another uid, as metadata validation does", async () => {
+  await using server = await MemoryApiServer.start();
+  const stored = server.create(VOLUME_ATTACHMENTS, {
+    ...va("va1"),
+    metadata: { name: "va1", uid: "uid-new", finalizers: ["f"] },
+  });
+  assert.throws(
+    () =>
+      server.patch(VOLUME_ATTACHMENTS, "va1", {
+        type: "merge",
+        body: { metadata: { uid: "uid-old", finalizers: null } },
+      }),
+    (err: unknown) => {
+      assert.ok(err instanceof StatusError);
+      assert.equal(err.code, 422);
+      assert.match(err.message, /metadata\.uid: Invalid value: "uid-old": field is immutable/);
+      return true;
+    },
+  );
+  assert.deepEqual(server.get(VOLUME_ATTACHMENTS, "va1").metadata.finalizers, ["f"]);
+  // The same uid is no change: the patch applies.
+  server.patch(VOLUME_ATTACHMENTS, "va1", {
+    type: "merge",
+    body: { metadata: { uid: stored.metadata.uid, finalizers: null } },
+  });
+  assert.equal(server.get(VOLUME_ATTACHMENTS, "va1").metadata.finalizers, undefined);
 });

@@ -41,7 +41,7 @@ Deno.test("sandbox with the built-in driver attaches, detaches and releases: exi
     /^API +patch volumeattachments\/va-1\/status +merge: status\.attached=true, status\.attachmentMetadata=\{"devicePath":"\/dev\/example\/vol-1"\}$/,
     /^sandbox +delete volumeattachments\/va-1$/,
     /^CSI +ControllerUnpublishVolume\(volumeId=vol-1, nodeId=example-node-1\) → OK$/,
-    /^API +patch volumeattachments\/va-1 +merge: metadata\.finalizers=null$/,
+    /^API +patch volumeattachments\/va-1 +merge: metadata\.finalizers=null, \(only if uid unchanged\)$/,
     /^sandbox +delete persistentvolumes\/pv-1$/,
     /^API +patch persistentvolumes\/pv-1 +json: test \/metadata\/finalizers\/0=external-attacher\/example-csi-k8s-io; remove \/metadata\/finalizers\/0$/,
     /^sandbox +stop the attacher$/,

@@ -307,6 +307,16 @@ export class Registry {
       }
     }
     const obj = this.#asObject(patched);
+    // A patch that sets another uid is refused (metadata validation: the uid is immutable);
+    // controllers rely on this to make a patch apply only to the object they saw.
+    const uid = obj.metadata.uid;
+    if (uid !== undefined && uid !== current.metadata.uid) {
+      throw invalid(res, name, [{
+        reason: "FieldValueInvalid",
+        field: "metadata.uid",
+        message: `Invalid value: ${JSON.stringify(uid)}: field is immutable`,
+      }]);
+    }
     keepSystemFields(current.metadata, obj.metadata);
     return this.#write(res, current, obj, opts.subresource);
   }

@@ -70,7 +70,12 @@ export function summarizePatch(patch: Patch): string {
   }
   const leaves = mergeLeaves(patch.body, "", 2);
   if (leaves.length === 0) return "merge: {} (no change)";
-  return `merge: ${leaves.map(([path, value]) => `${path}=${showValue(value)}`).join(", ")}`;
+  // A uid in a patch is a precondition (the object must still be the one the attacher saw), not
+  // a change; it is random, so the timeline names it instead of printing it.
+  const shown = leaves.map(([path, value]) =>
+    path === "metadata.uid" ? "(only if uid unchanged)" : `${path}=${showValue(value)}`
+  );
+  return `merge: ${shown.join(", ")}`;
 }
 
 /** True for a merge patch that sets `status.attached` to false (the attacher's markAsDetached). */
