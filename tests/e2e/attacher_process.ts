@@ -18,6 +18,8 @@ export interface AttacherOptions {
   entry?: string;
   /** `--v`; default 5 (gRPC calls are logged). */
   verbosity?: number;
+  /** Kill the attacher once this process is gone. */
+  ownerPid?: number;
 }
 
 /** The repository's entry point. */
@@ -47,5 +49,6 @@ export function startAttacher(cluster: ClusterInfo, options: AttacherOptions): M
     ],
     env: { HOSTNAME: options.name, NO_COLOR: "1" },
     logFile: `${cluster.dir}/logs/attacher-${options.name}.log`,
+    ownerPid: options.ownerPid,
   });
 }

@@ -50,6 +50,8 @@ export interface ClusterOptions {
   rbacManifest: string;
   /** Progress lines. */
   log: (line: string) => void;
+  /** Kill every process of the cluster once this process is gone (see `ProcessSpec.ownerPid`). */
+  ownerPid?: number;
 }
 
 /** How long one part took. */
@@ -135,6 +137,8 @@ export class LocalCluster {
   readonly apiserverStarts: { startedAt: number; readyAt: number }[] = [];
   readonly #binaries: Binaries;
   readonly #log: (line: string) => void;
+  /** The owner given in the options: processes die with it. */
+  readonly ownerPid: number | undefined;
   readonly #processes: {
     etcd?: ManagedProcess;
     apiserver?: ManagedProcess;
@@ -147,6 +151,7 @@ export class LocalCluster {
     this.admin = admin;
     this.#binaries = options.binaries;
     this.#log = options.log;
+    this.ownerPid = options.ownerPid;
   }
 
   /**
@@ -242,6 +247,7 @@ export class LocalCluster {
         "--log-level=warn",
       ],
       logFile: `${this.info.dir}/logs/etcd.log`,
+      ownerPid: this.ownerPid,
     });
     this.#processes.etcd = etcd;
     this.info.pids.etcd = etcd.pid;
@@ -292,6 +298,7 @@ export class LocalCluster {
       cmd: this.#binaries.kubeApiserver,
       args: this.#apiserverArgs,
       logFile: `${this.info.dir}/logs/kube-apiserver.log`,
+      ownerPid: this.ownerPid,
     });
     this.#processes.apiserver = apiserver;
     this.info.pids.apiserver = apiserver.pid;
@@ -327,6 +334,7 @@ export class LocalCluster {
         "--v=3",
       ],
       logFile: this.info.driverLog,
+      ownerPid: this.ownerPid,
     });
     this.#processes.driver = driver;
     this.info.pids.driver = driver.pid;

@@ -92,7 +92,7 @@ async function main(args: string[]): Promise<number> {
     `logs:                ${dir}/logs`,
     "",
     "run the attacher:",
-    `  deno task dev -- --kubeconfig=${info.attacherKubeconfig} --csi-address=${info.driverSocket} --v=5`,
+    `  deno run -A main.ts --kubeconfig=${info.attacherKubeconfig} --csi-address=${info.driverSocket} --v=5`,
     "stop:",
     "  deno task cluster -- --stop",
   ].join("\n"));

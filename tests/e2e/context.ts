@@ -66,6 +66,7 @@ export class ScenarioContext {
       ...options,
       name: `${this.#prefix}-${name}`,
       entry: this.#entry,
+      ownerPid: this.cluster.ownerPid,
     });
     this.#attachers.push(process);
     return process;
@@ -109,9 +110,8 @@ export class ScenarioContext {
     try {
       await this.kit.cleanup(this.attacherRunning);
     } finally {
-      for (const p of this.#attachers) {
-        if (p.exitStatus === undefined) await p.stop(20_000);
-      }
+      // Also those that exited: their group may still hold the watchdog shell.
+      for (const p of this.#attachers) await p.stop(20_000);
     }
   }
 }

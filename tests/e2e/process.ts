@@ -18,6 +18,11 @@ export interface ProcessSpec {
   /** Extra environment variables. */
   env?: Record<string, string>;
   cwd?: string;
+  /**
+   * When set, the process group is SIGKILLed once this process (normally the caller, `Deno.pid`)
+   * is gone, however it ended: a watchdog shell in the group polls it every second.
+   */
+  ownerPid?: number;
 }
 
 function isGone(err: unknown): boolean {
@@ -109,13 +114,19 @@ export class ManagedProcess {
 
   #spawn(): void {
     const { spec } = this;
-    // The shell only sets up the redirection, then becomes the program (exec), so the pid is the
-    // program's and the group leader is the program.
+    // The shell sets up the redirection (and the optional watchdog, which kills the whole group
+    // once the owner is gone), then becomes the program (exec): the pid is the program's.
+    const script = 'owner="$1"; log="$2"; shift 2; ' +
+      'if [ -n "$owner" ]; then ' +
+      '( while kill -0 "$owner" 2>/dev/null; do sleep 1; done; kill -KILL 0 ) >/dev/null 2>&1 & ' +
+      "fi; " +
+      'exec "$@" >>"$log" 2>&1';
     this.#child = new Deno.Command("sh", {
       args: [
         "-c",
-        'log="$1"; shift; exec "$@" >>"$log" 2>&1',
+        script,
         "sh",
+        spec.ownerPid === undefined ? "" : String(spec.ownerPid),
         spec.logFile,
         spec.cmd,
         ...spec.args,

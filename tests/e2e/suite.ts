@@ -6,7 +6,8 @@
  * Environment (all optional): `E2E_CACHE_DIR` (default `~/.cache/csi-attacher-e2e`), `GO`
  * (default `go` on PATH, else `/usr/local/go/bin/go`), `E2E_GO_JOBS` (default 2), `E2E_ONLY`
  * (comma-separated scenario numbers to run), `E2E_KEEP=1` (keep the working directory),
- * `E2E_ATTACHER_ENTRY` (a bundle to run instead of `main.ts`), `E2E_TOLERATE` (causes of repeated
+ * `E2E_ATTACHER_ENTRY` (a program to run instead of `main.ts`, e.g. a bundle; `bundle` bundles
+ * `main.ts` first), `E2E_TOLERATE` (causes of repeated
  * ControllerPublishVolume calls to report as warnings instead of failures, e.g.
  * `stale-cache,reconcile-forced`; see `publish_analysis.ts`).
  *
@@ -26,6 +27,7 @@ import { badObjects } from "./scenarios/bad_objects.ts";
 import { checkRbacSufficient } from "./rbac_check.ts";
 import { compareWithMemoryApiServer } from "./api_differences.ts";
 import { resolveSettings } from "./settings.ts";
+import { bundleAttacher } from "./bundle.ts";
 
 /** The driver's name: the mock driver's default. */
 const DRIVER_NAME = "io.kubernetes.storage.mock";
@@ -82,11 +84,23 @@ Deno.test({
     driverName: DRIVER_NAME,
     rbacManifest: rbac.text,
     log,
+    // Processes run in their own sessions: an interrupted test runner would leave them behind.
+    ownerPid: Deno.pid,
   });
   const times = [
     `build ${build.seconds.toFixed(1)} s${build.built ? "" : " (cached)"}`,
     ...cluster.timings.map((x) => `${x.part} ${x.seconds.toFixed(1)} s`),
   ];
+  let attacherEntry = settings.attacherEntry;
+  if (attacherEntry === "bundle") {
+    attacherEntry = `${dir}/csi-attacher.js`;
+    try {
+      times.push(`attacher bundle ${(await bundleAttacher(attacherEntry)).toFixed(1)} s`);
+    } catch (err) {
+      await cluster.stop();
+      throw err;
+    }
+  }
   log(`start-up: ${times.join(", ")}`);
   let failed = false;
   try {
@@ -103,7 +117,7 @@ Deno.test({
           const ctx = new ScenarioContext(cluster, {
             prefix: `s${scenario.id}`,
             nodes: NODES,
-            attacherEntry: settings.attacherEntry,
+            attacherEntry,
             tolerate: settings.tolerate,
           });
           try {
