@@ -14,7 +14,11 @@ export interface AttacherOptions {
   name: string;
   /** Extra command-line flags. */
   args?: string[];
-  /** Program to run; default the repository's `main.ts`. A `.js` bundle works the same. */
+  /**
+   * Program to run; default the repository's `main.ts`. `.ts`/`.js` files run with
+   * `deno run -A` (a bundle works the same); anything else is executed as is (e.g. the Go
+   * csi-attacher, to compare).
+   */
   entry?: string;
   /** `--v`; default 5 (gRPC calls are logged). */
   verbosity?: number;
@@ -31,22 +35,21 @@ export const MAIN_TS = new URL("../../main.ts", import.meta.url).pathname;
  * ListVolumes reports every volume as published, which would trigger forced re-publishes).
  */
 export function startAttacher(cluster: ClusterInfo, options: AttacherOptions): ManagedProcess {
+  const entry = options.entry ?? MAIN_TS;
+  const flags = [
+    `--kubeconfig=${cluster.attacherKubeconfig}`,
+    `--csi-address=${cluster.driverSocket}`,
+    `--v=${options.verbosity ?? 5}`,
+    "--retry-interval-start=500ms",
+    "--retry-interval-max=5s",
+    "--reconcile-sync=10m",
+    ...(options.args ?? []),
+  ];
+  const script = /\.(ts|js|mjs)$/.test(entry);
   return ManagedProcess.start({
     name: `attacher ${options.name}`,
-    cmd: Deno.execPath(),
-    args: [
-      "run",
-      "-A",
-      "--quiet",
-      options.entry ?? MAIN_TS,
-      `--kubeconfig=${cluster.attacherKubeconfig}`,
-      `--csi-address=${cluster.driverSocket}`,
-      `--v=${options.verbosity ?? 5}`,
-      "--retry-interval-start=500ms",
-      "--retry-interval-max=5s",
-      "--reconcile-sync=10m",
-      ...(options.args ?? []),
-    ],
+    cmd: script ? Deno.execPath() : entry,
+    args: script ? ["run", "-A", "--quiet", entry, ...flags] : flags,
     env: { HOSTNAME: options.name, NO_COLOR: "1" },
     logFile: `${cluster.dir}/logs/attacher-${options.name}.log`,
     ownerPid: options.ownerPid,

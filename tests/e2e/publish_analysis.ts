@@ -53,6 +53,7 @@ export interface ReplicaLog {
 interface Entry extends AttacherLogLine {
   replica: string;
   fields: Record<string, string>;
+  publish: boolean;
 }
 
 const FIELD = /(\w+)=("(?:[^"\\]|\\.)*"|\S+)/g;
@@ -63,7 +64,28 @@ function fieldsOf(rest: string): Record<string, string> {
     const raw = m[2]!;
     out[m[1]!] = raw.startsWith('"') ? JSON.parse(raw) as string : raw;
   }
+  // The Go csi-attacher's spelling, so its logs can be compared.
+  if (out.volumeAttachment === undefined && out.VolumeAttachment !== undefined) {
+    out.volumeAttachment = out.VolumeAttachment;
+  }
   return out;
+}
+
+/** Our attacher logs "Calling ControllerPublishVolume"; the Go one only the gRPC call. */
+function isPublishCall(line: AttacherLogLine, fields: Record<string, string>): boolean {
+  if (line.msg === "Calling ControllerPublishVolume") return true;
+  return line.msg === "GRPC call" &&
+    fields.method === "/csi.v1.Controller/ControllerPublishVolume" &&
+    fields.VolumeAttachment !== undefined;
+}
+
+function goVolumeId(fields: Record<string, string>): string {
+  try {
+    return String((JSON.parse(fields.request ?? "{}") as { volume_id?: string }).volume_id ?? "");
+  } catch (err) {
+    if (err instanceof SyntaxError) return "";
+    throw err;
+  }
 }
 
 function causeBetween(between: Entry[]): RepublishCause {
@@ -90,7 +112,9 @@ export function findRepublishes(logs: readonly ReplicaLog[], prefix = ""): Repub
       const fields = fieldsOf(line.rest);
       const va = fields.volumeAttachment;
       if (va === undefined || !va.startsWith(prefix)) continue;
-      entries.push({ ...line, replica: log.replica, fields });
+      const publish = isPublishCall(line, fields);
+      if (publish && fields.volumeHandle === undefined) fields.volumeHandle = goVolumeId(fields);
+      entries.push({ ...line, replica: log.replica, fields, publish });
     }
   }
   entries.sort((a, b) => a.time - b.time);
@@ -105,7 +129,7 @@ export function findRepublishes(logs: readonly ReplicaLog[], prefix = ""): Repub
     let previous: Entry | undefined;
     let since = 0;
     list.forEach((e, i) => {
-      if (e.msg !== "Calling ControllerPublishVolume") return;
+      if (!e.publish) return;
       if (previous !== undefined) {
         const between = list.slice(since, i).filter((x) => x.replica === e.replica);
         out.push({
