@@ -530,6 +530,8 @@ export interface DifferenceReport {
   differences: number;
   /** Every probe with both answers (differences first). */
   markdown: string;
+  /** One line per differing probe: its name and what differs. */
+  summary: string[];
 }
 
 const CLEANUP = [
@@ -568,6 +570,7 @@ export async function compareWithMemoryApiServer(api: RawApi): Promise<Differenc
     }
   }
   const sections: string[] = [];
+  const summary: string[] = [];
   const same: string[] = [];
   let differences = 0;
   PROBES.forEach((probe, i) => {
@@ -590,6 +593,7 @@ export async function compareWithMemoryApiServer(api: RawApi): Promise<Differenc
       return;
     }
     differences++;
+    summary.push(`${probe.name}: ${diffs.join("; ")}`);
     sections.push([
       `### ${probe.name}`,
       "",
@@ -642,5 +646,5 @@ export async function compareWithMemoryApiServer(api: RawApi): Promise<Differenc
     ...same,
     "",
   ].join("\n");
-  return { differences, markdown };
+  return { differences, markdown, summary };
 }

@@ -1,6 +1,6 @@
 /**
  * Scenario 7: VolumeAttachments that cannot attach yet get the Go attacher's `attachError` texts
- * (REFERENCE §3.3 rows 13, 20 and 24), and attach once the missing object appears.
+ * (REFERENCE §3.3 rows 13, 20 and 24/29), and attach once the missing object appears.
  *
  * @module
  */
@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import type { ScenarioContext } from "../context.ts";
 import { PUBLISH } from "../driver_log.ts";
 import { waitForLog, waitUntil } from "../kit.ts";
-import { csiNode, PATHS, secret } from "../objects.ts";
+import { csiNode, node, PATHS, secret } from "../objects.ts";
 import { ATTACHER_USER } from "../cluster.ts";
 import { READY_LINE } from "./round_trip.ts";
 
@@ -53,8 +53,10 @@ export async function badObjects(ctx: ScenarioContext): Promise<void> {
     () => kit.createPv(missingPv, missingPvVolume),
   );
 
-  // Row 24: a node without CSINode.
+  // Rows 24/29: a node (a Node object exists) without CSINode.
   const bareNode = `${kit.prefix}-bare-node`;
+  await kit.api.createOk(PATHS.nodes, node(bareNode));
+  kit.track(`${PATHS.nodes}/${bareNode}`);
   const { pv: pvBare } = await kit.makeVolume("bare");
   const vaBare = await kit.createVa("bare-node", bareNode, pvBare);
   await expectErrorThenAttach(
