@@ -64,7 +64,10 @@ function kubeFactory(options: Options, log: Logger): () => KubeClient {
     });
 }
 
-async function main(args: string[]): Promise<number> {
+async function main(argv: string[]): Promise<number> {
+  // `deno task dev -- --flag` passes the `--` on; Go's flag package would stop at it and ignore
+  // every flag after it, so a leading `--` is dropped.
+  const args = argv[0] === "--" ? argv.slice(1) : argv;
   if (args[0] === "sandbox") {
     return await runSandbox(args.slice(1), { write: (line) => console.log(line) });
   }

@@ -95,6 +95,11 @@ function grpcCode(err: unknown): number | undefined {
   return cause instanceof CsiError ? cause.code : undefined;
 }
 
+/** A resourceVersion as an integer, or undefined when it is not one. */
+function parseResourceVersion(rv: string | undefined): bigint | undefined {
+  return rv !== undefined && /^[0-9]+$/.test(rv) ? BigInt(rv) : undefined;
+}
+
 /** Decodes a Secret's base64 `data` into strings. */
 function secretValues(secret: Secret): Record<string, string> {
   const out: Record<string, string> = {};
@@ -117,6 +122,8 @@ export class CsiHandler implements Handler {
   #ctx: HandlerContext | undefined;
   /** VAs the reconciler found out of sync: their next sync calls the driver regardless. */
   #forceSync = new Set<string>();
+  /** The `attached: true` writes not yet seen in the cache, by VA name. */
+  #attachedWrites = new Map<string, { uid: string; resourceVersion: bigint }>();
 
   constructor(deps: CsiHandlerDeps, opts: CsiHandlerOptions) {
     this.#kube = deps.kube;
@@ -144,6 +151,11 @@ export class CsiHandler implements Handler {
     const name = va.metadata.name;
     const log = this.#log.with({ volumeAttachment: name });
     const queue = this.#context().vaQueue;
+    if (this.#olderThanOwnWrite(va)) {
+      log.v(4).info("Cached VolumeAttachment is older than the attach just recorded, skipping");
+      queue.forget(name);
+      return;
+    }
     try {
       if (va.metadata.deletionTimestamp) {
         await this.#syncDetach(va, log);
@@ -415,10 +427,39 @@ export class CsiHandler implements Handler {
       attachmentMetadata: Object.keys(publishContext).length > 0 ? publishContext : undefined,
       attachError: undefined,
     };
-    await this.#kube.patch(VOLUME_ATTACHMENTS, va.metadata.name, {
-      type: "merge",
-      body: createMergePatch({ status: va.status ?? {} }, { status: next }),
-    }, { subresource: "status" });
+    const written = await this.#kube.patch<VolumeAttachment>(
+      VOLUME_ATTACHMENTS,
+      va.metadata.name,
+      { type: "merge", body: createMergePatch({ status: va.status ?? {} }, { status: next }) },
+      { subresource: "status" },
+    );
+    const rv = parseResourceVersion(written?.metadata?.resourceVersion);
+    if (rv !== undefined && written.metadata.uid) {
+      this.#attachedWrites.set(va.metadata.name, {
+        uid: written.metadata.uid,
+        resourceVersion: rv,
+      });
+    }
+  }
+
+  /**
+   * True when the cached VA is older than the `attached: true` this handler wrote for it. The
+   * VA is queued again by its own metadata patch, and that sync may start before the watch has
+   * delivered the status write: without this check it would publish the volume a second time.
+   * The watch event of the write queues the VA again, so nothing is lost by skipping. Like
+   * client-go's MutationCache, this compares resourceVersions as integers; a non-numeric one is
+   * never treated as stale.
+   */
+  #olderThanOwnWrite(va: VolumeAttachment): boolean {
+    const name = va.metadata.name;
+    const own = this.#attachedWrites.get(name);
+    if (own === undefined) return false;
+    const cached = parseResourceVersion(va.metadata.resourceVersion);
+    if (own.uid === va.metadata.uid && cached !== undefined && cached < own.resourceVersion) {
+      return true;
+    }
+    this.#attachedWrites.delete(name);
+    return false;
   }
 
   /**

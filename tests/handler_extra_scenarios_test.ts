@@ -71,7 +71,26 @@ function assertFinalizerKept(result: ScenarioResult): void {
   for (const p of publishes) assert.deepEqual(p.vaFinalizers, [[FIN]]);
 }
 
+/** The attached VA as the cache still shows it right after the attach: stale, with its uid. */
+const staleVA = with_(va(false), (o) => o.metadata.uid = "uid-1");
+let staleResynced = false;
+
 const scenarios: Scenario[] = [
+  {
+    name: "VA synced again from a cache older than its own attach -> no second publish",
+    initialObjects: [pv(), csiNode()],
+    addedVA: staleVA,
+    between: ({ actions, vaInformer }) => {
+      // The metadata patch queues the VA again; the watch has not yet delivered the status write.
+      if (actions().length === 2 && !staleResynced) {
+        staleResynced = true;
+        vaInformer.emitUpdate(staleVA, staleVA);
+      }
+    },
+    expectedActions: [ADD_FIN_ANN, ATT],
+    expectedCsiCalls: [publish()],
+    check: () => assert.ok(staleResynced, "the stale VA was synced again"),
+  },
   {
     name: "VA before its PV -> not found, then attached once the PV exists",
     initialObjects: [csiNode()],
