@@ -11,7 +11,7 @@ import type { Clock } from "./clock.ts";
 import { realClock } from "./clock.ts";
 import type { Handler } from "./handler.ts";
 import type { Logger } from "./logger.ts";
-import { jsonEqual } from "./merge_diff.ts";
+import { jsonEqual } from "./json_patch.ts";
 import { isMigratablePersistentVolume } from "./migration.ts";
 import { finalizerName, MIGRATED_TO_ANNOTATION } from "./names.ts";
 import type { EventHandlers, ObjectStore } from "./store.ts";

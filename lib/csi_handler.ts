@@ -27,7 +27,7 @@ import {
   VOLUME_ATTACHMENTS,
 } from "./kube_api.ts";
 import type { Logger } from "./logger.ts";
-import { createMergePatch } from "./merge_diff.ts";
+import { createMergePatch } from "./merge_patch.ts";
 import {
   isMigratablePersistentVolume,
   MIGRATION_DRIVER_NAMES,

@@ -9,7 +9,7 @@ import type { Handler, HandlerContext } from "./handler.ts";
 import { VOLUME_ATTACHMENTS } from "./kube_api.ts";
 import type { KubeApi } from "./kube_api.ts";
 import type { Logger } from "./logger.ts";
-import { createMergePatch } from "./merge_diff.ts";
+import { createMergePatch } from "./merge_patch.ts";
 import type { PersistentVolume, VolumeAttachment } from "./types.ts";
 
 /** Marks VolumeAttachments attached without talking to a driver. */

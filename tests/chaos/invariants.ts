@@ -22,7 +22,7 @@
 import type { CapturedLine } from "../capture_logger.ts";
 import type { ExampleDriver } from "../../lib/example_csi_driver.ts";
 import { errorText } from "../../lib/log.ts";
-import { jsonEqual } from "../../lib/merge_diff.ts";
+import { jsonEqual } from "../../lib/json_patch.ts";
 import { finalizerName, NODE_ID_ANNOTATION } from "../../lib/names.ts";
 import type {
   CsiNode,
