@@ -578,7 +578,8 @@ export class MemoryApiServer {
           kind: res.listKind,
           apiVersion: apiVersionOf(res),
           metadata: { resourceVersion: String(list.resourceVersion) },
-          items: list.items,
+          // The real server's list items carry no kind or apiVersion (only the list does).
+          items: list.items.map(({ kind: _k, apiVersion: _a, ...item }) => item),
         });
       }
       case "POST":
