@@ -8,8 +8,9 @@
  *   empty `metadata.finalizers`, `annotations` and `labels` disappear (`omitempty`).
  * - Deletion with finalizers sets `deletionTimestamp`; the write that removes the last finalizer
  *   deletes the object. As in the real registry (`errEmptiedFinalizers`), that write is not
- *   stored: the DELETED event and the answer carry the last stored state with a new
- *   resourceVersion.
+ *   stored: the DELETED event carries the last stored state (finalizers included) with a new
+ *   resourceVersion, while the answer to the write is the written object (no finalizers) with
+ *   the resourceVersion it was stored with.
  *
  * @module
  */
@@ -386,7 +387,10 @@ export class Registry {
     if (jsonEqual(next, current)) return clone(current);
     const key = this.#key(res, current.metadata.namespace ?? "", name);
     if (next.metadata.deletionTimestamp !== undefined && finalizersOf(next).length === 0) {
-      return this.#remove(res, key, current);
+      this.#remove(res, key, current);
+      // As `deleteWithoutFinalizers` does, the answer is the object of the request (no
+      // finalizers, the stored resourceVersion), not the deleted state the watch sees.
+      return next;
     }
     next.metadata.resourceVersion = String(++this.#rv);
     this.#objects.set(key, next);
