@@ -172,10 +172,51 @@ Deno.test("MemoryApiServer PUT with a stale resourceVersion answers 409 Conflict
     metadata: { name: "lock", namespace: "ns1" },
     spec: { holderIdentity: "d" },
   });
-  assert.equal(unconditional.status, 200, "no resourceVersion: unconditional update");
-  assert.equal(server.get(LEASES, "lock", "ns1").metadata.uid, lease.metadata.uid);
+  // Leases take no unconditional update (leaseStrategy.AllowUnconditionalUpdate is false).
+  assert.equal(unconditional.status, 422, "no resourceVersion");
+  assert.equal(
+    unconditional.body.message,
+    `leases.coordination.k8s.io "lock" is invalid: metadata.resourceVersion: Invalid value: 0: ` +
+      `must be specified for an update`,
+  );
+  assert.equal(server.get<Lease>(LEASES, "lock", "ns1").spec.holderIdentity, "b");
   const wrongName = await call(server, "PUT", path, { metadata: { name: "x" }, spec: {} });
   assert.equal(wrongName.status, 400);
+});
+
+Deno.test("MemoryApiServer PUT without resourceVersion answers 422 where the real server does", async () => {
+  await using server = await MemoryApiServer.start();
+  server.create(VOLUME_ATTACHMENTS, va("diff-va3"));
+  server.create(PERSISTENT_VOLUMES, { metadata: { name: "pv1" }, spec: {} });
+  const res = await call(server, "PUT", `${VA_PATH}/diff-va3`, va("diff-va3"));
+  // The real server (v1.34) names the resource, not the kind, in this message.
+  assert.equal(res.status, 422);
+  assert.equal(res.body.reason, "Invalid");
+  assert.equal(
+    res.body.message,
+    `volumeattachments.storage.k8s.io "diff-va3" is invalid: metadata.resourceVersion: ` +
+      `Invalid value: 0: must be specified for an update`,
+  );
+  assert.deepEqual(res.body.details, {
+    name: "diff-va3",
+    group: "storage.k8s.io",
+    kind: "volumeattachments",
+    causes: [{
+      reason: "FieldValueInvalid",
+      field: "metadata.resourceVersion",
+      message: "Invalid value: 0: must be specified for an update",
+    }],
+  });
+  assert.throws(
+    () => server.update(VOLUME_ATTACHMENTS, va("diff-va3")),
+    (err) => err instanceof StatusError && err.code === 422,
+  );
+  // PersistentVolumes take unconditional updates.
+  const pv = await call(server, "PUT", `${PV_PATH}/pv1`, {
+    metadata: { name: "pv1" },
+    spec: { storageClassName: "x" },
+  });
+  assert.equal(pv.status, 200);
 });
 
 Deno.test("MemoryApiServer PATCH takes merge and JSON patches, refuses other content types", async () => {

@@ -28,6 +28,7 @@ import {
   notFound,
   patchNotApplied,
   resourceExpired,
+  resourceVersionRequired,
 } from "./status_errors.ts";
 
 /** A stored object: a {@link KubeObject} with any other top-level members. */
@@ -247,7 +248,8 @@ export class Registry {
 
   /**
    * Replaces an object (PUT). A non-empty `metadata.resourceVersion` that differs from the stored
-   * one gives 409 Conflict. On the main resource `status` changes are ignored when the resource
+   * one gives 409 Conflict; none gives 422 on resources without unconditional updates
+   * (volumeattachments, csinodes, leases). On the main resource `status` changes are ignored when the resource
    * has a status subresource; on `status` only `status` changes.
    */
   update(
@@ -272,6 +274,10 @@ export class Registry {
         return this.create(res, ns, obj, { seed: false });
       }
       throw notFound(res, name);
+    }
+    const rv = obj.metadata.resourceVersion;
+    if ((rv === undefined || rv === "" || rv === "0") && !res.allowUnconditionalUpdate) {
+      throw resourceVersionRequired(res, name);
     }
     return this.#write(res, current, obj, opts.subresource);
   }

@@ -18,6 +18,11 @@ export interface ServedResource extends Resource {
   /** PUT of a missing object creates it (true only for Events). */
   allowCreateOnUpdate: boolean;
   /**
+   * A PUT without `metadata.resourceVersion` is accepted (the strategy's
+   * `AllowUnconditionalUpdate`); when false it answers 422.
+   */
+  allowUnconditionalUpdate: boolean;
+  /**
    * The status a create over HTTP stores (the strategy's `PrepareForCreate` resets it);
    * undefined keeps what the client sent.
    */
@@ -35,6 +40,7 @@ export const SERVED_RESOURCES: readonly ServedResource[] = [
     listKind: "VolumeAttachmentList",
     namespaced: false,
     statusSubresource: true,
+    allowUnconditionalUpdate: false,
     allowCreateOnUpdate: false,
     // VolumeAttachmentStatus.Attached has no omitempty: a new object reads `{attached: false}`.
     initialStatus: () => ({ attached: false }),
@@ -48,6 +54,7 @@ export const SERVED_RESOURCES: readonly ServedResource[] = [
     listKind: "PersistentVolumeList",
     namespaced: false,
     statusSubresource: true,
+    allowUnconditionalUpdate: true,
     allowCreateOnUpdate: false,
     initialStatus: () => ({ phase: "Pending" }),
   },
@@ -60,6 +67,7 @@ export const SERVED_RESOURCES: readonly ServedResource[] = [
     listKind: "CSINodeList",
     namespaced: false,
     statusSubresource: false,
+    allowUnconditionalUpdate: false,
     allowCreateOnUpdate: false,
   },
   {
@@ -71,6 +79,7 @@ export const SERVED_RESOURCES: readonly ServedResource[] = [
     listKind: "NodeList",
     namespaced: false,
     statusSubresource: true,
+    allowUnconditionalUpdate: true,
     allowCreateOnUpdate: false,
   },
   {
@@ -82,6 +91,7 @@ export const SERVED_RESOURCES: readonly ServedResource[] = [
     listKind: "SecretList",
     namespaced: true,
     statusSubresource: false,
+    allowUnconditionalUpdate: true,
     allowCreateOnUpdate: false,
   },
   {
@@ -93,6 +103,7 @@ export const SERVED_RESOURCES: readonly ServedResource[] = [
     listKind: "LeaseList",
     namespaced: true,
     statusSubresource: false,
+    allowUnconditionalUpdate: false,
     allowCreateOnUpdate: false,
   },
   {
@@ -104,6 +115,7 @@ export const SERVED_RESOURCES: readonly ServedResource[] = [
     listKind: "EventList",
     namespaced: true,
     statusSubresource: false,
+    allowUnconditionalUpdate: true,
     allowCreateOnUpdate: true,
   },
 ];

@@ -137,6 +137,28 @@ export function invalid(res: ServedResource, name: string, causes: FieldCause[])
 }
 
 /**
+ * 422 `volumeattachments.storage.k8s.io "x" is invalid: metadata.resourceVersion: Invalid value:
+ * 0: must be specified for an update`: an update without resourceVersion on a resource that takes
+ * no unconditional update. The generic registry names the resource, not the kind, here.
+ */
+export function resourceVersionRequired(res: ServedResource, name: string): StatusError {
+  const message = "Invalid value: 0: must be specified for an update";
+  return new StatusError(
+    failureStatus(
+      422,
+      "Invalid",
+      `${qualifiedResource(res)} "${name}" is invalid: metadata.resourceVersion: ${message}`,
+      {
+        name,
+        group: res.group,
+        kind: res.plural,
+        causes: [{ reason: "FieldValueInvalid", field: "metadata.resourceVersion", message }],
+      },
+    ),
+  );
+}
+
+/**
  * 422 for a JSON patch that does not apply (failed `test`, missing path). The API server answers
  * with `NewGenericServerResponse(422, "", GroupResource{}, "", err, 0, false)`, which keeps the
  * library's error out of the message: kubectl prints "The request is invalid: the server rejected
