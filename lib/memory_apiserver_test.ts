@@ -219,6 +219,60 @@ Deno.test("MemoryApiServer PUT without resourceVersion answers 422 where the rea
   assert.equal(pv.status, 200);
 });
 
+Deno.test("MemoryApiServer refuses Lease times that are not MicroTime, as the real server does", async () => {
+  await using server = await MemoryApiServer.start();
+  const path = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
+  const lease = (name: string, renewTime: string) => ({
+    apiVersion: "coordination.k8s.io/v1",
+    kind: "Lease",
+    metadata: { name },
+    spec: { holderIdentity: "a", leaseDurationSeconds: 15, renewTime },
+  });
+  const bad = await call(server, "POST", path, lease("diff-lease1", "2026-01-01T00:00:00.000Z"));
+  // The real server (v1.34): 400 BadRequest with this message.
+  assert.equal(bad.status, 400);
+  assert.equal(bad.body.reason, "BadRequest");
+  assert.equal(
+    bad.body.message,
+    `Lease in version "v1" cannot be handled as a Lease: parsing time ` +
+      `"2026-01-01T00:00:00.000Z" as "2006-01-02T15:04:05.000000Z07:00": cannot parse ".000Z" ` +
+      `as ".000000"`,
+  );
+  assert.equal(server.find(LEASES, "diff-lease1", "default"), undefined);
+
+  const good = await call(
+    server,
+    "POST",
+    path,
+    lease("diff-lease2", "2026-01-01T00:00:00.000000Z"),
+  );
+  assert.equal(good.status, 201);
+  const created = good.body as unknown as Lease;
+  const put = await call(server, "PUT", `${path}/diff-lease2`, {
+    ...created,
+    spec: { ...created.spec, acquireTime: "2026-01-01T00:00:00Z" },
+  });
+  assert.equal(put.status, 400);
+  assert.match(String(put.body.message), /cannot parse "Z" as "\.000000"$/);
+  const patch = await call(
+    server,
+    "PATCH",
+    `${path}/diff-lease2`,
+    { spec: { renewTime: "2026-01-01T00:00:00.123456+02:00" } },
+    "application/merge-patch+json",
+  );
+  assert.equal(patch.status, 200);
+  const badPatch = await call(
+    server,
+    "PATCH",
+    `${path}/diff-lease2`,
+    { spec: { renewTime: "2026-01-01T00:00:00.1234567Z" } },
+    "application/merge-patch+json",
+  );
+  assert.equal(badPatch.status, 400);
+  assert.match(String(badPatch.body.message), /cannot parse "7Z" as "Z07:00"$/);
+});
+
 Deno.test("MemoryApiServer PATCH takes merge and JSON patches, refuses other content types", async () => {
   await using server = await MemoryApiServer.start();
   server.create(PERSISTENT_VOLUMES, { metadata: { name: "pv1" }, spec: { capacity: {} } });

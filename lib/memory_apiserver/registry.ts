@@ -19,6 +19,7 @@ import type { Clock } from "../clock.ts";
 import type { KubeObject, ObjectMeta } from "../types.ts";
 import { applyJsonPatch, jsonEqual, JsonPatchError, parseJsonPatch } from "../json_patch.ts";
 import { applyMergePatch } from "../merge_patch.ts";
+import { microTimeParseError } from "./micro_time.ts";
 import { apiVersionOf, type ServedResource } from "./resources.ts";
 import {
   alreadyExists,
@@ -132,6 +133,25 @@ function goStringSlice(values: string[]): string {
 }
 
 /**
+ * 400 when the object would not decode into its Go type; only `metav1.MicroTime` fields are
+ * checked: `Lease in version "v1" cannot be handled as a Lease: parsing time ...`.
+ */
+function checkDecodable(res: ServedResource, obj: StoredObject): void {
+  const spec = obj.spec;
+  if (res.microTimeFields === undefined || !isObject(spec)) return;
+  for (const field of res.microTimeFields) {
+    const value = spec[field];
+    if (typeof value !== "string") continue;
+    const err = microTimeParseError(value);
+    if (err !== undefined) {
+      throw badRequest(
+        `${res.kind} in version "${res.version}" cannot be handled as a ${res.kind}: ${err}`,
+      );
+    }
+  }
+}
+
+/**
  * The objects and their history. Every method works on copies: callers never hold a reference
  * into the store. Methods throw {@link import("./status_errors.ts").StatusError} with the real
  * server's codes and messages.
@@ -220,6 +240,7 @@ export class Registry {
         message: "Required value: name or generateName is required",
       }]);
     }
+    if (!opts.seed) checkDecodable(res, obj);
     const key = this.#key(res, ns, name);
     if (this.#objects.has(key)) throw alreadyExists(res, name);
 
@@ -268,6 +289,7 @@ export class Registry {
       );
     }
     const ns = this.#namespaceFor(res, namespace, obj.metadata.namespace);
+    checkDecodable(res, obj);
     const current = this.#objects.get(this.#key(res, ns, name));
     if (current === undefined) {
       if (res.allowCreateOnUpdate && opts.subresource === "") {
@@ -314,6 +336,7 @@ export class Registry {
       }
     }
     const obj = this.#asObject(patched);
+    checkDecodable(res, obj);
     // A patch that sets another uid is refused (metadata validation: the uid is immutable);
     // controllers rely on this to make a patch apply only to the object they saw.
     const uid = obj.metadata.uid;

@@ -27,6 +27,8 @@ export interface ServedResource extends Resource {
    * undefined keeps what the client sent.
    */
   initialStatus?: () => Record<string, unknown>;
+  /** `spec` fields of type `metav1.MicroTime`, which must have six fraction digits. */
+  microTimeFields?: readonly string[];
 }
 
 /** The resources served, in URL order. */
@@ -105,6 +107,7 @@ export const SERVED_RESOURCES: readonly ServedResource[] = [
     statusSubresource: false,
     allowUnconditionalUpdate: false,
     allowCreateOnUpdate: false,
+    microTimeFields: ["acquireTime", "renewTime"],
   },
   {
     group: "",
