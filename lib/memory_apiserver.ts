@@ -33,6 +33,7 @@ import {
   findServedResource,
   resolveServedResource,
   type ServedResource,
+  servesGroupVersion,
 } from "./memory_apiserver/resources.ts";
 import {
   badRequest,
@@ -224,6 +225,17 @@ function jsonResponse(code: number, body: unknown): Response {
   return new Response(JSON.stringify(body), {
     status: code,
     headers: { "content-type": "application/json" },
+  });
+}
+
+/**
+ * 404 for a path outside every served API group and version: the real server's HTTP mux answers
+ * it in plain text, not with a Status.
+ */
+function pageNotFound(): Response {
+  return new Response("404 page not found\n", {
+    status: 404,
+    headers: { "content-type": "text/plain; charset=utf-8", "x-content-type-options": "nosniff" },
   });
 }
 
@@ -516,6 +528,9 @@ export class MemoryApiServer {
     };
     this.#requests.push(record);
 
+    if (path === undefined || !servesGroupVersion(path.group, path.version)) {
+      return pageNotFound();
+    }
     try {
       const route = this.#route(path);
       const fault = this.#takeFault(record);

@@ -94,9 +94,16 @@ Deno.test("MemoryApiServer answers 404 with the real server's Status", async () 
   assert.deepEqual(pv404.body.details, { name: "pv1", kind: "persistentvolumes" });
   const s404 = await call(server, "GET", "/api/v1/namespaces/default/secrets/s1");
   assert.equal(s404.body.message, `secrets "s1" not found`);
-  const unknown = await call(server, "GET", "/apis/example.com/v1/widgets");
+  const unknown = await call(server, "GET", "/apis/storage.k8s.io/v1/foos");
   assert.equal(unknown.status, 404);
   assert.equal(unknown.body.message, "the server could not find the requested resource");
+  // An API group the server does not have: the real server (v1.34) answers in plain text.
+  for (const path of ["/apis/nothing.example.com/v1/foos", "/apis/storage.k8s.io/v9/x", "/x"]) {
+    const res = await fetch(server.url + path);
+    assert.equal(res.status, 404, path);
+    assert.equal(res.headers.get("content-type"), "text/plain; charset=utf-8");
+    assert.equal((await res.text()).trim(), "404 page not found");
+  }
 });
 
 Deno.test("MemoryApiServer POST sets uid, creationTimestamp, resourceVersion and resets status", async () => {

@@ -133,6 +133,11 @@ export function qualifiedKind(res: ServedResource): string {
   return res.group === "" ? res.kind : `${res.kind}.${res.group}`;
 }
 
+/** True when some served resource is in `group`/`version` (the server knows that API path). */
+export function servesGroupVersion(group: string, version: string): boolean {
+  return SERVED_RESOURCES.some((r) => r.group === group && r.version === version);
+}
+
 /** The served resource at `group`/`version`/`plural`, if any. */
 export function findServedResource(
   group: string,
