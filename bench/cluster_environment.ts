@@ -13,7 +13,7 @@
 
 import { ensureBinaries, KUBERNETES_VERSION } from "../tests/e2e/binaries.ts";
 import type { Binaries } from "../tests/e2e/binaries.ts";
-import { LocalCluster } from "../tests/e2e/cluster.ts";
+import { type ClusterInfo, LocalCluster, stopSavedCluster } from "../tests/e2e/cluster.ts";
 import { parseDriverCalls } from "../tests/e2e/driver_log.ts";
 import { PATHS } from "../tests/e2e/objects.ts";
 import { resolveSettings } from "../tests/e2e/settings.ts";
@@ -56,6 +56,18 @@ export async function forEachLimited<T>(
   await Promise.all(workers);
 }
 
+/** Stops the cluster a previous benchmark process left in `dir` (its `cluster.json`), if any. */
+async function stopLeftover(dir: string): Promise<void> {
+  let info: ClusterInfo;
+  try {
+    info = JSON.parse(await Deno.readTextFile(`${dir}/cluster.json`)) as ClusterInfo;
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return;
+    throw err;
+  }
+  await stopSavedCluster(info);
+}
+
 /** {@link BenchEnvironment} on a fresh local cluster. Create with {@link ClusterEnvironment.start}. */
 export class ClusterEnvironment implements BenchEnvironment {
   readonly description: string;
@@ -82,8 +94,9 @@ export class ClusterEnvironment implements BenchEnvironment {
   }
 
   /**
-   * Starts a cluster in `dir` (removed first), then creates the run's CSINodes, driver volumes
-   * and PVs and starts watching VolumeAttachments. On failure the cluster is stopped.
+   * Starts a cluster in `dir` (removed first, after stopping what a benchmark that was killed may
+   * have left running there), then creates the run's CSINodes, driver volumes and PVs and starts
+   * watching VolumeAttachments. On failure the cluster is stopped.
    */
   static async start(
     options: {
@@ -94,6 +107,7 @@ export class ClusterEnvironment implements BenchEnvironment {
       log: (line: string) => void;
     },
   ): Promise<ClusterEnvironment> {
+    await stopLeftover(options.dir);
     await Deno.remove(options.dir, { recursive: true }).catch((err: unknown) => {
       if (!(err instanceof Deno.errors.NotFound)) throw err;
     });
@@ -165,10 +179,21 @@ export class ClusterEnvironment implements BenchEnvironment {
       if (res.status !== 200 || res.body === null) {
         throw new Error(`watch ${path}: HTTP ${res.status}: ${await res.text()}`);
       }
+      // Aborting the fetch does not end a pending read of its body: cancel the reader instead.
+      const reader = res.body.getReader();
+      const cancel = () => {
+        reader.cancel().catch((err: unknown) => {
+          if (!signal.aborted) throw err;
+        });
+      };
+      signal.addEventListener("abort", cancel, { once: true });
+      const decoder = new TextDecoder();
       let buffered = "";
       try {
-        for await (const chunk of res.body.pipeThrough(new TextDecoderStream())) {
-          buffered += chunk;
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buffered += decoder.decode(value, { stream: true });
           let nl: number;
           while ((nl = buffered.indexOf("\n")) >= 0) {
             const line = buffered.slice(0, nl);
@@ -184,6 +209,8 @@ export class ClusterEnvironment implements BenchEnvironment {
       } catch (err) {
         if (signal.aborted) return;
         throw err;
+      } finally {
+        signal.removeEventListener("abort", cancel);
       }
     }
   }
