@@ -220,6 +220,14 @@ function verbOf(method: string, name: string, watch: boolean): Verb | "" {
   }
 }
 
+/**
+ * The field manager of a write without `fieldManager`: the User-Agent up to its first `/`, as
+ * kube-apiserver names it.
+ */
+function managerOf(userAgent: string): string {
+  return userAgent.split("/")[0] ?? "";
+}
+
 /** A JSON response. */
 function jsonResponse(code: number, body: unknown): Response {
   return new Response(JSON.stringify(body), {
@@ -545,9 +553,13 @@ export class MemoryApiServer {
         const detail = bodyError instanceof Error ? bodyError.message : String(bodyError);
         throw badRequest(`json parse error: ${detail}`);
       }
-      const response = watch
-        ? this.#watch(route, query)
-        : this.#serve(req.method, route, contentType, body);
+      const response = watch ? this.#watch(route, query) : this.#serve(
+        req.method,
+        route,
+        contentType,
+        body,
+        query.fieldManager ?? managerOf(record.userAgent),
+      );
       if (injected !== undefined) {
         await response.body?.cancel();
         return errorResponse(injected);
@@ -579,7 +591,13 @@ export class MemoryApiServer {
     return { resource, namespace: path.namespace, name: path.name, subresource };
   }
 
-  #serve(method: string, route: Route, contentType: string, body: unknown): Response {
+  #serve(
+    method: string,
+    route: Route,
+    contentType: string,
+    body: unknown,
+    manager: string,
+  ): Response {
     const { resource: res, namespace, name, subresource } = route;
     const registry = this.#registry;
     if (res.namespaced && namespace === "" && !(method === "GET" && name === "")) {
@@ -600,11 +618,14 @@ export class MemoryApiServer {
       case "POST":
         if (name !== "") throw methodNotAllowed();
         this.#requireJsonBody(contentType);
-        return jsonResponse(201, registry.create(res, namespace, body, { seed: false }));
+        return jsonResponse(201, registry.create(res, namespace, body, { seed: false, manager }));
       case "PUT":
         if (name === "") throw methodNotAllowed();
         this.#requireJsonBody(contentType);
-        return jsonResponse(200, registry.update(res, namespace, name, body, { subresource }));
+        return jsonResponse(
+          200,
+          registry.update(res, namespace, name, body, { subresource, manager }),
+        );
       case "PATCH": {
         if (name === "") throw methodNotAllowed();
         let type: "merge" | "json";
@@ -613,7 +634,7 @@ export class MemoryApiServer {
         else throw unsupportedMediaType(contentType, [JSON_PATCH, MERGE_PATCH]);
         return jsonResponse(
           200,
-          registry.patch(res, namespace, name, { type, body }, { subresource }),
+          registry.patch(res, namespace, name, { type, body }, { subresource, manager }),
         );
       }
       case "DELETE":

@@ -280,6 +280,59 @@ Deno.test("MemoryApiServer refuses Lease times that are not MicroTime, as the re
   assert.match(String(badPatch.body.message), /cannot parse "7Z" as "Z07:00"$/);
 });
 
+Deno.test("MemoryApiServer writes over HTTP record managedFields per manager", async () => {
+  const clock = new FakeClock(Date.UTC(2024, 5, 1));
+  await using server = await MemoryApiServer.start({ clock });
+  const send = (method: string, path: string, body: unknown, agent: string, type?: string) =>
+    fetch(server.url + path, {
+      method,
+      headers: { "content-type": type ?? "application/json", "user-agent": agent },
+      body: JSON.stringify(body),
+    }).then((r) => r.json() as Promise<VolumeAttachment>);
+  // The real server writes, e.g. for `csi-attacher/v4.8.0 (linux/amd64) kubernetes/abc`:
+  // {"manager":"csi-attacher","operation":"Update","apiVersion":"storage.k8s.io/v1",
+  //  "time":"...","fieldsType":"FieldsV1","fieldsV1":{...}} (plus "subresource":"status").
+  const created = await send("POST", VA_PATH, va("va1"), "kubectl/v1.34.4 (linux/amd64)");
+  const entry = (manager: string, time: string, subresource?: string) => ({
+    manager,
+    operation: "Update",
+    apiVersion: "storage.k8s.io/v1",
+    time,
+    fieldsType: "FieldsV1",
+    fieldsV1: {},
+    ...(subresource === undefined ? {} : { subresource }),
+  });
+  assert.deepEqual(created.metadata.managedFields, [entry("kubectl", "2024-06-01T00:00:00Z")]);
+  clock.advance(5000);
+  const merge = "application/merge-patch+json";
+  const agent = "csi-attacher/v4.8.0 (linux/amd64) kubernetes/abc";
+  await send("PATCH", `${VA_PATH}/va1/status`, { status: { attached: true } }, agent, merge);
+  clock.advance(5000);
+  const patched = await send(
+    "PATCH",
+    `${VA_PATH}/va1`,
+    { metadata: { labels: { a: "b" } } },
+    agent,
+    merge,
+  );
+  assert.deepEqual(patched.metadata.managedFields, [
+    entry("kubectl", "2024-06-01T00:00:00Z"),
+    entry("csi-attacher", "2024-06-01T00:00:05Z", "status"),
+    entry("csi-attacher", "2024-06-01T00:00:10Z"),
+  ]);
+  clock.advance(5000);
+  const { managedFields: _m, ...withoutFields } = patched.metadata;
+  const put = await send("PUT", `${VA_PATH}/va1?fieldManager=mine`, {
+    ...patched,
+    metadata: { ...withoutFields, labels: { a: "c" } },
+  }, agent);
+  assert.equal(put.metadata.managedFields?.length, 4, "a PUT without managedFields keeps them");
+  assert.deepEqual(put.metadata.managedFields?.[3], entry("mine", "2024-06-01T00:00:15Z"));
+  const noop = await send("PATCH", `${VA_PATH}/va1`, {}, "other/1", merge);
+  assert.equal(noop.metadata.resourceVersion, put.metadata.resourceVersion, "still a no-op");
+  assert.equal(noop.metadata.managedFields?.length, 4);
+});
+
 Deno.test("MemoryApiServer PATCH takes merge and JSON patches, refuses other content types", async () => {
   await using server = await MemoryApiServer.start();
   server.create(PERSISTENT_VOLUMES, { metadata: { name: "pv1" }, spec: { capacity: {} } });
@@ -492,7 +545,9 @@ Deno.test("MemoryApiServer DELETE with finalizers marks, removing the last final
   // The real server (v1.34) answers this PATCH with the object without finalizers and the
   // resourceVersion it was stored with; its DELETED event carries the stored state instead.
   const { finalizers: _f, resourceVersion: _rv, ...deletedMeta } = deleted.object.metadata;
-  assert.deepEqual(last.body.metadata, { ...deletedMeta, resourceVersion: storedRv });
+  const { managedFields, ...lastMeta } = last.body.metadata as KubeObject["metadata"];
+  assert.deepEqual(lastMeta, { ...deletedMeta, resourceVersion: storedRv });
+  assert.equal(managedFields?.length, 1);
   assert.equal(last.body.kind, "VolumeAttachment");
   assert.deepEqual(last.body.spec, stored.spec);
 });

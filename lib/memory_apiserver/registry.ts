@@ -95,6 +95,43 @@ function finalizersOf(obj: KubeObject): string[] {
   return obj.metadata.finalizers ?? [];
 }
 
+/** One `metadata.managedFields` entry (no field set is tracked: `fieldsV1` stays empty). */
+interface ManagedFieldsEntry {
+  manager: string;
+  operation: "Update";
+  apiVersion: string;
+  time: string;
+  fieldsType: "FieldsV1";
+  fieldsV1: Record<string, never>;
+  subresource?: string;
+}
+
+/** A copy of `obj`'s top level and metadata without `managedFields`, for comparisons. */
+function withoutManagedFields(obj: StoredObject): StoredObject {
+  const { managedFields: _m, ...metadata } = obj.metadata;
+  return { ...obj, metadata: metadata as ObjectMeta };
+}
+
+/** True when `entry` is the Update entry of `manager` for `subresource`. */
+function sameManager(
+  entry: Record<string, unknown>,
+  manager: string,
+  subresource: Subresource,
+): boolean {
+  return entry.manager === manager && entry.operation === "Update" &&
+    (entry.subresource ?? "") === subresource;
+}
+
+/** Puts `entry` in place of the same manager's entry, or appends it. */
+function setManagedFields(obj: KubeObject, entry: ManagedFieldsEntry): void {
+  const sub = (entry.subresource ?? "") as Subresource;
+  const list: unknown[] = [...(obj.metadata.managedFields ?? [])];
+  const i = list.findIndex((e) => isObject(e) && sameManager(e, entry.manager, sub));
+  if (i >= 0) list[i] = entry;
+  else list.push(entry);
+  obj.metadata.managedFields = list;
+}
+
 /** Metadata fields no update or patch can change. */
 const SYSTEM_FIELDS = [
   "name",
@@ -224,7 +261,7 @@ export class Registry {
     res: ServedResource,
     namespace: string,
     body: unknown,
-    opts: { seed: boolean },
+    opts: { seed: boolean; manager?: string },
   ): StoredObject {
     const obj = this.#asObject(body);
     const meta = obj.metadata;
@@ -261,6 +298,9 @@ export class Registry {
       if (res.initialStatus !== undefined) stored.status = res.initialStatus();
     }
     const normalized = this.#normalize(stored);
+    if (opts.manager !== undefined) {
+      setManagedFields(normalized, this.#managedEntry(res, opts.manager, ""));
+    }
     normalized.metadata.resourceVersion = String(++this.#rv);
     this.#objects.set(key, normalized);
     this.#emit("ADDED", res, normalized);
@@ -278,7 +318,7 @@ export class Registry {
     namespace: string,
     name: string,
     body: unknown,
-    opts: { subresource: Subresource },
+    opts: { subresource: Subresource; manager?: string },
   ): StoredObject {
     const obj = this.#asObject(body);
     if (obj.metadata.name !== name) {
@@ -293,7 +333,7 @@ export class Registry {
     const current = this.#objects.get(this.#key(res, ns, name));
     if (current === undefined) {
       if (res.allowCreateOnUpdate && opts.subresource === "") {
-        return this.create(res, ns, obj, { seed: false });
+        return this.create(res, ns, obj, { seed: false, manager: opts.manager });
       }
       throw notFound(res, name);
     }
@@ -301,7 +341,7 @@ export class Registry {
     if ((rv === undefined || rv === "" || rv === "0") && !res.allowUnconditionalUpdate) {
       throw resourceVersionRequired(res, name);
     }
-    return this.#write(res, current, obj, opts.subresource);
+    return this.#write(res, current, obj, opts.subresource, opts.manager);
   }
 
   /**
@@ -315,7 +355,7 @@ export class Registry {
     namespace: string,
     name: string,
     patch: RegistryPatch,
-    opts: { subresource: Subresource },
+    opts: { subresource: Subresource; manager?: string },
   ): StoredObject {
     const ns = res.namespaced ? namespace : "";
     const current = this.#objects.get(this.#key(res, ns, name));
@@ -348,7 +388,7 @@ export class Registry {
       }]);
     }
     keepSystemFields(current.metadata, obj.metadata);
-    return this.#write(res, current, obj, opts.subresource);
+    return this.#write(res, current, obj, opts.subresource, opts.manager);
   }
 
   /**
@@ -393,6 +433,7 @@ export class Registry {
     current: StoredObject,
     incoming: StoredObject,
     subresource: Subresource,
+    manager: string | undefined,
   ): StoredObject {
     const name = current.metadata.name;
     const wanted = incoming.metadata.resourceVersion;
@@ -413,7 +454,15 @@ export class Registry {
       }
     }
     next.metadata.resourceVersion = current.metadata.resourceVersion;
-    if (jsonEqual(next, current)) return clone(current);
+    // A write without managedFields keeps the stored ones, as the field manager does.
+    if (next.metadata.managedFields === undefined && current.metadata.managedFields !== undefined) {
+      next.metadata.managedFields = clone(current.metadata.managedFields);
+    }
+    // A write that changes nothing but managedFields is a no-op (an entry would own no field).
+    if (jsonEqual(withoutManagedFields(next), withoutManagedFields(current))) return clone(current);
+    if (manager !== undefined) {
+      setManagedFields(next, this.#managedEntry(res, manager, subresource));
+    }
     const key = this.#key(res, current.metadata.namespace ?? "", name);
     if (next.metadata.deletionTimestamp !== undefined && finalizersOf(next).length === 0) {
       this.#remove(res, key, current);
@@ -425,6 +474,24 @@ export class Registry {
     this.#objects.set(key, next);
     this.#emit("MODIFIED", res, next);
     return clone(next);
+  }
+
+  /** The managedFields entry of a write over HTTP, at the current time. */
+  #managedEntry(
+    res: ServedResource,
+    manager: string,
+    subresource: Subresource,
+  ): ManagedFieldsEntry {
+    const entry: ManagedFieldsEntry = {
+      manager,
+      operation: "Update",
+      apiVersion: apiVersionOf(res),
+      time: timestamp(this.#clock.now()),
+      fieldsType: "FieldsV1",
+      fieldsV1: {},
+    };
+    if (subresource !== "") entry.subresource = subresource;
+    return entry;
   }
 
   /** The object a write stores, before normalization. */
