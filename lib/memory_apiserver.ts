@@ -6,7 +6,9 @@
  * Served: volumeattachments (storage.k8s.io/v1, with `/status`), persistentvolumes (v1, with
  * `/status`), csinodes (storage.k8s.io/v1), nodes (v1, with `/status`), and the namespaced
  * secrets (v1), leases (coordination.k8s.io/v1) and events (v1). Verbs: get, list, watch, create,
- * update, patch (merge and JSON patch), delete. Storage semantics are in
+ * update, patch (merge and JSON patch), delete. Bodies of creates and updates over
+ * HTTP get the real server's field validation (unknown fields dropped with a `Warning` header, or
+ * refused with `fieldValidation=Strict`), defaulting and required-field validation. Storage semantics are in
  * {@link import("./memory_apiserver/registry.ts")}; error texts are the real server's
  * ({@link import("./memory_apiserver/status_errors.ts")}). No authentication: any request is
  * accepted.
@@ -45,6 +47,7 @@ import {
   unsupportedMediaType,
 } from "./memory_apiserver/status_errors.ts";
 import { WatchHub } from "./memory_apiserver/watch_hub.ts";
+import { dropUnknownFields, unknownFieldWarning } from "./memory_apiserver/field_schema.ts";
 
 /** A Kubernetes API verb, as client-go's fake clientset names actions. */
 export type Verb = "get" | "list" | "watch" | "create" | "update" | "patch" | "delete";
@@ -162,6 +165,12 @@ interface ParsedPath {
 const JSON_PATCH = "application/json-patch+json";
 const MERGE_PATCH = "application/merge-patch+json";
 
+/** A body decoded as the real server decodes it, with the warnings of its field validation. */
+interface DecodedBody {
+  body: unknown;
+  warnings: string[];
+}
+
 /** Splits an API path into its parts. */
 function parsePath(pathname: string): ParsedPath | undefined {
   let parts: string[];
@@ -229,11 +238,10 @@ function managerOf(userAgent: string): string {
 }
 
 /** A JSON response. */
-function jsonResponse(code: number, body: unknown): Response {
-  return new Response(JSON.stringify(body), {
-    status: code,
-    headers: { "content-type": "application/json" },
-  });
+function jsonResponse(code: number, body: unknown, warnings: readonly string[] = []): Response {
+  const headers = new Headers({ "content-type": "application/json" });
+  for (const w of warnings) headers.append("warning", w);
+  return new Response(JSON.stringify(body), { status: code, headers });
 }
 
 /**
@@ -558,6 +566,7 @@ export class MemoryApiServer {
         route,
         contentType,
         body,
+        query,
         query.fieldManager ?? managerOf(record.userAgent),
       );
       if (injected !== undefined) {
@@ -596,6 +605,7 @@ export class MemoryApiServer {
     route: Route,
     contentType: string,
     body: unknown,
+    query: Record<string, string>,
     manager: string,
   ): Response {
     const { resource: res, namespace, name, subresource } = route;
@@ -615,17 +625,30 @@ export class MemoryApiServer {
           items: list.items.map(({ kind: _k, apiVersion: _a, ...item }) => item),
         });
       }
-      case "POST":
+      case "POST": {
         if (name !== "") throw methodNotAllowed();
         this.#requireJsonBody(contentType);
-        return jsonResponse(201, registry.create(res, namespace, body, { seed: false, manager }));
-      case "PUT":
+        const decoded = this.#decode(res, body, query);
+        return jsonResponse(
+          201,
+          registry.create(res, namespace, decoded.body, { seed: false, manager }),
+          decoded.warnings,
+        );
+      }
+      case "PUT": {
         if (name === "") throw methodNotAllowed();
         this.#requireJsonBody(contentType);
+        const decoded = this.#decode(res, body, query);
         return jsonResponse(
           200,
-          registry.update(res, namespace, name, body, { subresource, manager }),
+          registry.update(res, namespace, name, decoded.body, {
+            subresource,
+            manager,
+            validate: true,
+          }),
+          decoded.warnings,
         );
+      }
       case "PATCH": {
         if (name === "") throw methodNotAllowed();
         let type: "merge" | "json";
@@ -643,6 +666,36 @@ export class MemoryApiServer {
       default:
         throw methodNotAllowed();
     }
+  }
+
+  /**
+   * Field validation and defaulting of a create or update body, as the real server's decoder
+   * does: unknown fields are dropped with one warning each (`fieldValidation` Warn, the default),
+   * dropped silently (`Ignore`) or refused with 400 (`Strict`).
+   */
+  #decode(res: ServedResource, body: unknown, query: Record<string, string>): DecodedBody {
+    let out = body;
+    const warnings: string[] = [];
+    if (res.fields !== undefined) {
+      const pruned = dropUnknownFields(res.fields, body);
+      out = pruned.value;
+      if (pruned.unknown.length > 0) {
+        const mode = query.fieldValidation ?? "";
+        if (mode === "Strict") {
+          const list = pruned.unknown.map((f) => `unknown field ${JSON.stringify(f)}`).join(", ");
+          throw badRequest(
+            `${res.kind} in version "${res.version}" cannot be handled as a ${res.kind}: ` +
+              `strict decoding error: ${list}`,
+          );
+        }
+        if (mode !== "Ignore") warnings.push(...pruned.unknown.map(unknownFieldWarning));
+      }
+    }
+    if (res.applyDefaults !== undefined && typeof out === "object" && out !== null) {
+      out = structuredClone(out);
+      res.applyDefaults(out as Record<string, unknown>);
+    }
+    return { body: out, warnings };
   }
 
   #requireJsonBody(contentType: string): void {

@@ -133,8 +133,28 @@ Deno.test("MemoryApiServer POST sets uid, creationTimestamp, resourceVersion and
     metadata: { name: "pv1", finalizers: [] },
     spec: {},
   });
-  assert.deepEqual(pv.body.status, { phase: "Pending" });
+  // Real (v1.34.4): status {phase: Pending, lastPhaseTransitionTime: <now>}.
+  assert.deepEqual(pv.body.status, {
+    phase: "Pending",
+    lastPhaseTransitionTime: "2024-01-02T03:04:05Z",
+  });
   assert.equal((pv.body.metadata as Record<string, unknown>).finalizers, undefined);
+  // Real: SetDefaults_PersistentVolume fills reclaim policy and volume mode.
+  assert.deepEqual(pv.body.spec, {
+    persistentVolumeReclaimPolicy: "Retain",
+    volumeMode: "Filesystem",
+  });
+  const kept = await call(server, "POST", PV_PATH, {
+    metadata: { name: "pv2" },
+    spec: { persistentVolumeReclaimPolicy: "Delete", volumeMode: "Block" },
+  });
+  assert.deepEqual(kept.body.spec, {
+    persistentVolumeReclaimPolicy: "Delete",
+    volumeMode: "Block",
+  });
+  // Seeding stores the object as given: no defaults.
+  const seeded = server.create(PERSISTENT_VOLUMES, { metadata: { name: "pv3" }, spec: {} });
+  assert.deepEqual(seeded.spec, {});
 });
 
 Deno.test("MemoryApiServer LIST has kind, apiVersion and resourceVersion, items sorted, without kind", async () => {
@@ -900,4 +920,104 @@ Deno.test("MemoryApiServer refuses a patch naming another uid, as metadata valid
     body: { metadata: { uid: stored.metadata.uid, finalizers: null } },
   });
   assert.equal(server.get(VOLUME_ATTACHMENTS, "va1").metadata.finalizers, undefined);
+});
+
+Deno.test("MemoryApiServer drops unknown fields with a warning, refuses them with fieldValidation=Strict", async () => {
+  await using server = await MemoryApiServer.start();
+  const body = { ...va("va1"), bogusTop: 1, spec: { ...va("x").spec, bogus: 1 } };
+  // Real (v1.34.4): 201, `Warning: 299 - "unknown field \"spec.bogus\""`, field dropped.
+  const res = await fetch(server.url + VA_PATH, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  assert.equal(res.status, 201);
+  assert.equal(
+    res.headers.get("warning"),
+    '299 - "unknown field \\"spec.bogus\\"", 299 - "unknown field \\"bogusTop\\""',
+  );
+  const created = await res.json();
+  assert.equal(created.bogusTop, undefined);
+  assert.deepEqual(created.spec, va("x").spec);
+  assert.deepEqual(server.get<VolumeAttachment>(VOLUME_ATTACHMENTS, "va1").spec, va("x").spec);
+
+  // Real: 400 `VolumeAttachment in version "v1" cannot be handled as a VolumeAttachment: strict
+  // decoding error: unknown field "spec.bogus"`.
+  const strict = await call(server, "POST", `${VA_PATH}?fieldValidation=Strict`, {
+    ...va("va2"),
+    spec: { ...va("x").spec, bogus: 1 },
+  });
+  assert.equal(strict.status, 400);
+  assert.equal(strict.body.reason, "BadRequest");
+  assert.equal(
+    strict.body.message,
+    'VolumeAttachment in version "v1" cannot be handled as a VolumeAttachment: ' +
+      'strict decoding error: unknown field "spec.bogus"',
+  );
+  assert.equal(server.find(VOLUME_ATTACHMENTS, "va2"), undefined);
+
+  // Status members are checked too, on PUT as on POST; Ignore drops without a warning.
+  const current = server.get<VolumeAttachment>(VOLUME_ATTACHMENTS, "va1");
+  const put = await fetch(`${server.url}${VA_PATH}/va1/status?fieldValidation=Warn`, {
+    method: "PUT",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ ...current, status: { attached: true, extra: "x" } }),
+  });
+  assert.equal(put.status, 200);
+  assert.equal(put.headers.get("warning"), '299 - "unknown field \\"status.extra\\""');
+  assert.deepEqual((await put.json()).status, { attached: true });
+  const ignored = await fetch(`${server.url}${VA_PATH}?fieldValidation=Ignore`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ ...va("va3"), spec: { ...va("x").spec, bogus: 1 } }),
+  });
+  assert.equal(ignored.status, 201);
+  assert.equal(ignored.headers.get("warning"), null);
+  await ignored.body?.cancel();
+});
+
+Deno.test("MemoryApiServer validates required VolumeAttachment fields on HTTP writes only", async () => {
+  await using server = await MemoryApiServer.start();
+  // Real (v1.34.4): 422 `VolumeAttachment.storage.k8s.io "diff-invalid" is invalid:
+  // [spec.attacher: Required value, spec.attacher: Invalid value: "": a lowercase RFC 1123
+  // subdomain ...]`.
+  const noAttacher = await call(server, "POST", VA_PATH, {
+    apiVersion: "storage.k8s.io/v1",
+    kind: "VolumeAttachment",
+    metadata: { name: "diff-invalid" },
+    spec: { nodeName: "n", source: { persistentVolumeName: "p" } },
+  });
+  assert.equal(noAttacher.status, 422);
+  assert.equal(noAttacher.body.reason, "Invalid");
+  assert.equal(
+    noAttacher.body.message,
+    'VolumeAttachment.storage.k8s.io "diff-invalid" is invalid: [spec.attacher: Required value, ' +
+      'spec.attacher: Invalid value: "": a lowercase RFC 1123 subdomain must consist of lower ' +
+      "case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric " +
+      "character (e.g. 'example.com', regex used for validation is " +
+      "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')]",
+  );
+  // Real: `spec.nodeName: Required value`.
+  const noNode = await call(server, "POST", VA_PATH, {
+    metadata: { name: "va-nonode" },
+    spec: { attacher: "csi/test", source: { persistentVolumeName: "p" } },
+  });
+  assert.equal(noNode.status, 422);
+  assert.equal(
+    noNode.body.message,
+    'VolumeAttachment.storage.k8s.io "va-nonode" is invalid: spec.nodeName: Required value',
+  );
+  // Seeding is not validated; an update over HTTP is.
+  const seeded = server.create(VOLUME_ATTACHMENTS, {
+    metadata: { name: "seeded" },
+    spec: { attacher: "", nodeName: "", source: {} },
+  });
+  const put = await call(server, "PUT", `${VA_PATH}/seeded`, seeded);
+  assert.equal(put.status, 422);
+  assert.match(String(put.body.message), /spec\.attacher: Required value/);
+  const fixed = await call(server, "PUT", `${VA_PATH}/seeded`, {
+    ...seeded,
+    spec: { attacher: "csi/test", nodeName: "node1", source: {} },
+  });
+  assert.equal(fixed.status, 200);
 });

@@ -25,6 +25,7 @@ import {
   alreadyExists,
   badRequest,
   conflict,
+  type FieldCause,
   invalid,
   notFound,
   patchNotApplied,
@@ -255,7 +256,8 @@ export class Registry {
   /**
    * Creates an object. `seed: true` stores the object as given (status, deletionTimestamp, uid
    * and creationTimestamp kept when present) so tests can set up any state; `seed: false` is a
-   * create over HTTP, where the server sets those fields itself.
+   * create over HTTP, where the server sets those fields itself and validates the object
+   * (422 with the resource's field errors, see {@link ServedResource.validate}).
    */
   create(
     res: ServedResource,
@@ -270,13 +272,16 @@ export class Registry {
     if (name === "" && typeof meta.generateName === "string" && meta.generateName !== "") {
       name = meta.generateName + randomSuffix();
     }
+    const causes: FieldCause[] = [];
     if (name === "") {
-      throw invalid(res, "", [{
+      causes.push({
         reason: "FieldValueRequired",
         field: "metadata.name",
         message: "Required value: name or generateName is required",
-      }]);
+      });
     }
+    if (!opts.seed && res.validate !== undefined) causes.push(...res.validate(obj));
+    if (causes.length > 0) throw invalid(res, name, causes);
     if (!opts.seed) checkDecodable(res, obj);
     const key = this.#key(res, ns, name);
     if (this.#objects.has(key)) throw alreadyExists(res, name);
@@ -295,7 +300,9 @@ export class Registry {
     if (!opts.seed) {
       delete stored.metadata.deletionTimestamp;
       delete stored.metadata.deletionGracePeriodSeconds;
-      if (res.initialStatus !== undefined) stored.status = res.initialStatus();
+      if (res.initialStatus !== undefined) {
+        stored.status = res.initialStatus(timestamp(this.#clock.now()));
+      }
     }
     const normalized = this.#normalize(stored);
     if (opts.manager !== undefined) {
@@ -311,14 +318,15 @@ export class Registry {
    * Replaces an object (PUT). A non-empty `metadata.resourceVersion` that differs from the stored
    * one gives 409 Conflict; none gives 422 on resources without unconditional updates
    * (volumeattachments, csinodes, leases). On the main resource `status` changes are ignored when the resource
-   * has a status subresource; on `status` only `status` changes.
+   * has a status subresource; on `status` only `status` changes. `validate` (an update over
+   * HTTP) checks the object as the real server does (422 with the resource's field errors).
    */
   update(
     res: ServedResource,
     namespace: string,
     name: string,
     body: unknown,
-    opts: { subresource: Subresource; manager?: string },
+    opts: { subresource: Subresource; manager?: string; validate?: boolean },
   ): StoredObject {
     const obj = this.#asObject(body);
     if (obj.metadata.name !== name) {
@@ -341,7 +349,8 @@ export class Registry {
     if ((rv === undefined || rv === "" || rv === "0") && !res.allowUnconditionalUpdate) {
       throw resourceVersionRequired(res, name);
     }
-    return this.#write(res, current, obj, opts.subresource, opts.manager);
+    const validate = opts.validate === true && opts.subresource === "";
+    return this.#write(res, current, obj, opts.subresource, opts.manager, validate);
   }
 
   /**
@@ -388,7 +397,7 @@ export class Registry {
       }]);
     }
     keepSystemFields(current.metadata, obj.metadata);
-    return this.#write(res, current, obj, opts.subresource, opts.manager);
+    return this.#write(res, current, obj, opts.subresource, opts.manager, false);
   }
 
   /**
@@ -434,11 +443,16 @@ export class Registry {
     incoming: StoredObject,
     subresource: Subresource,
     manager: string | undefined,
+    validate: boolean,
   ): StoredObject {
     const name = current.metadata.name;
     const wanted = incoming.metadata.resourceVersion;
     if (wanted !== undefined && wanted !== "" && wanted !== current.metadata.resourceVersion) {
       throw conflict(res, name);
+    }
+    if (validate && res.validate !== undefined) {
+      const causes = res.validate(incoming);
+      if (causes.length > 0) throw invalid(res, name, causes);
     }
     const next = this.#normalize(this.#compose(res, current, incoming, subresource));
     if (current.metadata.deletionTimestamp !== undefined) {
@@ -504,8 +518,9 @@ export class Registry {
     if (subresource === "status") {
       const next = clone(current);
       if (incoming.status !== undefined) next.status = clone(incoming.status);
-      else if (res.initialStatus !== undefined) next.status = res.initialStatus();
-      else delete next.status;
+      else if (res.initialStatus !== undefined) {
+        next.status = res.initialStatus(timestamp(this.#clock.now()));
+      } else delete next.status;
       return next;
     }
     const { kind: _k, apiVersion: _a, ...rest } = clone(incoming);

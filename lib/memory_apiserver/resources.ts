@@ -6,6 +6,9 @@
  */
 
 import type { Resource } from "../kube_api.ts";
+import { type FieldSchema, VOLUME_ATTACHMENT_FIELDS } from "./field_schema.ts";
+import type { FieldCause } from "./status_errors.ts";
+import { validateVolumeAttachment } from "./validation.ts";
 
 /** One served resource. */
 export interface ServedResource extends Resource {
@@ -26,9 +29,32 @@ export interface ServedResource extends Resource {
    * The status a create over HTTP stores (the strategy's `PrepareForCreate` resets it);
    * undefined keeps what the client sent.
    */
-  initialStatus?: () => Record<string, unknown>;
+  initialStatus?: (now: string) => Record<string, unknown>;
   /** `spec` fields of type `metav1.MicroTime`, which must have six fraction digits. */
   microTimeFields?: readonly string[];
+  /**
+   * Known fields, for field validation of bodies over HTTP (unknown ones are dropped with a
+   * warning, or refused with `fieldValidation=Strict`); undefined: every field is kept.
+   */
+  fields?: FieldSchema;
+  /** Field errors of an object created or updated over HTTP (422 when any). */
+  validate?: (obj: Record<string, unknown>) => FieldCause[];
+  /** Sets the defaults the real server's defaulting functions set on a decoded body, in place. */
+  applyDefaults?: (obj: Record<string, unknown>) => void;
+}
+
+/**
+ * `SetDefaults_PersistentVolume`: `spec.persistentVolumeReclaimPolicy` `Retain` and
+ * `spec.volumeMode` `Filesystem` when absent.
+ */
+function defaultPersistentVolume(obj: Record<string, unknown>): void {
+  const spec = obj.spec;
+  if (typeof spec !== "object" || spec === null || Array.isArray(spec)) return;
+  const s = spec as Record<string, unknown>;
+  if (s.persistentVolumeReclaimPolicy === undefined || s.persistentVolumeReclaimPolicy === "") {
+    s.persistentVolumeReclaimPolicy = "Retain";
+  }
+  if (s.volumeMode === undefined || s.volumeMode === null) s.volumeMode = "Filesystem";
 }
 
 /** The resources served, in URL order. */
@@ -46,6 +72,8 @@ export const SERVED_RESOURCES: readonly ServedResource[] = [
     allowCreateOnUpdate: false,
     // VolumeAttachmentStatus.Attached has no omitempty: a new object reads `{attached: false}`.
     initialStatus: () => ({ attached: false }),
+    fields: VOLUME_ATTACHMENT_FIELDS,
+    validate: validateVolumeAttachment,
   },
   {
     group: "",
@@ -58,7 +86,8 @@ export const SERVED_RESOURCES: readonly ServedResource[] = [
     statusSubresource: true,
     allowUnconditionalUpdate: true,
     allowCreateOnUpdate: false,
-    initialStatus: () => ({ phase: "Pending" }),
+    initialStatus: (now) => ({ phase: "Pending", lastPhaseTransitionTime: now }),
+    applyDefaults: defaultPersistentVolume,
   },
   {
     group: "storage.k8s.io",
