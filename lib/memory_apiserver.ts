@@ -6,7 +6,7 @@
  * Served: volumeattachments (storage.k8s.io/v1, with `/status`), persistentvolumes (v1, with
  * `/status`), csinodes (storage.k8s.io/v1), nodes (v1, with `/status`), and the namespaced
  * secrets (v1), leases (coordination.k8s.io/v1) and events (v1). Verbs: get, list, watch, create,
- * update, patch (merge and JSON patch), delete. Bodies of creates and updates over
+ * update, patch (merge, strategic merge and JSON patch), delete. Bodies of creates and updates over
  * HTTP get the real server's field validation (unknown fields dropped with a `Warning` header, or
  * refused with `fieldValidation=Strict`), defaulting and required-field validation. Storage semantics are in
  * {@link import("./memory_apiserver/registry.ts")}; error texts are the real server's
@@ -48,6 +48,7 @@ import {
 } from "./memory_apiserver/status_errors.ts";
 import { WatchHub } from "./memory_apiserver/watch_hub.ts";
 import { dropUnknownFields, unknownFieldWarning } from "./memory_apiserver/field_schema.ts";
+import { goJsonSyntaxError } from "./memory_apiserver/go_json_error.ts";
 
 /** A Kubernetes API verb, as client-go's fake clientset names actions. */
 export type Verb = "get" | "list" | "watch" | "create" | "update" | "patch" | "delete";
@@ -164,11 +165,24 @@ interface ParsedPath {
 
 const JSON_PATCH = "application/json-patch+json";
 const MERGE_PATCH = "application/merge-patch+json";
+const STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json";
 
 /** A body decoded as the real server decodes it, with the warnings of its field validation. */
 interface DecodedBody {
   body: unknown;
   warnings: string[];
+}
+
+/**
+ * The message of `strconv.ParseInt(value, 10, 64)` failing, or undefined when it succeeds.
+ */
+function parseIntError(value: string): string | undefined {
+  if (!/^[+-]?[0-9]+$/.test(value)) return `strconv.ParseInt: parsing "${value}": invalid syntax`;
+  const n = BigInt(value);
+  if (n > 9223372036854775807n || n < -9223372036854775808n) {
+    return `strconv.ParseInt: parsing "${value}": value out of range`;
+  }
+  return undefined;
 }
 
 /** Splits an API path into its parts. */
@@ -557,6 +571,11 @@ export class MemoryApiServer {
         ? errorForCode(fault.status, route.resource, route.name, fault.message)
         : undefined;
       if (injected !== undefined && fault?.applyChange !== true) return errorResponse(injected);
+      if (bodyError !== undefined && req.method === "PATCH") {
+        const detail = goJsonSyntaxError(text) ??
+          (bodyError instanceof Error ? bodyError.message : String(bodyError));
+        throw badRequest(`error decoding patch: ${detail}`);
+      }
       if (bodyError !== undefined && req.method !== "GET" && req.method !== "DELETE") {
         const detail = bodyError instanceof Error ? bodyError.message : String(bodyError);
         throw badRequest(`json parse error: ${detail}`);
@@ -652,9 +671,16 @@ export class MemoryApiServer {
       case "PATCH": {
         if (name === "") throw methodNotAllowed();
         let type: "merge" | "json";
-        if (contentType === MERGE_PATCH) type = "merge";
+        // A strategic merge patch is applied as a JSON merge patch. For the fields of the served
+        // resources the two agree except on lists with a patch strategy: SMP merges
+        // `metadata.finalizers` and `ownerReferences` by value/key where a merge patch replaces
+        // the whole list (and `$patch`/`$deleteFromPrimitiveList` directives are not understood).
+        // Clients here send whole lists, so replacing them is an acceptable approximation.
+        if (contentType === MERGE_PATCH || contentType === STRATEGIC_MERGE_PATCH) type = "merge";
         else if (contentType === JSON_PATCH) type = "json";
-        else throw unsupportedMediaType(contentType, [JSON_PATCH, MERGE_PATCH]);
+        else {
+          throw unsupportedMediaType(contentType, [JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH]);
+        }
         return jsonResponse(
           200,
           registry.patch(res, namespace, name, { type, body }, { subresource, manager }),
@@ -706,6 +732,10 @@ export class MemoryApiServer {
 
   #watch(route: Route, query: Record<string, string>): Response {
     if (route.name !== "") throw methodNotAllowed();
+    const parseError = query.timeoutSeconds === undefined
+      ? undefined
+      : parseIntError(query.timeoutSeconds);
+    if (parseError !== undefined) throw badRequest(parseError);
     const timeout = query.timeoutSeconds === undefined ? undefined : Number(query.timeoutSeconds);
     if (timeout !== undefined && !(Number.isInteger(timeout) && timeout >= 0)) {
       throw badRequest(`timeoutSeconds: Invalid value: "${query.timeoutSeconds}"`);

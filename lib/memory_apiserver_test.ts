@@ -372,15 +372,21 @@ Deno.test("MemoryApiServer PATCH takes merge and JSON patches, refuses other con
   ], "application/json-patch+json");
   assert.equal(json.status, 200);
   assert.deepEqual((json.body.metadata as Record<string, unknown>).finalizers, [fin]);
+  // Real (v1.34.4): a strategic merge patch answers 200 and applies.
   const smp = await call(
     server,
     "PATCH",
     `${PV_PATH}/pv1`,
-    {},
+    { metadata: { labels: { smp: "yes" } } },
     "application/strategic-merge-patch+json",
   );
-  assert.equal(smp.status, 415);
-  assert.equal(smp.body.reason, "UnsupportedMediaType");
+  assert.equal(smp.status, 200);
+  assert.deepEqual((smp.body.metadata as Record<string, unknown>).labels, { a: "b", smp: "yes" });
+  const other = await call(server, "PATCH", `${PV_PATH}/pv1`, {}, "application/apply-patch+yaml");
+  assert.equal(other.status, 415);
+  assert.equal(other.body.reason, "UnsupportedMediaType");
+  // Real: 400 `error decoding patch: json: cannot unmarshal object into Go value of type
+  // []handlers.jsonPatchOp`.
   const badDoc = await call(
     server,
     "PATCH",
@@ -389,6 +395,23 @@ Deno.test("MemoryApiServer PATCH takes merge and JSON patches, refuses other con
     "application/json-patch+json",
   );
   assert.equal(badDoc.status, 400);
+  assert.equal(
+    badDoc.body.message,
+    "error decoding patch: json: cannot unmarshal object into Go value of type " +
+      "[]handlers.jsonPatchOp",
+  );
+  // Real: 400 `error decoding patch: invalid character 'n' looking for beginning of object key
+  // string`.
+  const notJson = await fetch(`${server.url}${PV_PATH}/pv1`, {
+    method: "PATCH",
+    headers: { "content-type": "application/merge-patch+json" },
+    body: "{not json",
+  });
+  assert.equal(notJson.status, 400);
+  assert.equal(
+    (await notJson.json()).message,
+    "error decoding patch: invalid character 'n' looking for beginning of object key string",
+  );
 });
 
 Deno.test("MemoryApiServer answers a failed JSON patch test with 422 as the real server does", async () => {
@@ -784,6 +807,7 @@ Deno.test("MemoryApiServer watch from a compacted resourceVersion gives a 410 ER
   const res = await fetch(
     `${server.url}${VA_PATH}?watch=true&resourceVersion=${first.metadata.resourceVersion}`,
   );
+  // Real (v1.34.4): a 200 stream with one ERROR event carrying the 410 Expired Status.
   assert.equal(res.status, 200);
   const evs = await take(lines(res), 5);
   const rv = Number(first.metadata.resourceVersion);
@@ -1020,4 +1044,12 @@ Deno.test("MemoryApiServer validates required VolumeAttachment fields on HTTP wr
     spec: { attacher: "csi/test", nodeName: "node1", source: {} },
   });
   assert.equal(fixed.status, 200);
+});
+
+Deno.test("MemoryApiServer watch with a timeoutSeconds that is no integer answers 400 as ParseInt", async () => {
+  await using server = await MemoryApiServer.start();
+  // Real (v1.34.4): 400 `strconv.ParseInt: parsing "abc": invalid syntax`.
+  const res = await call(server, "GET", `${VA_PATH}?watch=true&timeoutSeconds=abc`);
+  assert.equal(res.status, 400);
+  assert.equal(res.body.message, 'strconv.ParseInt: parsing "abc": invalid syntax');
 });

@@ -189,6 +189,35 @@ function checkDecodable(res: ServedResource, obj: StoredObject): void {
   }
 }
 
+/** The name `encoding/json` gives the JSON type of a value in an UnmarshalTypeError. */
+function goJsonTypeName(value: unknown): string {
+  if (Array.isArray(value)) return "array";
+  if (typeof value === "boolean") return "bool";
+  return typeof value;
+}
+
+/**
+ * 400 `error decoding patch: json: cannot unmarshal object into Go value of type
+ * []handlers.jsonPatchOp` for a JSON patch that is not an array of objects (null is an empty
+ * patch, as Go decodes it).
+ */
+function checkJsonPatchShape(body: unknown): void {
+  if (body === null) return;
+  const prefix = "error decoding patch: json: cannot unmarshal";
+  if (!Array.isArray(body)) {
+    throw badRequest(
+      `${prefix} ${goJsonTypeName(body)} into Go value of type []handlers.jsonPatchOp`,
+    );
+  }
+  for (const op of body) {
+    if (op !== null && !isObject(op)) {
+      throw badRequest(
+        `${prefix} ${goJsonTypeName(op)} into Go value of type handlers.jsonPatchOp`,
+      );
+    }
+  }
+}
+
 /**
  * The objects and their history. Every method works on copies: callers never hold a reference
  * into the store. Methods throw {@link import("./status_errors.ts").StatusError} with the real
@@ -374,8 +403,9 @@ export class Registry {
       if (!isObject(patch.body)) throw badRequest("Invalid JSON Patch");
       patched = applyMergePatch(current, patch.body);
     } else {
+      checkJsonPatchShape(patch.body);
       try {
-        patched = applyJsonPatch(current, parseJsonPatch(patch.body));
+        patched = applyJsonPatch(current, parseJsonPatch(patch.body ?? []));
       } catch (err) {
         if (err instanceof JsonPatchError) {
           if (err.kind === "invalid") throw badRequest(err.message);
