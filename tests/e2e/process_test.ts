@@ -1,6 +1,16 @@
 import assert from "node:assert/strict";
 import { groupAlive, ManagedProcess } from "./process.ts";
 
+/** The file's text, or "" while it does not exist yet (the shell creates it). */
+function readIfExists(path: string): string {
+  try {
+    return Deno.readTextFileSync(path);
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return "";
+    throw err;
+  }
+}
+
 async function until(pred: () => boolean, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
@@ -19,7 +29,7 @@ Deno.test("ManagedProcess: output goes to the log file, stop() ends the whole gr
       args: ["-c", "echo started; sleep 30 & sleep 30"],
       logFile: `${dir}/log`,
     });
-    assert.ok(await until(() => Deno.readTextFileSync(`${dir}/log`).includes("started"), 5000));
+    assert.ok(await until(() => readIfExists(`${dir}/log`).includes("started"), 5000));
     const status = await p.stop(2000);
     assert.equal(status.signal, "SIGTERM");
     assert.equal(groupAlive(p.pid), false, "the background sleep went too");
