@@ -125,22 +125,3 @@ export class CsiError extends Error {
     this.details = details;
   }
 }
-
-/**
- * Whether a failed ControllerPublish means the volume is for sure not attached.
- * Sources: https://github.com/grpc/grpc/blob/master/doc/statuscodes.md and the CSI spec's error
- * tables. The attacher retries every error anyway; this only classifies.
- */
-export function isFinalError(err: unknown): boolean {
-  if (!(err instanceof CsiError) || err.code === undefined) return false; // not gRPC: unknown
-  switch (err.code) {
-    case 1: // Canceled: the call may still run on the driver
-    case 4: // DeadlineExceeded: gRPC timeout, the operation may be in progress
-    case 14: // Unavailable: the driver may have been mid-operation
-    case 8: // ResourceExhausted: may be retried later
-    case 10: // Aborted: CSI "operation pending for volume"
-      return false;
-    default:
-      return true;
-  }
-}
