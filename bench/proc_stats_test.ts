@@ -22,10 +22,16 @@ Deno.test("ProcReader.sampleTree() sums a child process into its parent's tree",
   assert.ok(self !== undefined && self.rssBytes > 0 && self.peakRssBytes >= self.rssBytes);
   const child = new Deno.Command("sleep", { args: ["5"], stdout: "null", stderr: "null" }).spawn();
   try {
+    // Until the child has exec'd, its memory is the parent's; wait for `sleep` itself.
+    while ((await Deno.readTextFile(`/proc/${child.pid}/comm`)).trim() !== "sleep") {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
     const tree = reader.sampleTree(Deno.pid);
-    assert.ok(tree !== undefined);
+    const own = reader.sample(child.pid);
+    assert.ok(tree !== undefined && own !== undefined && own.rssBytes > 0);
     assert.ok(tree.pids.includes(child.pid), `${tree.pids} lacks ${child.pid}`);
-    assert.ok(tree.rssBytes > self.rssBytes);
+    // The tree holds the parent as well: more than the child alone.
+    assert.ok(tree.rssBytes > own.rssBytes, `${tree.rssBytes} <= ${own.rssBytes}`);
   } finally {
     child.kill("SIGKILL");
     await child.status;

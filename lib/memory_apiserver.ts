@@ -683,7 +683,11 @@ export class MemoryApiServer {
         }
         return jsonResponse(
           200,
-          registry.patch(res, namespace, name, { type, body }, { subresource, manager }),
+          registry.patch(res, namespace, name, { type, body }, {
+            subresource,
+            manager,
+            validate: true,
+          }),
         );
       }
       case "DELETE":

@@ -13,7 +13,11 @@ function va(name: string, extra: Partial<VolumeAttachment> = {}): VolumeAttachme
     apiVersion: "storage.k8s.io/v1",
     kind: "VolumeAttachment",
     metadata: { name },
-    spec: { attacher: "csi/test", nodeName: "node1", source: { persistentVolumeName: "pv1" } },
+    spec: {
+      attacher: "csi.example.com",
+      nodeName: "node1",
+      source: { persistentVolumeName: "pv1" },
+    },
     ...extra,
   };
 }
@@ -1000,50 +1004,149 @@ Deno.test("MemoryApiServer drops unknown fields with a warning, refuses them wit
   await ignored.body?.cancel();
 });
 
-Deno.test("MemoryApiServer validates required VolumeAttachment fields on HTTP writes only", async () => {
+/** `IsDNS1123Subdomain`'s message, as kube-apiserver v1.34.4 words it. */
+const SUBDOMAIN =
+  "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or " +
+  "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used " +
+  "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+
+/** The causes of a 422 answer as `field: message` lines. */
+function causesOf(answer: Answer): string[] {
+  const details = answer.body.details as { causes?: { field: string; message: string }[] };
+  return (details.causes ?? []).map((c) => `${c.field}: ${c.message}`);
+}
+
+Deno.test("MemoryApiServer validates a VolumeAttachment created over HTTP as kube-apiserver does", async () => {
   await using server = await MemoryApiServer.start();
-  // Real (v1.34.4): 422 `VolumeAttachment.storage.k8s.io "diff-invalid" is invalid:
-  // [spec.attacher: Required value, spec.attacher: Invalid value: "": a lowercase RFC 1123
-  // subdomain ...]`.
-  const noAttacher = await call(server, "POST", VA_PATH, {
-    apiVersion: "storage.k8s.io/v1",
-    kind: "VolumeAttachment",
-    metadata: { name: "diff-invalid" },
-    spec: { nodeName: "n", source: { persistentVolumeName: "p" } },
+  const post = (name: string, spec: Record<string, unknown>) =>
+    call(server, "POST", VA_PATH, { ...va(name), spec });
+  // Each expectation is the real server's answer (v1.34.4) to the same body.
+  const noAttacher = await post("diff-invalid", {
+    nodeName: "n",
+    source: { persistentVolumeName: "p" },
   });
   assert.equal(noAttacher.status, 422);
   assert.equal(noAttacher.body.reason, "Invalid");
+  // The message lists each text once; the details keep both Required causes (from the internal
+  // and the v1 validation).
   assert.equal(
     noAttacher.body.message,
     'VolumeAttachment.storage.k8s.io "diff-invalid" is invalid: [spec.attacher: Required value, ' +
-      'spec.attacher: Invalid value: "": a lowercase RFC 1123 subdomain must consist of lower ' +
-      "case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric " +
-      "character (e.g. 'example.com', regex used for validation is " +
-      "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')]",
+      `spec.attacher: Invalid value: "": ${SUBDOMAIN}]`,
   );
-  // Real: `spec.nodeName: Required value`.
-  const noNode = await call(server, "POST", VA_PATH, {
-    metadata: { name: "va-nonode" },
-    spec: { attacher: "csi/test", source: { persistentVolumeName: "p" } },
+  assert.deepEqual(causesOf(noAttacher), [
+    "spec.attacher: Required value",
+    "spec.attacher: Required value",
+    `spec.attacher: Invalid value: "": ${SUBDOMAIN}`,
+  ]);
+  const emptySpec = await post("v1", {});
+  assert.deepEqual(causesOf(emptySpec), [
+    "spec.attacher: Required value",
+    "spec.source: Required value: must specify exactly one of inlineVolumeSpec and " +
+    "persistentVolumeName",
+    `spec.nodeName: Invalid value: "": ${SUBDOMAIN}`,
+    "spec.attacher: Required value",
+    `spec.attacher: Invalid value: "": ${SUBDOMAIN}`,
+  ]);
+  const slash = await post("v1", {
+    attacher: "csi/test",
+    nodeName: "n",
+    source: { persistentVolumeName: "p" },
   });
-  assert.equal(noNode.status, 422);
   assert.equal(
-    noNode.body.message,
-    'VolumeAttachment.storage.k8s.io "va-nonode" is invalid: spec.nodeName: Required value',
+    slash.body.message,
+    `VolumeAttachment.storage.k8s.io "v1" is invalid: spec.attacher: Invalid value: "csi/test": ${SUBDOMAIN}`,
   );
-  // Seeding is not validated; an update over HTTP is.
-  const seeded = server.create(VOLUME_ATTACHMENTS, {
-    metadata: { name: "seeded" },
-    spec: { attacher: "", nodeName: "", source: {} },
+  const badNode = await post("v1", {
+    attacher: "a",
+    nodeName: "Node_1",
+    source: { persistentVolumeName: "p" },
   });
-  const put = await call(server, "PUT", `${VA_PATH}/seeded`, seeded);
+  assert.deepEqual(causesOf(badNode), [`spec.nodeName: Invalid value: "Node_1": ${SUBDOMAIN}`]);
+  // The driver name is checked lowercased: "A.B" passes, only the missing source is reported.
+  const upper = await post("v1", { attacher: "A.B", nodeName: "n", source: {} });
+  assert.deepEqual(causesOf(upper), [
+    "spec.source: Required value: must specify exactly one of inlineVolumeSpec and " +
+    "persistentVolumeName",
+  ]);
+  const long = await post("v1", {
+    attacher: "a".repeat(260),
+    nodeName: "b".repeat(260),
+    source: { persistentVolumeName: "p" },
+  });
+  assert.deepEqual(causesOf(long), [
+    `spec.nodeName: Invalid value: "${"b".repeat(260)}": must be no more than 253 characters`,
+    "spec.attacher: Too long: may not be more than 63 bytes",
+    `spec.attacher: Invalid value: "${"a".repeat(260)}": must be no more than 253 characters`,
+  ]);
+  const badName = await call(server, "POST", VA_PATH, va("Bad_Name"));
+  assert.equal(
+    badName.body.message,
+    `VolumeAttachment.storage.k8s.io "Bad_Name" is invalid: metadata.name: Invalid value: "Bad_Name": ${SUBDOMAIN}`,
+  );
+  assert.equal(server.list(VOLUME_ATTACHMENTS).items.length, 0);
+});
+
+Deno.test("MemoryApiServer validates VolumeAttachment updates over HTTP: spec immutable, no v1 driver-name check", async () => {
+  await using server = await MemoryApiServer.start();
+  // Seeding is not validated: the reference scenarios' driver `csi/test` can be stored.
+  server.create(VOLUME_ATTACHMENTS, {
+    ...va("s1"),
+    spec: { attacher: "csi/test", nodeName: "n", source: { persistentVolumeName: "p" } },
+  });
+  // An update keeps the driver name the v1 create check would refuse (real: same).
+  const finalizer = await call(
+    server,
+    "PATCH",
+    `${VA_PATH}/s1`,
+    { metadata: { finalizers: ["external-attacher/csi-test"] } },
+    "application/merge-patch+json",
+  );
+  assert.equal(finalizer.status, 200);
+  // Real (v1.34.4) for a merge patch {"spec":{"nodeName":"m"}}.
+  const moved = await call(
+    server,
+    "PATCH",
+    `${VA_PATH}/s1`,
+    { spec: { nodeName: "m" } },
+    "application/merge-patch+json",
+  );
+  assert.equal(moved.status, 422);
+  assert.equal(
+    moved.body.message,
+    'VolumeAttachment.storage.k8s.io "s1" is invalid: spec: Invalid value: ' +
+      '{"Attacher":"csi/test","Source":{"PersistentVolumeName":"p","InlineVolumeSpec":null},' +
+      '"NodeName":"m"}: field is immutable',
+  );
+  // Real, for {"spec":{"attacher":""}} on a VA of attacher "a": the internal validation's
+  // Required, then the immutable spec.
+  const emptied = await call(
+    server,
+    "PATCH",
+    `${VA_PATH}/s1`,
+    { spec: { attacher: "" } },
+    "application/merge-patch+json",
+  );
+  assert.deepEqual(causesOf(emptied), [
+    "spec.attacher: Required value",
+    'spec: Invalid value: {"Attacher":"","Source":{"PersistentVolumeName":"p",' +
+    '"InlineVolumeSpec":null},"NodeName":"n"}: field is immutable',
+  ]);
+  const put = await call(server, "PUT", `${VA_PATH}/s1`, {
+    ...server.get(VOLUME_ATTACHMENTS, "s1"),
+    spec: { attacher: "csi/test", nodeName: "other", source: { persistentVolumeName: "p" } },
+  });
   assert.equal(put.status, 422);
-  assert.match(String(put.body.message), /spec\.attacher: Required value/);
-  const fixed = await call(server, "PUT", `${VA_PATH}/seeded`, {
-    ...seeded,
-    spec: { attacher: "csi/test", nodeName: "node1", source: {} },
-  });
-  assert.equal(fixed.status, 200);
+  // The status subresource is not checked against the spec.
+  const status = await call(
+    server,
+    "PATCH",
+    `${VA_PATH}/s1/status`,
+    { status: { attached: true } },
+    "application/merge-patch+json",
+  );
+  assert.equal(status.status, 200);
+  assert.equal(server.get<VolumeAttachment>(VOLUME_ATTACHMENTS, "s1").spec.nodeName, "n");
 });
 
 Deno.test("MemoryApiServer watch with a timeoutSeconds that is no integer answers 400 as ParseInt", async () => {

@@ -34,7 +34,11 @@ function va(name: string, extra: Partial<VolumeAttachment["metadata"]> = {}): Vo
     apiVersion: "storage.k8s.io/v1",
     kind: "VolumeAttachment",
     metadata: { name, ...extra },
-    spec: { attacher: "csi/test", nodeName: "node1", source: { persistentVolumeName: "pv1" } },
+    spec: {
+      attacher: "csi.example.com",
+      nodeName: "node1",
+      source: { persistentVolumeName: "pv1" },
+    },
   };
 }
 
@@ -513,7 +517,7 @@ Deno.test("client-node's generated StorageV1Api and CoreV1Api work against Memor
   const storage = e.kc.makeApiClient(StorageV1Api);
   const list = await storage.listVolumeAttachment();
   assert.deepEqual(list.items.map((i) => i.metadata?.name), ["va1", "va2"]);
-  assert.equal(list.items[0]?.spec.attacher, "csi/test");
+  assert.equal(list.items[0]?.spec.attacher, "csi.example.com");
   assert.equal(list.metadata?.resourceVersion, e.server.resourceVersion);
 
   const patched = await storage.patchVolumeAttachmentStatus(

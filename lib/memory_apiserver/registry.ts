@@ -21,6 +21,7 @@ import { applyJsonPatch, jsonEqual, JsonPatchError, parseJsonPatch } from "../js
 import { applyMergePatch } from "../merge_patch.ts";
 import { microTimeParseError } from "./micro_time.ts";
 import { apiVersionOf, type ServedResource } from "./resources.ts";
+import { validateObjectName } from "./validation.ts";
 import {
   alreadyExists,
   badRequest,
@@ -286,7 +287,7 @@ export class Registry {
    * Creates an object. `seed: true` stores the object as given (status, deletionTimestamp, uid
    * and creationTimestamp kept when present) so tests can set up any state; `seed: false` is a
    * create over HTTP, where the server sets those fields itself and validates the object
-   * (422 with the resource's field errors, see {@link ServedResource.validate}).
+   * (422 with the resource's field errors, see {@link ServedResource.validateCreate}).
    */
   create(
     res: ServedResource,
@@ -309,7 +310,10 @@ export class Registry {
         message: "Required value: name or generateName is required",
       });
     }
-    if (!opts.seed && res.validate !== undefined) causes.push(...res.validate(obj));
+    if (!opts.seed) {
+      causes.push(...validateObjectName(name));
+      if (res.validateCreate !== undefined) causes.push(...res.validateCreate(obj));
+    }
     if (causes.length > 0) throw invalid(res, name, causes);
     if (!opts.seed) checkDecodable(res, obj);
     const key = this.#key(res, ns, name);
@@ -386,14 +390,15 @@ export class Registry {
    * Patches an object: merge patch (RFC 7386) or JSON patch (RFC 6902), applied to the stored
    * object, then written as {@link update} writes (a `metadata.resourceVersion` in the result that
    * differs from the stored one gives 409). A JSON patch that does not apply gives 422.
-   * Name, namespace, uid, creationTimestamp and deletion fields cannot be changed.
+   * Name, namespace, uid, creationTimestamp and deletion fields cannot be changed. `validate` (a
+   * patch over HTTP) checks the result as an update does.
    */
   patch(
     res: ServedResource,
     namespace: string,
     name: string,
     patch: RegistryPatch,
-    opts: { subresource: Subresource; manager?: string },
+    opts: { subresource: Subresource; manager?: string; validate?: boolean },
   ): StoredObject {
     const ns = res.namespaced ? namespace : "";
     const current = this.#objects.get(this.#key(res, ns, name));
@@ -427,7 +432,8 @@ export class Registry {
       }]);
     }
     keepSystemFields(current.metadata, obj.metadata);
-    return this.#write(res, current, obj, opts.subresource, opts.manager, false);
+    const validate = opts.validate === true && opts.subresource === "";
+    return this.#write(res, current, obj, opts.subresource, opts.manager, validate);
   }
 
   /**
@@ -480,11 +486,11 @@ export class Registry {
     if (wanted !== undefined && wanted !== "" && wanted !== current.metadata.resourceVersion) {
       throw conflict(res, name);
     }
-    if (validate && res.validate !== undefined) {
-      const causes = res.validate(incoming);
+    const next = this.#normalize(this.#compose(res, current, incoming, subresource));
+    if (validate && res.validateUpdate !== undefined) {
+      const causes = res.validateUpdate(next, current);
       if (causes.length > 0) throw invalid(res, name, causes);
     }
-    const next = this.#normalize(this.#compose(res, current, incoming, subresource));
     if (current.metadata.deletionTimestamp !== undefined) {
       const old = new Set(finalizersOf(current));
       const added = finalizersOf(next).filter((f) => !old.has(f));

@@ -8,7 +8,7 @@
 import type { Resource } from "../kube_api.ts";
 import { type FieldSchema, VOLUME_ATTACHMENT_FIELDS } from "./field_schema.ts";
 import type { FieldCause } from "./status_errors.ts";
-import { validateVolumeAttachment } from "./validation.ts";
+import { validateVolumeAttachmentCreate, validateVolumeAttachmentUpdate } from "./validation.ts";
 
 /** One served resource. */
 export interface ServedResource extends Resource {
@@ -37,8 +37,10 @@ export interface ServedResource extends Resource {
    * warning, or refused with `fieldValidation=Strict`); undefined: every field is kept.
    */
   fields?: FieldSchema;
-  /** Field errors of an object created or updated over HTTP (422 when any). */
-  validate?: (obj: Record<string, unknown>) => FieldCause[];
+  /** Field errors of an object created over HTTP (422 when any), besides its name. */
+  validateCreate?: (obj: Record<string, unknown>) => FieldCause[];
+  /** Field errors of an update over HTTP of the main resource (PUT or patch; 422 when any). */
+  validateUpdate?: (next: Record<string, unknown>, old: Record<string, unknown>) => FieldCause[];
   /** Sets the defaults the real server's defaulting functions set on a decoded body, in place. */
   applyDefaults?: (obj: Record<string, unknown>) => void;
 }
@@ -73,7 +75,8 @@ export const SERVED_RESOURCES: readonly ServedResource[] = [
     // VolumeAttachmentStatus.Attached has no omitempty: a new object reads `{attached: false}`.
     initialStatus: () => ({ attached: false }),
     fields: VOLUME_ATTACHMENT_FIELDS,
-    validate: validateVolumeAttachment,
+    validateCreate: validateVolumeAttachmentCreate,
+    validateUpdate: validateVolumeAttachmentUpdate,
   },
   {
     group: "",
@@ -155,11 +158,6 @@ export const SERVED_RESOURCES: readonly ServedResource[] = [
 /** `group/version`, or `version` for the core group. */
 export function apiVersionOf(res: Resource): string {
   return res.group === "" ? res.version : `${res.group}/${res.version}`;
-}
-
-/** `Kind.group`, or `Kind` for the core group: the name used in "is invalid" messages. */
-export function qualifiedKind(res: ServedResource): string {
-  return res.group === "" ? res.kind : `${res.kind}.${res.group}`;
 }
 
 /** True when some served resource is in `group`/`version` (the server knows that API path). */

@@ -7,7 +7,7 @@
 
 import { ApiError, qualifiedResource } from "../kube_api.ts";
 import type { Status } from "../types.ts";
-import { qualifiedKind, type ServedResource } from "./resources.ts";
+import type { ServedResource } from "./resources.ts";
 
 /** The message of a Conflict on an optimistic-concurrency failure (`OptimisticLockErrorMsg`). */
 export const OPTIMISTIC_LOCK_MESSAGE =
@@ -124,13 +124,37 @@ export interface FieldCause {
 
 /** 422 `VolumeAttachment.storage.k8s.io "x" is invalid: <field>: <message>` (`NewInvalid`). */
 export function invalid(res: ServedResource, name: string, causes: FieldCause[]): StatusError {
-  const texts = causes.map((c) => c.field === "" ? c.message : `${c.field}: ${c.message}`);
+  return invalidObject(res.group, res.kind, name, causes);
+}
+
+/**
+ * 422 for a list or watch request whose options do not validate (`ValidateListOptions`):
+ * `ListOptions.meta.k8s.io "" is invalid: <field>: <message>`.
+ */
+export function invalidListOptions(causes: FieldCause[]): StatusError {
+  return invalidObject("meta.k8s.io", "ListOptions", "", causes);
+}
+
+/**
+ * `NewInvalid`: every cause is kept in the details, while the message lists each distinct text
+ * once (`ErrorList.ToAggregate`), bracketed when there are several.
+ */
+function invalidObject(
+  group: string,
+  kind: string,
+  name: string,
+  causes: FieldCause[],
+): StatusError {
+  const texts = [
+    ...new Set(causes.map((c) => c.field === "" ? c.message : `${c.field}: ${c.message}`)),
+  ];
   const joined = texts.length === 1 ? texts[0] : `[${texts.join(", ")}]`;
+  const qualified = group === "" ? kind : `${kind}.${group}`;
   return new StatusError(
-    failureStatus(422, "Invalid", `${qualifiedKind(res)} "${name}" is invalid: ${joined}`, {
+    failureStatus(422, "Invalid", `${qualified} "${name}" is invalid: ${joined}`, {
       name,
-      group: res.group,
-      kind: res.kind,
+      group,
+      kind,
       causes,
     }),
   );

@@ -1,15 +1,20 @@
 /**
  * `deno task cluster`: starts the end-to-end suite's local cluster (etcd, kube-apiserver, the CSI
  * mock driver) and leaves it running; prints the kubeconfig paths and the driver socket.
- * `deno task cluster -- --stop` stops it. The cluster lives in `<cache dir>/cluster`.
+ * `deno task cluster -- --stop` stops it; `deno task cluster -- --compare` sends the probes of
+ * {@link compareWithMemoryApiServer} to the running cluster and to a fresh in-memory API server
+ * and writes the differences to `<cache dir>/cluster/api-differences.md`. The cluster lives in
+ * `<cache dir>/cluster`.
  *
  * @module
  */
 
+import { compareWithMemoryApiServer } from "./api_differences.ts";
 import { ensureBinaries, KUBERNETES_VERSION } from "./binaries.ts";
 import { type ClusterInfo, LocalCluster, stopSavedCluster } from "./cluster.ts";
 import { csiNode, PATHS } from "./objects.ts";
 import { groupAlive } from "./process.ts";
+import { RawApi } from "./raw_api.ts";
 import { resolveSettings } from "./settings.ts";
 
 const DRIVER_NAME = "io.kubernetes.storage.mock";
@@ -44,8 +49,15 @@ async function main(args: string[]): Promise<number> {
     }
     return 0;
   }
+  if (args.includes("--compare")) {
+    if (previous === undefined || !running(previous)) {
+      console.error("no cluster is running; start it with deno task cluster");
+      return 1;
+    }
+    return await compare(previous);
+  }
   if (args.length > 0) {
-    console.error("usage: deno task cluster [-- --stop]");
+    console.error("usage: deno task cluster [-- --stop | --compare]");
     return 2;
   }
   if (previous !== undefined && running(previous)) {
@@ -97,6 +109,26 @@ async function main(args: string[]): Promise<number> {
     "  deno task cluster -- --stop",
   ].join("\n"));
   cluster.detach();
+  return 0;
+}
+
+/** The admin's client of a running cluster, from the certificates the cluster made. */
+async function adminApi(info: ClusterInfo): Promise<RawApi> {
+  const certs = `${info.dir}/certs`;
+  return new RawApi({
+    server: info.server,
+    caCert: await Deno.readTextFile(`${certs}/ca.crt`),
+    clientCert: await Deno.readTextFile(`${certs}/client-admin.crt`),
+    clientKey: await Deno.readTextFile(`${certs}/client-admin.key`),
+  });
+}
+
+async function compare(info: ClusterInfo): Promise<number> {
+  const report = await compareWithMemoryApiServer(await adminApi(info));
+  const file = `${info.dir}/api-differences.md`;
+  await Deno.writeTextFile(file, report.markdown);
+  console.log(`${report.differences} probes differ (details in ${file})`);
+  for (const line of report.summary) console.log(`  - ${line}`);
   return 0;
 }
 
