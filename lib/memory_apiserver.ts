@@ -41,14 +41,16 @@ import {
   badRequest,
   errorForCode,
   failureStatus,
+  invalidListOptions,
   methodNotAllowed,
   StatusError,
   unknownPath,
-  unsupportedMediaType,
+  unsupportedPatchType,
 } from "./memory_apiserver/status_errors.ts";
 import { WatchHub } from "./memory_apiserver/watch_hub.ts";
-import { dropUnknownFields, unknownFieldWarning } from "./memory_apiserver/field_schema.ts";
+import { parseListOptions, validateListOptions } from "./memory_apiserver/list_options.ts";
 import { goJsonSyntaxError } from "./memory_apiserver/go_json_error.ts";
+import { type DecodedBody, decodeObjectBody } from "./memory_apiserver/body_decoder.ts";
 
 /** A Kubernetes API verb, as client-go's fake clientset names actions. */
 export type Verb = "get" | "list" | "watch" | "create" | "update" | "patch" | "delete";
@@ -166,12 +168,6 @@ interface ParsedPath {
 const JSON_PATCH = "application/json-patch+json";
 const MERGE_PATCH = "application/merge-patch+json";
 const STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json";
-
-/** A body decoded as the real server decodes it, with the warnings of its field validation. */
-interface DecodedBody {
-  body: unknown;
-  warnings: string[];
-}
 
 /**
  * The message of `strconv.ParseInt(value, 10, 64)` failing, or undefined when it succeeds.
@@ -539,7 +535,7 @@ export class MemoryApiServer {
       }
     }
     const path = parsePath(url.pathname);
-    const watch = req.method === "GET" && (query.watch === "true" || query.watch === "1");
+    const watch = req.method === "GET" && parseListOptions(query).watch;
     const name = path?.name ?? "";
     const record: RecordedRequest = {
       method: req.method,
@@ -576,15 +572,11 @@ export class MemoryApiServer {
           (bodyError instanceof Error ? bodyError.message : String(bodyError));
         throw badRequest(`error decoding patch: ${detail}`);
       }
-      if (bodyError !== undefined && req.method !== "GET" && req.method !== "DELETE") {
-        const detail = bodyError instanceof Error ? bodyError.message : String(bodyError);
-        throw badRequest(`json parse error: ${detail}`);
-      }
       const response = watch ? this.#watch(route, query) : this.#serve(
         req.method,
         route,
         contentType,
-        body,
+        { parsed: body, text },
         query,
         query.fieldManager ?? managerOf(record.userAgent),
       );
@@ -623,10 +615,11 @@ export class MemoryApiServer {
     method: string,
     route: Route,
     contentType: string,
-    body: unknown,
+    request: { parsed: unknown; text: string },
     query: Record<string, string>,
     manager: string,
   ): Response {
+    const body = request.parsed;
     const { resource: res, namespace, name, subresource } = route;
     const registry = this.#registry;
     if (res.namespaced && namespace === "" && !(method === "GET" && name === "")) {
@@ -635,6 +628,8 @@ export class MemoryApiServer {
     switch (method) {
       case "GET": {
         if (name !== "") return jsonResponse(200, registry.get(res, namespace, name));
+        const causes = validateListOptions(parseListOptions(query));
+        if (causes.length > 0) throw invalidListOptions(causes);
         const list = registry.list(res, namespace === "" ? undefined : namespace);
         return jsonResponse(200, {
           kind: res.listKind,
@@ -646,8 +641,7 @@ export class MemoryApiServer {
       }
       case "POST": {
         if (name !== "") throw methodNotAllowed();
-        this.#requireJsonBody(contentType);
-        const decoded = this.#decode(res, body, query);
+        const decoded = this.#decode(res, contentType, request.text, query);
         return jsonResponse(
           201,
           registry.create(res, namespace, decoded.body, { seed: false, manager }),
@@ -656,8 +650,7 @@ export class MemoryApiServer {
       }
       case "PUT": {
         if (name === "") throw methodNotAllowed();
-        this.#requireJsonBody(contentType);
-        const decoded = this.#decode(res, body, query);
+        const decoded = this.#decode(res, contentType, request.text, query);
         return jsonResponse(
           200,
           registry.update(res, namespace, name, decoded.body, {
@@ -678,9 +671,7 @@ export class MemoryApiServer {
         // Clients here send whole lists, so replacing them is an acceptable approximation.
         if (contentType === MERGE_PATCH || contentType === STRATEGIC_MERGE_PATCH) type = "merge";
         else if (contentType === JSON_PATCH) type = "json";
-        else {
-          throw unsupportedMediaType(contentType, [JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH]);
-        }
+        else throw unsupportedPatchType();
         return jsonResponse(
           200,
           registry.patch(res, namespace, name, { type, body }, {
@@ -699,39 +690,18 @@ export class MemoryApiServer {
   }
 
   /**
-   * Field validation and defaulting of a create or update body, as the real server's decoder
-   * does: unknown fields are dropped with one warning each (`fieldValidation` Warn, the default),
-   * dropped silently (`Ignore`) or refused with 400 (`Strict`).
+   * Decoding, field validation and defaulting of a create or update body, as the real server's
+   * decoder does ({@link decodeObjectBody}), then the resource's defaults.
    */
-  #decode(res: ServedResource, body: unknown, query: Record<string, string>): DecodedBody {
-    let out = body;
-    const warnings: string[] = [];
-    if (res.fields !== undefined) {
-      const pruned = dropUnknownFields(res.fields, body);
-      out = pruned.value;
-      if (pruned.unknown.length > 0) {
-        const mode = query.fieldValidation ?? "";
-        if (mode === "Strict") {
-          const list = pruned.unknown.map((f) => `unknown field ${JSON.stringify(f)}`).join(", ");
-          throw badRequest(
-            `${res.kind} in version "${res.version}" cannot be handled as a ${res.kind}: ` +
-              `strict decoding error: ${list}`,
-          );
-        }
-        if (mode !== "Ignore") warnings.push(...pruned.unknown.map(unknownFieldWarning));
-      }
-    }
-    if (res.applyDefaults !== undefined && typeof out === "object" && out !== null) {
-      out = structuredClone(out);
-      res.applyDefaults(out as Record<string, unknown>);
-    }
-    return { body: out, warnings };
-  }
-
-  #requireJsonBody(contentType: string): void {
-    if (contentType !== "" && contentType !== "application/json") {
-      throw unsupportedMediaType(contentType, ["application/json"]);
-    }
+  #decode(
+    res: ServedResource,
+    contentType: string,
+    text: string,
+    query: Record<string, string>,
+  ): DecodedBody {
+    const decoded = decodeObjectBody(res, contentType, text, query.fieldValidation ?? "");
+    res.applyDefaults?.(decoded.body);
+    return decoded;
   }
 
   #watch(route: Route, query: Record<string, string>): Response {
@@ -744,11 +714,17 @@ export class MemoryApiServer {
     if (timeout !== undefined && !(Number.isInteger(timeout) && timeout >= 0)) {
       throw badRequest(`timeoutSeconds: Invalid value: "${query.timeoutSeconds}"`);
     }
+    const opts = parseListOptions(query);
+    const causes = validateListOptions(opts);
+    if (causes.length > 0) throw invalidListOptions(causes);
     const stream = this.#hub.open({
       resource: route.resource,
       namespace: route.namespace,
-      resourceVersion: query.resourceVersion ?? "",
-      allowBookmarks: query.allowWatchBookmarks === "true" || query.allowWatchBookmarks === "1",
+      resourceVersion: opts.resourceVersion,
+      ...(opts.sendInitialEvents === undefined
+        ? {}
+        : { sendInitialEvents: opts.sendInitialEvents }),
+      allowBookmarks: opts.allowWatchBookmarks,
       timeoutSeconds: timeout,
     });
     this.#notifyWatchWaiters();

@@ -386,9 +386,16 @@ Deno.test("MemoryApiServer PATCH takes merge and JSON patches, refuses other con
   );
   assert.equal(smp.status, 200);
   assert.deepEqual((smp.body.metadata as Record<string, unknown>).labels, { a: "b", smp: "yes" });
-  const other = await call(server, "PATCH", `${PV_PATH}/pv1`, {}, "application/apply-patch+yaml");
-  assert.equal(other.status, 415);
-  assert.equal(other.body.reason, "UnsupportedMediaType");
+  // Real: a patch type no route consumes is refused by the router: 415 `415: Unsupported Media
+  // Type` with empty details.
+  for (const type of ["text/plain", "application/yaml"]) {
+    const other = await call(server, "PATCH", `${PV_PATH}/pv1`, {}, type);
+    assert.equal(other.status, 415);
+    assert.deepEqual(
+      { message: other.body.message, reason: other.body.reason, details: other.body.details },
+      { message: "415: Unsupported Media Type", reason: "UnsupportedMediaType", details: {} },
+    );
+  }
   // Real: 400 `error decoding patch: json: cannot unmarshal object into Go value of type
   // []handlers.jsonPatchOp`.
   const badDoc = await call(
@@ -844,12 +851,16 @@ Deno.test("MemoryApiServer watch sends bookmarks on demand and periodically, and
   const it = lines(res);
   await server.whenWatching(2);
   server.bookmark();
+  // Real (v1.34.4): an empty VolumeAttachment as the Go type serializes it, with the
+  // resourceVersion reached.
   assert.deepEqual(await take(it, 1), [{
     type: "BOOKMARK",
     object: {
       kind: "VolumeAttachment",
       apiVersion: "storage.k8s.io/v1",
       metadata: { resourceVersion: rv },
+      spec: { attacher: "", source: {}, nodeName: "" },
+      status: { attached: false },
     },
   }]);
   server.create(PERSISTENT_VOLUMES, { metadata: { name: "pv1" }, spec: {} });
@@ -1155,4 +1166,161 @@ Deno.test("MemoryApiServer watch with a timeoutSeconds that is no integer answer
   const res = await call(server, "GET", `${VA_PATH}?watch=true&timeoutSeconds=abc`);
   assert.equal(res.status, 400);
   assert.equal(res.body.message, 'strconv.ParseInt: parsing "abc": invalid syntax');
+});
+
+Deno.test("MemoryApiServer creates and updates from YAML bodies and answers in JSON", async () => {
+  await using server = await MemoryApiServer.start();
+  const yaml = (name: string, extra = "") =>
+    [
+      "apiVersion: storage.k8s.io/v1",
+      "kind: VolumeAttachment",
+      "metadata:",
+      `  name: ${name}`,
+      extra,
+      "spec:",
+      "  attacher: a.b",
+      "  nodeName: node-1",
+      "  source:",
+      "    persistentVolumeName: pv1",
+      "",
+    ].join("\n");
+  // Real (v1.34.4): 201, `application/json`, the stored object.
+  const created = await fetch(`${server.url}${VA_PATH}`, {
+    method: "POST",
+    headers: { "content-type": "application/yaml" },
+    body: yaml("y1"),
+  });
+  assert.equal(created.status, 201);
+  assert.equal(created.headers.get("content-type"), "application/json");
+  const body = await created.json() as VolumeAttachment;
+  assert.deepEqual(body.spec, {
+    attacher: "a.b",
+    nodeName: "node-1",
+    source: { persistentVolumeName: "pv1" },
+  });
+  assert.deepEqual(body.status, { attached: false });
+  // Unknown fields in YAML get the same warning as in JSON.
+  const warned = await fetch(`${server.url}${VA_PATH}`, {
+    method: "POST",
+    headers: { "content-type": "application/yaml" },
+    body: yaml("y2", "  bogus: 1"),
+  });
+  assert.equal(warned.status, 201);
+  assert.equal(warned.headers.get("warning"), '299 - "unknown field \\"metadata.bogus\\""');
+  await warned.body?.cancel();
+  const put = await fetch(`${server.url}${VA_PATH}/y1`, {
+    method: "PUT",
+    headers: { "content-type": "application/yaml" },
+    body: yaml("y1", `  resourceVersion: "${body.metadata.resourceVersion}"\n  labels: {a: b}`),
+  });
+  assert.equal(put.status, 200);
+  assert.deepEqual((await put.json() as VolumeAttachment).metadata.labels, { a: "b" });
+});
+
+Deno.test("MemoryApiServer serves watch lists: initial events, then the initial-events-end bookmark", async () => {
+  await using server = await MemoryApiServer.start();
+  server.create(VOLUME_ATTACHMENTS, va("a"));
+  server.create(VOLUME_ATTACHMENTS, va("b"));
+  const listRv = server.resourceVersion;
+  const watchList = `${VA_PATH}?watch=true&sendInitialEvents=true&allowWatchBookmarks=true` +
+    "&resourceVersionMatch=NotOlderThan";
+  const it = lines(await fetch(`${server.url}${watchList}`));
+  const initial = await take(it, 3);
+  assert.deepEqual(initial.map((e) => `${e.type} ${meta(e).name ?? ""}`), [
+    "ADDED a",
+    "ADDED b",
+    "BOOKMARK ",
+  ]);
+  // Real (v1.34.4): an empty object of the kind, annotated, at the current resourceVersion.
+  assert.deepEqual(initial[2]?.object, {
+    kind: "VolumeAttachment",
+    apiVersion: "storage.k8s.io/v1",
+    metadata: { resourceVersion: listRv, annotations: { "k8s.io/initial-events-end": "true" } },
+    spec: { attacher: "", source: {}, nodeName: "" },
+    status: { attached: false },
+  });
+  server.create(VOLUME_ATTACHMENTS, va("c"));
+  assert.deepEqual((await take(it, 1)).map((e) => `${e.type} ${meta(e).name}`), ["ADDED c"]);
+  // A watch from "" or "0" without the watch-list options is defaulted to one (the WatchList
+  // feature is on by default in v1.34): with bookmarks it ends the initial events the same way.
+  const defaulted = lines(
+    await fetch(`${server.url}${VA_PATH}?watch=true&resourceVersion=0&allowWatchBookmarks=true`),
+  );
+  assert.deepEqual((await take(defaulted, 4)).map((e) => e.type), [
+    "ADDED",
+    "ADDED",
+    "ADDED",
+    "BOOKMARK",
+  ]);
+  // sendInitialEvents=false from "": only what changes from now on.
+  const fromNow = lines(
+    await fetch(
+      `${server.url}${VA_PATH}?watch=true&sendInitialEvents=false&resourceVersionMatch=NotOlderThan`,
+    ),
+  );
+  await server.whenWatching(3);
+  server.delete(VOLUME_ATTACHMENTS, "a");
+  assert.deepEqual((await take(fromNow, 1)).map((e) => `${e.type} ${meta(e).name}`), [
+    "DELETED a",
+  ]);
+  server.closeWatches();
+});
+
+Deno.test("MemoryApiServer validates list and watch options with the real texts", async () => {
+  await using server = await MemoryApiServer.start();
+  const answer = async (query: string) => {
+    const res = await call(server, "GET", `${VA_PATH}?${query}`);
+    assert.equal(res.status, 422, query);
+    assert.equal(res.body.reason, "Invalid", query);
+    return res.body;
+  };
+  // Real (v1.34.4), each with details {group: "meta.k8s.io", kind: "ListOptions", causes}.
+  const noMatch = await answer("watch=true&sendInitialEvents=true");
+  assert.deepEqual(noMatch.details, {
+    group: "meta.k8s.io",
+    kind: "ListOptions",
+    causes: [{
+      reason: "FieldValueForbidden",
+      field: "resourceVersionMatch",
+      message: "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+    }],
+  });
+  assert.equal(
+    noMatch.message,
+    'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: sendInitialEvents ' +
+      "requires setting resourceVersionMatch to NotOlderThan",
+  );
+  assert.equal(
+    (await answer(
+      "watch=true&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=Exact",
+    ))
+      .message,
+    'ListOptions.meta.k8s.io "" is invalid: [resourceVersionMatch: Forbidden: sendInitialEvents ' +
+      "requires setting resourceVersionMatch to NotOlderThan, resourceVersionMatch: Unsupported " +
+      'value: "Exact": supported values: "NotOlderThan"]',
+  );
+  assert.equal(
+    (await answer("watch=true&resourceVersionMatch=NotOlderThan")).message,
+    'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: ' +
+      "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+  );
+  assert.equal(
+    (await answer("resourceVersionMatch=NotOlderThan")).message,
+    'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: ' +
+      "resourceVersionMatch is forbidden unless resourceVersion is provided",
+  );
+  assert.equal(
+    (await answer("sendInitialEvents=true")).message,
+    'ListOptions.meta.k8s.io "" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is ' +
+      "forbidden for list",
+  );
+  // Go's query booleans: only 0, f and false (any case) are false.
+  const yes = lines(
+    await fetch(
+      `${server.url}${VA_PATH}?watch=yes&sendInitialEvents=yes&allowWatchBookmarks=TRUE` +
+        "&resourceVersionMatch=NotOlderThan",
+    ),
+  );
+  assert.deepEqual((await take(yes, 1)).map((e) => e.type), ["BOOKMARK"]);
+  server.closeWatches();
 });

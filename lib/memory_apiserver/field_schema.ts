@@ -10,6 +10,8 @@
  * @module
  */
 
+import type { OrderedNode } from "./ordered_json.ts";
+
 /** Known members of a JSON object: a nested schema, or `true` for any content. */
 export type FieldSchema = { readonly [field: string]: FieldSchema | true };
 
@@ -50,40 +52,64 @@ export const VOLUME_ATTACHMENT_FIELDS: FieldSchema = {
   },
 };
 
-/** The outcome of {@link dropUnknownFields}. */
-export interface PrunedBody {
-  /** A copy of the body without the unknown fields. */
-  value: unknown;
-  /** Paths of the unknown fields, dot-separated (`spec.bogus`), in body order. */
-  unknown: string[];
+/** A member the strict decoder objects to: unknown to the schema, or given twice. */
+export interface FieldFinding {
+  type: "unknown" | "duplicate";
+  /** Dot-separated path, array items as `[i]`: `spec.bogus`, `metadata.labels.a`. */
+  path: string;
 }
 
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
+/** The outcome of {@link decodeFields}. */
+export interface DecodedFields {
+  /** The plain value without the unknown members; of duplicate members the last one counts. */
+  value: unknown;
+  /** Unknown and duplicate members in document order. */
+  findings: FieldFinding[];
 }
 
 /**
- * A copy of `body` without the members `schema` does not name, and the paths of those members.
- * Values that are not objects where the schema expects one are kept as they are (type errors are
- * not this function's concern).
+ * The plain value of `node` without the members `schema` does not name, with the unknown and
+ * duplicate members in the order a decoder meets them. Duplicates are found at every depth, also
+ * inside subtrees the schema leaves open (`true`) or when there is no schema; values that are not
+ * objects where the schema expects one are kept as they are (type errors are not checked).
  */
-export function dropUnknownFields(schema: FieldSchema, body: unknown): PrunedBody {
-  const unknown: string[] = [];
-  const walk = (node: FieldSchema, value: unknown, prefix: string): unknown => {
-    if (!isObject(value)) return value;
+export function decodeFields(schema: FieldSchema | undefined, node: OrderedNode): DecodedFields {
+  const findings: FieldFinding[] = [];
+  const walk = (sub: FieldSchema | true | undefined, n: OrderedNode, prefix: string): unknown => {
+    if (n.type === "scalar") return n.value;
+    if (n.type === "array") {
+      return n.items.map((item, i) =>
+        walk(sub === undefined ? undefined : true, item, `${prefix}[${i}]`)
+      );
+    }
     const out: Record<string, unknown> = {};
-    for (const [key, child] of Object.entries(value)) {
-      const sub = Object.hasOwn(node, key) ? node[key] : undefined;
+    const seen = new Set<string>();
+    for (const [key, child] of n.members) {
       const path = prefix === "" ? key : `${prefix}.${key}`;
-      if (sub === undefined) unknown.push(path);
-      else out[key] = sub === true ? child : walk(sub, child, path);
+      const childSchema = sub === true || sub === undefined
+        ? sub
+        : Object.hasOwn(sub, key)
+        ? sub[key]
+        : null;
+      if (seen.has(key)) findings.push({ type: "duplicate", path });
+      else if (childSchema === null) findings.push({ type: "unknown", path });
+      seen.add(key);
+      if (childSchema === null) continue;
+      out[key] = walk(childSchema, child, path);
     }
     return out;
   };
-  return { value: walk(schema, body, ""), unknown };
+  return { value: walk(schema, node, ""), findings };
 }
 
-/** The `Warning` header value kube-apiserver sends for one unknown field. */
-export function unknownFieldWarning(path: string): string {
-  return `299 - ${JSON.stringify(`unknown field ${JSON.stringify(path)}`)}`;
+/** The text kube-apiserver gives a finding, in a `Warning` header or a strict decoding error. */
+export function findingText(finding: FieldFinding): string {
+  return `${finding.type === "unknown" ? "unknown" : "duplicate"} field ${
+    JSON.stringify(finding.path)
+  }`;
+}
+
+/** A `Warning` header value: `299 - "<text>"`. */
+export function warningHeader(text: string): string {
+  return `299 - ${JSON.stringify(text)}`;
 }

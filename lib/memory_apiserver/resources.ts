@@ -43,6 +43,11 @@ export interface ServedResource extends Resource {
   validateUpdate?: (next: Record<string, unknown>, old: Record<string, unknown>) => FieldCause[];
   /** Sets the defaults the real server's defaulting functions set on a decoded body, in place. */
   applyDefaults?: (obj: Record<string, unknown>) => void;
+  /**
+   * The members besides kind, apiVersion and metadata of an empty object of this kind as the real
+   * server serializes it (fields without `omitempty`): the body of a watch BOOKMARK event.
+   */
+  emptyObject: Readonly<Record<string, unknown>>;
 }
 
 /**
@@ -67,6 +72,7 @@ export const SERVED_RESOURCES: readonly ServedResource[] = [
     plural: "volumeattachments",
     singular: "volumeattachment",
     kind: "VolumeAttachment",
+    emptyObject: { spec: { attacher: "", source: {}, nodeName: "" }, status: { attached: false } },
     listKind: "VolumeAttachmentList",
     namespaced: false,
     statusSubresource: true,
@@ -84,6 +90,7 @@ export const SERVED_RESOURCES: readonly ServedResource[] = [
     plural: "persistentvolumes",
     singular: "persistentvolume",
     kind: "PersistentVolume",
+    emptyObject: { spec: {}, status: {} },
     listKind: "PersistentVolumeList",
     namespaced: false,
     statusSubresource: true,
@@ -98,6 +105,7 @@ export const SERVED_RESOURCES: readonly ServedResource[] = [
     plural: "csinodes",
     singular: "csinode",
     kind: "CSINode",
+    emptyObject: { spec: { drivers: null } },
     listKind: "CSINodeList",
     namespaced: false,
     statusSubresource: false,
@@ -110,6 +118,24 @@ export const SERVED_RESOURCES: readonly ServedResource[] = [
     plural: "nodes",
     singular: "node",
     kind: "Node",
+    emptyObject: {
+      spec: {},
+      status: {
+        daemonEndpoints: { kubeletEndpoint: { Port: 0 } },
+        nodeInfo: {
+          machineID: "",
+          systemUUID: "",
+          bootID: "",
+          kernelVersion: "",
+          osImage: "",
+          containerRuntimeVersion: "",
+          kubeletVersion: "",
+          kubeProxyVersion: "",
+          operatingSystem: "",
+          architecture: "",
+        },
+      },
+    },
     listKind: "NodeList",
     namespaced: false,
     statusSubresource: true,
@@ -122,6 +148,7 @@ export const SERVED_RESOURCES: readonly ServedResource[] = [
     plural: "secrets",
     singular: "secret",
     kind: "Secret",
+    emptyObject: {},
     listKind: "SecretList",
     namespaced: true,
     statusSubresource: false,
@@ -134,6 +161,7 @@ export const SERVED_RESOURCES: readonly ServedResource[] = [
     plural: "leases",
     singular: "lease",
     kind: "Lease",
+    emptyObject: { spec: {} },
     listKind: "LeaseList",
     namespaced: true,
     statusSubresource: false,
@@ -147,6 +175,15 @@ export const SERVED_RESOURCES: readonly ServedResource[] = [
     plural: "events",
     singular: "event",
     kind: "Event",
+    emptyObject: {
+      involvedObject: {},
+      source: {},
+      firstTimestamp: null,
+      lastTimestamp: null,
+      eventTime: null,
+      reportingComponent: "",
+      reportingInstance: "",
+    },
     listKind: "EventList",
     namespaced: true,
     statusSubresource: false,

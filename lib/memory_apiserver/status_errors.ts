@@ -216,11 +216,11 @@ export function methodNotAllowed(): StatusError {
   );
 }
 
-/** 415 for a body in a format the server does not take. */
-export function unsupportedMediaType(
-  contentType: string,
-  accepted: readonly string[],
-): StatusError {
+/**
+ * 415 for a create or update body of another media type: `the body of the request was in an
+ * unknown format - accepted media types include: ...` (the handler's content negotiation).
+ */
+export function unsupportedMediaType(accepted: readonly string[]): StatusError {
   return new StatusError(
     failureStatus(
       415,
@@ -228,8 +228,17 @@ export function unsupportedMediaType(
       `the body of the request was in an unknown format - accepted media types include: ${
         accepted.join(", ")
       }`,
-      { kind: contentType },
     ),
+  );
+}
+
+/**
+ * 415 `415: Unsupported Media Type` with empty details: a PATCH of a type no route consumes is
+ * refused by the router before any handler runs.
+ */
+export function unsupportedPatchType(): StatusError {
+  return new StatusError(
+    failureStatus(415, "UnsupportedMediaType", "415: Unsupported Media Type", {}),
   );
 }
 

@@ -17,19 +17,36 @@ export interface WatchRequest {
   resource: ServedResource;
   /** "" watches every namespace. */
   namespace: string;
-  /** "" or "0": the current objects as ADDED events first; a number: every event after it. */
+  /**
+   * Without `sendInitialEvents`: "" or "0" sends the current objects as ADDED events first, a
+   * number every event after it.
+   */
   resourceVersion: string;
+  /**
+   * true: the current objects as ADDED events first, then (with bookmarks allowed) a BOOKMARK
+   * annotated `k8s.io/initial-events-end: "true"`; false: from resourceVersion "" or "0" only
+   * the changes from now on, from a number every event after it; undefined: as `resourceVersion`
+   * says.
+   */
+  sendInitialEvents?: boolean;
   allowBookmarks: boolean;
   /** The server closes the stream after this many seconds; undefined: never. */
   timeoutSeconds?: number;
 }
 
-/** The object of a BOOKMARK event: only the kind and the resourceVersion reached. */
+/**
+ * The object of a BOOKMARK event: an empty object of the watched kind (as the real server
+ * serializes one) carrying the resourceVersion reached.
+ */
 export interface BookmarkObject {
   kind: string;
   apiVersion: string;
-  metadata: { resourceVersion: string };
+  metadata: { resourceVersion: string; annotations?: Record<string, string> };
+  [field: string]: unknown;
 }
+
+/** The annotation of the BOOKMARK that ends the initial events of a watch list. */
+export const INITIAL_EVENTS_END_ANNOTATION = "k8s.io/initial-events-end";
 
 /** One line of a watch stream. */
 export type WatchLine =
@@ -126,13 +143,19 @@ export class WatchHub {
     this.#unsubscribe ??= this.#registry.subscribe((ev) => this.#dispatch(ev));
     let initial: WatchLine[] = [];
     let expired: StatusError | undefined;
-    if (rv === "" || rv === "0") {
+    const fromNow = rv === "" || rv === "0";
+    if (
+      request.sendInitialEvents === true || (request.sendInitialEvents === undefined && fromNow)
+    ) {
       const list = this.#registry.list(
         request.resource,
         request.namespace === "" ? undefined : request.namespace,
       );
       initial = list.items.map((object) => ({ type: "ADDED", object }));
-    } else {
+      if (request.sendInitialEvents === true && request.allowBookmarks) {
+        initial.push(this.#bookmarkLine(request.resource, true));
+      }
+    } else if (!fromNow) {
       try {
         initial = this.#registry.eventsAfter(Number(rv))
           .filter((ev) => wantsEvent(request, ev))
@@ -190,13 +213,18 @@ export class WatchHub {
     }));
   }
 
-  #bookmarkLine(res: ServedResource): WatchLine {
+  #bookmarkLine(res: ServedResource, initialEventsEnd = false): WatchLine {
+    const metadata: BookmarkObject["metadata"] = {
+      resourceVersion: String(this.#registry.resourceVersion),
+    };
+    if (initialEventsEnd) metadata.annotations = { [INITIAL_EVENTS_END_ANNOTATION]: "true" };
     return {
       type: "BOOKMARK",
       object: {
         kind: res.kind,
         apiVersion: apiVersionOf(res),
-        metadata: { resourceVersion: String(this.#registry.resourceVersion) },
+        metadata,
+        ...structuredClone(res.emptyObject),
       },
     };
   }

@@ -290,6 +290,135 @@ const PROBES: Probe[] = [
       },
     },
   },
+  // Watch lists (client-go's WatchListClient) and the options of lists and watches.
+  {
+    name: "watch list: initial events, then the initial-events-end bookmark",
+    method: "GET",
+    path: `${PV}?watch=true&sendInitialEvents=true&allowWatchBookmarks=true` +
+      "&resourceVersionMatch=NotOlderThan&timeoutSeconds=1",
+    watchMs: 3000,
+  },
+  {
+    name: "watch list from resourceVersion 0",
+    method: "GET",
+    path: `${PV}?watch=true&sendInitialEvents=true&allowWatchBookmarks=true` +
+      "&resourceVersionMatch=NotOlderThan&resourceVersion=0&timeoutSeconds=1",
+    watchMs: 3000,
+  },
+  {
+    name: "watch with sendInitialEvents=false from now",
+    method: "GET",
+    path: `${PV}?watch=true&sendInitialEvents=false&resourceVersionMatch=NotOlderThan` +
+      "&timeoutSeconds=1",
+    watchMs: 3000,
+  },
+  {
+    name: "watch with sendInitialEvents but no resourceVersionMatch",
+    method: "GET",
+    path: `${VA}?watch=true&sendInitialEvents=true&timeoutSeconds=1`,
+    watchMs: 2000,
+  },
+  {
+    name: "watch with sendInitialEvents and resourceVersionMatch=Exact",
+    method: "GET",
+    path: `${VA}?watch=true&sendInitialEvents=true&allowWatchBookmarks=true` +
+      "&resourceVersionMatch=Exact&timeoutSeconds=1",
+    watchMs: 2000,
+  },
+  {
+    name: "watch with resourceVersionMatch but no sendInitialEvents",
+    method: "GET",
+    path: `${VA}?watch=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=1`,
+    watchMs: 2000,
+  },
+  { name: "list with sendInitialEvents", method: "GET", path: `${VA}?sendInitialEvents=true` },
+  {
+    name: "list with resourceVersionMatch but no resourceVersion",
+    method: "GET",
+    path: `${VA}?resourceVersionMatch=NotOlderThan`,
+  },
+  // Bodies that do not decode, or decode to something else.
+  { name: "create with an empty body", method: "POST", path: VA, body: "" },
+  { name: "create with a truncated JSON body", method: "POST", path: VA, body: '{"kind":' },
+  { name: "create with a JSON array body", method: "POST", path: VA, body: [1] },
+  { name: "create with a number as kind", method: "POST", path: VA, body: { kind: 5 } },
+  {
+    name: "create with another served kind",
+    method: "POST",
+    path: VA,
+    body: { kind: "PersistentVolume", apiVersion: "v1", metadata: { name: "diff-x" } },
+  },
+  {
+    name: "create with an unknown kind",
+    method: "POST",
+    path: VA,
+    body: { kind: "Foo", apiVersion: "v1", metadata: { name: "diff-x" } },
+  },
+  {
+    name: "create with another version of the group",
+    method: "POST",
+    path: VA,
+    body: { ...va("diff-x"), apiVersion: "storage.k8s.io/v1beta1" },
+  },
+  {
+    name: "create with an unsupported media type",
+    method: "POST",
+    path: VA,
+    body: "kind: VolumeAttachment\n",
+    contentType: "text/yaml",
+  },
+
+  {
+    name: "create with a YAML list body",
+    method: "POST",
+    path: VA,
+    body: "- a\n- b\n",
+    contentType: "application/yaml",
+  },
+  {
+    name: "create with duplicate keys in YAML and fieldValidation=Strict",
+    method: "POST",
+    path: `${VA}?fieldValidation=Strict`,
+    body: "kind: VolumeAttachment\napiVersion: storage.k8s.io/v1\nmetadata:\n  name: diff-x\n" +
+      "  bogus: 1\n  labels:\n    a: b\n    a: c\nspec:\n  attacher: a\n  nodeName: node1\n" +
+      "  zz: 1\n  source:\n    persistentVolumeName: p\n",
+    contentType: "application/yaml",
+  },
+  {
+    name: "create with duplicate JSON fields and fieldValidation=Strict",
+    method: "POST",
+    path: `${VA}?fieldValidation=Strict`,
+    body: '{"kind":"VolumeAttachment","apiVersion":"storage.k8s.io/v1","metadata":{"name":' +
+      '"diff-x","bogus":1,"name":"diff-x"},"spec":{"attacher":"a","nodeName":"n","zz":1,' +
+      '"source":{"persistentVolumeName":"p"}}}',
+  },
+  // Validation of VolumeAttachments.
+  {
+    name: "create with an attacher that is no DNS subdomain",
+    method: "POST",
+    path: VA,
+    body: { ...va("diff-x"), spec: { ...va("x").spec as object, attacher: "csi/test" } },
+  },
+  {
+    name: "create with a node name that is no DNS subdomain",
+    method: "POST",
+    path: VA,
+    body: { ...va("diff-x"), spec: { ...va("x").spec as object, nodeName: "Node_1" } },
+  },
+  { name: "create with an empty spec", method: "POST", path: VA, body: { ...va("x"), spec: {} } },
+  {
+    name: "create with an uppercase attacher and no source",
+    method: "POST",
+    path: VA,
+    body: { ...va("diff-x"), spec: { attacher: "A.B", nodeName: "n", source: {} } },
+  },
+  {
+    name: "create with a name that is no DNS subdomain",
+    method: "POST",
+    path: VA,
+    body: va("Diff_X"),
+  },
+
   // Last: requests after which the two servers hold different objects.
   {
     name: "create a VolumeAttachment for patch formats",
@@ -349,6 +478,27 @@ const PROBES: Probe[] = [
       "spec:\n  attacher: diff.csi.example.com\n  nodeName: node1\n  source:\n" +
       "    persistentVolumeName: diff-pv\n",
     contentType: "application/yaml",
+  },
+  {
+    name: "patch with a media type no patch route takes",
+    method: "PATCH",
+    path: `${VA}/diff-va4`,
+    body: "metadata: {labels: {a: b}}",
+    contentType: "application/yaml",
+  },
+  {
+    name: "change the node of a VolumeAttachment (spec is immutable)",
+    method: "PATCH",
+    path: `${VA}/diff-va4`,
+    body: { spec: { nodeName: "node2" } },
+    contentType: MERGE_PATCH,
+  },
+  {
+    name: "empty the attacher of a VolumeAttachment",
+    method: "PATCH",
+    path: `${VA}/diff-va4`,
+    body: { spec: { attacher: "" } },
+    contentType: MERGE_PATCH,
   },
 ];
 
@@ -542,6 +692,8 @@ const CLEANUP = [
   `${VA}/diff-va5`,
   `${VA}/diff-yaml`,
   `${VA}/diff-invalid`,
+  `${VA}/diff-x`,
+  `${VA}/Diff_X`,
   `${PV}/diff-pv`,
   `${LEASES}/diff-lease1`,
   `${LEASES}/diff-lease2`,
