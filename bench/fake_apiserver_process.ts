@@ -63,8 +63,8 @@ function json(value: unknown): Response {
 
 async function main(specJson: string): Promise<void> {
   const spec = JSON.parse(specJson) as FixtureSpec;
-  // A deep history so that a watch resuming after thousands of writes does not get 410 Gone.
-  const server = await MemoryApiServer.start({ historyLimit: 50_000 });
+  // The default history: every event until the periodic compaction, as etcd keeps it.
+  const server = await MemoryApiServer.start();
   for (let n = 0; n < spec.nodes; n++) server.create(CSI_NODES, csiNode(spec, n));
   server.create(PERSISTENT_VOLUMES, persistentVolume(spec, CANARY));
   for (let i = 0; i < spec.count; i++) server.create(PERSISTENT_VOLUMES, persistentVolume(spec, i));

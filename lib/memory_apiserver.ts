@@ -26,7 +26,7 @@
  * @module
  */
 
-import { type Clock, realClock } from "./clock.ts";
+import { type Clock, realClock, type Timer } from "./clock.ts";
 import type { ObjectList, Patch, Resource } from "./kube_api.ts";
 import type { KubeObject } from "./types.ts";
 import { type ChangeType, Registry } from "./memory_apiserver/registry.ts";
@@ -136,8 +136,17 @@ export interface MemoryApiServerOptions {
   port?: number;
   /** Time source for timestamps, watch timeouts, bookmarks and delays; default the wall clock. */
   clock?: Clock;
-  /** Events kept for watches that resume from a resourceVersion; default 1000. */
+  /**
+   * Most events kept for watches that resume from a resourceVersion; default `Infinity`: as in
+   * etcd, the history goes only by compaction.
+   */
   historyLimit?: number;
+  /**
+   * Period of the compaction, as kube-apiserver's `--etcd-compaction-interval` (default 5 min):
+   * each run drops the events up to the resourceVersion the previous run saw, so a watch can
+   * resume from any resourceVersion of the last one to two periods. 0 disables it.
+   */
+  compactionIntervalMs?: number;
   /** Period of BOOKMARK events on watches that allow them; default 60 s; 0 disables them. */
   bookmarkIntervalMs?: number;
   /** resourceVersion before the first write; default 100. */
@@ -289,23 +298,28 @@ export class MemoryApiServer {
   #requests: RecordedRequest[] = [];
   #faults: PendingFault[] = [];
   #watchWaiters: { count: number; resolve: () => void }[] = [];
+  readonly #compactionIntervalMs: number;
+  #compactionTimer: Timer | undefined;
 
   /** Use {@link MemoryApiServer.start}; the constructor does no I/O. */
   constructor(options: Omit<MemoryApiServerOptions, "port"> = {}) {
     this.#clock = options.clock ?? realClock;
     this.#registry = new Registry({ clock: this.#clock }, {
-      historyLimit: options.historyLimit ?? 1000,
+      historyLimit: options.historyLimit ?? Infinity,
       initialResourceVersion: options.initialResourceVersion ?? 100,
     });
     this.#hub = new WatchHub({ registry: this.#registry, clock: this.#clock }, {
       bookmarkIntervalMs: options.bookmarkIntervalMs ?? 60_000,
     });
+    this.#compactionIntervalMs = options.compactionIntervalMs ?? 300_000;
   }
 
   /** Starts a server on 127.0.0.1 and resolves once it listens. */
   static async start(options: MemoryApiServerOptions = {}): Promise<MemoryApiServer> {
     const server = new MemoryApiServer(options);
     await server.#listen(options.port ?? 0);
+    // As the real compactor, the first run only notes the resourceVersion (no compaction at start).
+    server.#scheduleCompaction(0);
     return server;
   }
 
@@ -489,6 +503,8 @@ export class MemoryApiServer {
   /** Ends open watches, cancels pending delays and stops the server. */
   async close(): Promise<void> {
     this.#closing.abort(new Error("server closed"));
+    this.#compactionTimer?.cancel();
+    this.#compactionTimer = undefined;
     this.#hub.dispose();
     for (const w of this.#watchWaiters) w.resolve();
     this.#watchWaiters = [];
@@ -503,6 +519,16 @@ export class MemoryApiServer {
   /** Same as {@link close}. */
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
+  }
+
+  /** The next compaction: to `seen`, the resourceVersion of the previous run. */
+  #scheduleCompaction(seen: number): void {
+    if (!(this.#compactionIntervalMs > 0) || this.#closing.signal.aborted) return;
+    this.#compactionTimer = this.#clock.setTimer(this.#compactionIntervalMs, () => {
+      const now = this.#registry.resourceVersion;
+      this.#registry.compactTo(seen);
+      this.#scheduleCompaction(now);
+    });
   }
 
   #listen(port: number): Promise<void> {

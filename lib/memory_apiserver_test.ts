@@ -754,12 +754,14 @@ Deno.test("MemoryApiServer failNext delayMs waits on the server's clock", async 
   await using server = await MemoryApiServer.start({ clock });
   server.create(VOLUME_ATTACHMENTS, va("va1"));
   server.failNext({ verb: "get", delayMs: 5000 });
+  // The compaction timer is pending from the start; the delay adds one.
+  const before = clock.pendingTimers();
   let done = false;
   const pending = call(server, "GET", `${VA_PATH}/va1`).then((a) => {
     done = true;
     return a;
   });
-  while (clock.pendingTimers() === 0) await new Promise((r) => setTimeout(r, 1));
+  while (clock.pendingTimers() === before) await new Promise((r) => setTimeout(r, 1));
   clock.advance(4999);
   await new Promise((r) => setTimeout(r, 5));
   assert.equal(done, false);
@@ -838,6 +840,45 @@ Deno.test("MemoryApiServer watch from a compacted resourceVersion gives a 410 ER
   server.compact();
   const res2 = await fetch(`${server.url}${VA_PATH}?watch=true&resourceVersion=${rv + 2}`);
   assert.equal((await take(lines(res2), 2))[0]?.type, "ERROR");
+});
+
+Deno.test("MemoryApiServer keeps the whole history until the periodic compaction, as etcd does", async () => {
+  const clock = new FakeClock();
+  await using server = await MemoryApiServer.start({ clock, compactionIntervalMs: 1000 });
+  const created = server.create(VOLUME_ATTACHMENTS, va("a"));
+  for (let i = 0; i < 1500; i++) {
+    server.patch(VOLUME_ATTACHMENTS, "a", {
+      type: "merge",
+      body: { metadata: { labels: { i: `${i}` } } },
+    });
+  }
+  const events = async (rv: string | number) => {
+    const res = await fetch(`${server.url}${VA_PATH}?watch=true&resourceVersion=${rv}`);
+    const it = lines(res);
+    const out = await take(it, rv === 1 ? 1501 : 1);
+    await it.return(undefined);
+    return out;
+  };
+  // Real (v1.34.4): a watch from resourceVersion 1 on a fresh cluster replays every event.
+  const all = await events(1);
+  assert.equal(all.length, 1501);
+  assert.equal(meta(all[0]!).resourceVersion, created.metadata.resourceVersion);
+  // The first run only notes where it is; the second compacts to that.
+  const seen = Number(server.resourceVersion);
+  clock.advance(1000);
+  const first = created.metadata.resourceVersion ?? "";
+  assert.equal((await events(first))[0]?.type, "MODIFIED");
+  server.patch(VOLUME_ATTACHMENTS, "a", {
+    type: "merge",
+    body: { metadata: { labels: { i: "x" } } },
+  });
+  clock.advance(1000);
+  const expired = await events(first);
+  assert.equal(expired[0]?.type, "ERROR");
+  assert.equal((expired[0]?.object as { code: number }).code, 410);
+  const kept = await events(seen);
+  assert.equal(kept[0]?.type, "MODIFIED");
+  assert.equal(meta(kept[0]!).resourceVersion, String(seen + 1));
 });
 
 Deno.test("MemoryApiServer watch sends bookmarks on demand and periodically, and times out", async () => {

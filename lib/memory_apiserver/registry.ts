@@ -51,7 +51,10 @@ export interface RegistryEvent {
 
 /** Options of a {@link Registry}. */
 export interface RegistryOptions {
-  /** Events kept for watches that resume from a resourceVersion. */
+  /**
+   * Most events kept for watches that resume from a resourceVersion (`Infinity`: all of them
+   * until {@link Registry.compact} or {@link Registry.compactTo}, as etcd keeps its history).
+   */
   historyLimit: number;
   /** The resourceVersion before the first write. */
   initialResourceVersion: number;
@@ -235,13 +238,15 @@ export class Registry {
   #compactedRv: number;
 
   constructor(deps: { clock: Clock }, options: RegistryOptions) {
-    if (!Number.isInteger(options.historyLimit) || options.historyLimit < 1) {
-      throw new RangeError(`historyLimit must be a positive integer, got ${options.historyLimit}`);
+    const limit = options.historyLimit;
+    if (!(limit === Infinity || (Number.isInteger(limit) && limit >= 1))) {
+      throw new RangeError(`historyLimit must be a positive integer or Infinity, got ${limit}`);
     }
     this.#clock = deps.clock;
-    this.#historyLimit = options.historyLimit;
+    this.#historyLimit = limit;
     this.#rv = options.initialResourceVersion;
-    this.#compactedRv = options.initialResourceVersion;
+    // Nothing is compacted yet: a watch from any older resourceVersion gets every event.
+    this.#compactedRv = 0;
   }
 
   /** The current global resourceVersion. */
@@ -468,8 +473,17 @@ export class Registry {
 
   /** Drops the whole history: a watch must then start from the current resourceVersion. */
   compact(): void {
-    this.#history = [];
-    this.#compactedRv = this.#rv;
+    this.compactTo(this.#rv);
+  }
+
+  /**
+   * Drops the events up to and including resourceVersion `rv`, as an etcd compaction does: a
+   * watch from an older resourceVersion then gets 410 Expired.
+   */
+  compactTo(rv: number): void {
+    if (rv <= this.#compactedRv) return;
+    this.#history = this.#history.filter((ev) => ev.resourceVersion > rv);
+    this.#compactedRv = rv;
   }
 
   /** Stores `incoming` over `current` after the checks every update makes. */
