@@ -42,7 +42,10 @@ import {
   errorForCode,
   failureStatus,
   invalidListOptions,
+  invalidListResourceVersion,
   methodNotAllowed,
+  resourceVersionParseError,
+  resourceVersionTooLarge,
   StatusError,
   unknownPath,
   unsupportedPatchType,
@@ -177,6 +180,8 @@ interface ParsedPath {
 const JSON_PATCH = "application/json-patch+json";
 const MERGE_PATCH = "application/merge-patch+json";
 const STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json";
+/** The patch types served (server-side apply, `application/apply-patch+yaml`, is not). */
+const PATCH_TYPES = [JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH];
 
 /**
  * The message of `strconv.ParseInt(value, 10, 64)` failing, or undefined when it succeeds.
@@ -276,7 +281,10 @@ function pageNotFound(): Response {
 
 /** The answer for an error. */
 function errorResponse(err: StatusError): Response {
-  return jsonResponse(err.status.code, err.status);
+  const res = jsonResponse(err.status.code, err.status);
+  const retry = err.status.details?.retryAfterSeconds;
+  if (retry !== undefined) res.headers.set("retry-after", String(retry));
+  return res;
 }
 
 interface PendingFault {
@@ -593,12 +601,16 @@ export class MemoryApiServer {
         ? errorForCode(fault.status, route.resource, route.name, fault.message)
         : undefined;
       if (injected !== undefined && fault?.applyChange !== true) return errorResponse(injected);
+      if (req.method === "PATCH" && !PATCH_TYPES.includes(contentType)) {
+        // The router refuses a patch type no route consumes before the body is read.
+        throw unsupportedPatchType();
+      }
       if (bodyError !== undefined && req.method === "PATCH") {
         const detail = goJsonSyntaxError(text) ??
           (bodyError instanceof Error ? bodyError.message : String(bodyError));
         throw badRequest(`error decoding patch: ${detail}`);
       }
-      const response = watch ? this.#watch(route, query) : this.#serve(
+      const response = watch ? this.#watch(route, query) : await this.#serve(
         req.method,
         route,
         contentType,
@@ -644,7 +656,7 @@ export class MemoryApiServer {
     request: { parsed: unknown; text: string },
     query: Record<string, string>,
     manager: string,
-  ): Response {
+  ): Response | Promise<Response> {
     const body = request.parsed;
     const { resource: res, namespace, name, subresource } = route;
     const registry = this.#registry;
@@ -654,16 +666,21 @@ export class MemoryApiServer {
     switch (method) {
       case "GET": {
         if (name !== "") return jsonResponse(200, registry.get(res, namespace, name));
-        const causes = validateListOptions(parseListOptions(query));
+        const opts = parseListOptions(query);
+        const causes = validateListOptions(opts);
         if (causes.length > 0) throw invalidListOptions(causes);
-        const list = registry.list(res, namespace === "" ? undefined : namespace);
-        return jsonResponse(200, {
-          kind: res.listKind,
-          apiVersion: apiVersionOf(res),
-          metadata: { resourceVersion: String(list.resourceVersion) },
-          // The real server's list items carry no kind or apiVersion (only the list does).
-          items: list.items.map(({ kind: _k, apiVersion: _a, ...item }) => item),
-        });
+        const wanted = opts.resourceVersion;
+        if (wanted !== "") {
+          const parseError = resourceVersionParseError(wanted);
+          if (parseError !== undefined) throw invalidListResourceVersion(parseError);
+          if (Number(wanted) > registry.resourceVersion) {
+            return this.#reach(Number(wanted)).then((reached) => {
+              if (!reached) throw resourceVersionTooLarge(wanted, registry.resourceVersion);
+              return this.#listResponse(res, namespace);
+            });
+          }
+        }
+        return this.#listResponse(res, namespace);
       }
       case "POST": {
         if (name !== "") throw methodNotAllowed();
@@ -713,6 +730,40 @@ export class MemoryApiServer {
       default:
         throw methodNotAllowed();
     }
+  }
+
+  /** A list of `res` (one namespace, or all when ""). */
+  #listResponse(res: ServedResource, namespace: string): Response {
+    const list = this.#registry.list(res, namespace === "" ? undefined : namespace);
+    return jsonResponse(200, {
+      kind: res.listKind,
+      apiVersion: apiVersionOf(res),
+      metadata: { resourceVersion: String(list.resourceVersion) },
+      // The real server's list items carry no kind or apiVersion (only the list does).
+      items: list.items.map(({ kind: _k, apiVersion: _a, ...item }) => item),
+    });
+  }
+
+  /**
+   * Resolves true once the resourceVersion reaches `rv`, false after 3 s on the server's clock
+   * (the real server's wait for a list "not older than" a resourceVersion it has not seen).
+   */
+  #reach(rv: number): Promise<boolean> {
+    const { promise, resolve } = Promise.withResolvers<boolean>();
+    const signal = this.#closing.signal;
+    const done = (reached: boolean) => {
+      unsubscribe();
+      timer.cancel();
+      signal.removeEventListener("abort", onAbort);
+      resolve(reached);
+    };
+    const onAbort = () => done(false);
+    const unsubscribe = this.#registry.subscribe(() => {
+      if (this.#registry.resourceVersion >= rv) done(true);
+    });
+    const timer = this.#clock.setTimer(3000, () => done(false));
+    signal.addEventListener("abort", onAbort);
+    return promise;
   }
 
   /**

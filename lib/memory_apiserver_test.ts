@@ -922,10 +922,62 @@ Deno.test("MemoryApiServer watch sends bookmarks on demand and periodically, and
   );
 });
 
-Deno.test("MemoryApiServer watch with a bad resourceVersion answers 400", async () => {
+Deno.test("MemoryApiServer answers a resourceVersion that is no number as the real server does", async () => {
   await using server = await MemoryApiServer.start();
-  const res = await call(server, "GET", `${VA_PATH}?watch=true&resourceVersion=abc`);
-  assert.equal(res.status, 400);
+  const parse = 'resourceVersion: Invalid value: "abc": strconv.ParseUint: parsing "abc": ' +
+    "invalid syntax";
+  // Real (v1.34.4): a watch answers 500 with no reason, a list 400.
+  const watch = await call(server, "GET", `${VA_PATH}?watch=true&resourceVersion=abc`);
+  assert.deepEqual(watch, {
+    status: 500,
+    body: {
+      kind: "Status",
+      apiVersion: "v1",
+      metadata: {},
+      status: "Failure",
+      message: parse,
+      code: 500,
+    },
+  });
+  const list = await call(server, "GET", `${VA_PATH}?resourceVersion=abc`);
+  assert.equal(list.status, 400);
+  assert.equal(list.body.reason, "BadRequest");
+  assert.equal(list.body.message, `invalid resource version: ${parse}`);
+});
+
+Deno.test("MemoryApiServer list from a resourceVersion not reached waits 3 s, then answers 504", async () => {
+  const clock = new FakeClock();
+  await using server = await MemoryApiServer.start({ clock });
+  const current = Number(server.resourceVersion);
+  const baseline = clock.pendingTimers();
+  const late = fetch(`${server.url}${VA_PATH}?resourceVersion=${current + 5}`);
+  while (clock.pendingTimers() === baseline) await new Promise((r) => setTimeout(r, 1));
+  clock.advance(3000);
+  const res = await late;
+  // Real (v1.34.4), for resourceVersion=999999 at 405.
+  assert.equal(res.status, 504);
+  assert.equal(res.headers.get("retry-after"), "1");
+  assert.deepEqual(await res.json(), {
+    kind: "Status",
+    apiVersion: "v1",
+    metadata: {},
+    status: "Failure",
+    message: `Timeout: Too large resource version: ${current + 5}, current: ${current}`,
+    reason: "Timeout",
+    details: {
+      causes: [{ reason: "ResourceVersionTooLarge", message: "Too large resource version" }],
+      retryAfterSeconds: 1,
+    },
+    code: 504,
+  });
+  // Reached in time: the list is served once the write lands.
+  const soon = fetch(`${server.url}${VA_PATH}?resourceVersion=${current + 1}`);
+  while (clock.pendingTimers() === baseline) await new Promise((r) => setTimeout(r, 1));
+  server.create(VOLUME_ATTACHMENTS, va("a"));
+  const served = await soon;
+  assert.equal(served.status, 200);
+  assert.equal(((await served.json()) as { items: unknown[] }).items.length, 1);
+  assert.equal(clock.pendingTimers(), baseline);
 });
 
 Deno.test("MemoryApiServer a client that goes away closes its watch", async () => {
@@ -1170,8 +1222,8 @@ Deno.test("MemoryApiServer validates VolumeAttachment updates over HTTP: spec im
       '{"Attacher":"csi/test","Source":{"PersistentVolumeName":"p","InlineVolumeSpec":null},' +
       '"NodeName":"m"}: field is immutable',
   );
-  // Real, for {"spec":{"attacher":""}} on a VA of attacher "a": the internal validation's
-  // Required, then the immutable spec.
+  // Real, for {"spec":{"attacher":""}} on a VA of attacher "a": the object is validated twice
+  // (by the strategy and by ValidateVolumeAttachmentUpdate), then the specs are compared.
   const emptied = await call(
     server,
     "PATCH",
@@ -1180,6 +1232,7 @@ Deno.test("MemoryApiServer validates VolumeAttachment updates over HTTP: spec im
     "application/merge-patch+json",
   );
   assert.deepEqual(causesOf(emptied), [
+    "spec.attacher: Required value",
     "spec.attacher: Required value",
     'spec: Invalid value: {"Attacher":"","Source":{"PersistentVolumeName":"p",' +
     '"InlineVolumeSpec":null},"NodeName":"n"}: field is immutable',

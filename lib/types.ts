@@ -144,6 +144,12 @@ export interface Status {
   status: "Failure" | "Success";
   message?: string;
   reason?: string;
-  details?: { name?: string; group?: string; kind?: string; causes?: unknown[] };
+  details?: {
+    name?: string;
+    group?: string;
+    kind?: string;
+    causes?: unknown[];
+    retryAfterSeconds?: number;
+  };
   code: number;
 }

@@ -47,6 +47,7 @@ export function failureStatus(
     if (details.group) d.group = details.group;
     if (details.kind) d.kind = details.kind;
     if (details.causes && details.causes.length > 0) d.causes = details.causes;
+    if (details.retryAfterSeconds) d.retryAfterSeconds = details.retryAfterSeconds;
     status.details = d;
   }
   return status;
@@ -308,4 +309,53 @@ export function errorForCode(
     default:
       return new StatusError(failureStatus(code, "Unknown", msg ?? `mock error ${code}`));
   }
+}
+
+/**
+ * `strconv.ParseUint(value, 10, 64)`'s error as a field error of `resourceVersion`, or undefined
+ * when `value` is a resourceVersion.
+ */
+export function resourceVersionParseError(value: string): string | undefined {
+  if (/^[0-9]+$/.test(value) && BigInt(value) <= 18446744073709551615n) return undefined;
+  const why = /^[0-9]+$/.test(value) ? "value out of range" : "invalid syntax";
+  return `resourceVersion: Invalid value: ${JSON.stringify(value)}: strconv.ParseUint: parsing ` +
+    `${JSON.stringify(value)}: ${why}`;
+}
+
+/** 400 for a list whose resourceVersion is not a number. */
+export function invalidListResourceVersion(parseError: string): StatusError {
+  return badRequest(`invalid resource version: ${parseError}`);
+}
+
+/**
+ * 500 for a watch whose resourceVersion is not a number: the watch handler answers the parse
+ * error as an internal error, with no reason.
+ */
+export function invalidWatchResourceVersion(parseError: string): StatusError {
+  return new StatusError({
+    kind: "Status",
+    apiVersion: "v1",
+    metadata: {},
+    status: "Failure",
+    message: parseError,
+    code: 500,
+  });
+}
+
+/**
+ * 504 `Timeout: Too large resource version: N, current: M`: a list asked for a resourceVersion
+ * the server had not reached within 3 s. Sent with `Retry-After: 1`.
+ */
+export function resourceVersionTooLarge(requested: string, current: number): StatusError {
+  return new StatusError(
+    failureStatus(
+      504,
+      "Timeout",
+      `Timeout: Too large resource version: ${requested}, current: ${current}`,
+      {
+        causes: [{ reason: "ResourceVersionTooLarge", message: "Too large resource version" }],
+        retryAfterSeconds: 1,
+      },
+    ),
+  );
 }

@@ -157,7 +157,7 @@ export function validateVolumeAttachmentCreate(obj: Record<string, unknown>): Fi
 
 /**
  * The errors of a VolumeAttachment updated over HTTP (PUT or patch of the main resource):
- * {@link validateVolumeAttachment}, then `spec: Invalid value: ...: field is immutable` when the
+ * {@link validateVolumeAttachment} twice, then `spec: Invalid value: ...: field is immutable` when the
  * spec changed. The value is printed as the real server prints the internal Go struct (field
  * names capitalized); an inline volume spec is printed as sent.
  */
@@ -165,7 +165,9 @@ export function validateVolumeAttachmentUpdate(
   next: Record<string, unknown>,
   old: Record<string, unknown>,
 ): FieldCause[] {
-  const causes = validateVolumeAttachment(next);
+  // The strategy validates the object, then `ValidateVolumeAttachmentUpdate` validates it again
+  // before comparing the specs: every error of the object comes twice.
+  const causes = [...validateVolumeAttachment(next), ...validateVolumeAttachment(next)];
   const spec = isObject(next.spec) ? next.spec : {};
   const oldSpec = isObject(old.spec) ? old.spec : {};
   if (!jsonEqual(spec, oldSpec)) {

@@ -10,7 +10,11 @@ import type { Clock, Timer } from "../clock.ts";
 import type { Status } from "../types.ts";
 import type { Registry, RegistryEvent, StoredObject } from "./registry.ts";
 import { apiVersionOf, type ServedResource } from "./resources.ts";
-import { badRequest, StatusError } from "./status_errors.ts";
+import {
+  invalidWatchResourceVersion,
+  resourceVersionParseError,
+  StatusError,
+} from "./status_errors.ts";
 
 /** What a watch asks for. */
 export interface WatchRequest {
@@ -133,13 +137,12 @@ export class WatchHub {
    * Opens a watch and returns its response body. A resourceVersion older than the history gives
    * a stream with one ERROR event (410 Expired) that then ends, as the watch cache does.
    *
-   * @throws {StatusError} 400 for a resourceVersion that is not a number.
+   * @throws {StatusError} 500 for a resourceVersion that is not a number (as the real server).
    */
   open(request: WatchRequest): ReadableStream<Uint8Array> {
     const rv = request.resourceVersion;
-    if (rv !== "" && !/^[0-9]+$/.test(rv)) {
-      throw badRequest(`resourceVersion: Invalid value: "${rv}": must be a non-negative integer`);
-    }
+    const parseError = rv === "" ? undefined : resourceVersionParseError(rv);
+    if (parseError !== undefined) throw invalidWatchResourceVersion(parseError);
     this.#unsubscribe ??= this.#registry.subscribe((ev) => this.#dispatch(ev));
     let initial: WatchLine[] = [];
     let expired: StatusError | undefined;

@@ -49,6 +49,8 @@ interface ProbeServer {
 }
 
 const VA = "/apis/storage.k8s.io/v1/volumeattachments";
+/** In a probe's path: the VolumeAttachment list's resourceVersion before the first probe. */
+const START_RV = "<start-rv>";
 const PV = "/api/v1/persistentvolumes";
 const LEASES = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
 const SECRETS = "/api/v1/namespaces/default/secrets";
@@ -94,9 +96,9 @@ const PROBES: Probe[] = [
     watchMs: 3000,
   },
   {
-    name: "watch from resourceVersion 1",
+    name: "watch from the resourceVersion before the first probe (history replayed)",
     method: "GET",
-    path: `${VA}?watch=true&resourceVersion=1&timeoutSeconds=1`,
+    path: `${VA}?watch=true&resourceVersion=${START_RV}&timeoutSeconds=1`,
     watchMs: 3000,
   },
   {
@@ -337,6 +339,22 @@ const PROBES: Probe[] = [
     method: "GET",
     path: `${VA}?resourceVersionMatch=NotOlderThan`,
   },
+  {
+    name: "list with a resourceVersion that is no number",
+    method: "GET",
+    path: `${VA}?resourceVersion=abc`,
+  },
+  {
+    name: "watch with a resourceVersion that is no number",
+    method: "GET",
+    path: `${VA}?watch=true&resourceVersion=abc`,
+    watchMs: 2000,
+  },
+  {
+    name: "list from a resourceVersion not reached (3 s wait, then 504)",
+    method: "GET",
+    path: `${VA}?resourceVersion=999999999`,
+  },
   // Bodies that do not decode, or decode to something else.
   { name: "create with an empty body", method: "POST", path: VA, body: "" },
   { name: "create with a truncated JSON body", method: "POST", path: VA, body: '{"kind":' },
@@ -524,7 +542,8 @@ function normalize(value: unknown, key = ""): unknown {
     return value
       .replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z/g, "<time>")
       .replace(/\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b/g, "<uid>")
-      .replace(/resource version: \d+ \(\d+\)/g, "resource version: <rv> (<rv>)");
+      .replace(/resource version: \d+ \(\d+\)/g, "resource version: <rv> (<rv>)")
+      .replace(/current: \d+/g, "current: <rv>");
   }
   return value;
 }
@@ -635,9 +654,12 @@ function fakeServer(url: string): ProbeServer {
 
 async function runProbes(server: ProbeServer): Promise<Answer[]> {
   const answers: Answer[] = [];
+  // The resourceVersion before the first probe, for paths that watch from there.
+  const startRv = await server.rv(VA);
   for (const probe of PROBES) {
+    const path = probe.path.replace(START_RV, startRv);
     if (probe.watchMs !== undefined) {
-      answers.push(await server.watch(probe.path, probe.watchMs));
+      answers.push(await server.watch(path, probe.watchMs));
       continue;
     }
     const raw = typeof probe.body === "function"
@@ -648,7 +670,7 @@ async function runProbes(server: ProbeServer): Promise<Answer[]> {
       : typeof raw === "string"
       ? raw
       : JSON.stringify(raw);
-    answers.push(await server.send(probe.method, probe.path, body, probe.contentType));
+    answers.push(await server.send(probe.method, path, body, probe.contentType));
   }
   return answers;
 }
@@ -705,7 +727,7 @@ const CLEANUP = [
  * real server afterwards.
  */
 export async function compareWithMemoryApiServer(api: RawApi): Promise<DifferenceReport> {
-  const fake = await MemoryApiServer.start({ bookmarkIntervalMs: 500 });
+  const fake = await MemoryApiServer.start();
   let real: Answer[];
   let mem: Answer[];
   try {
