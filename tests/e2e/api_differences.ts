@@ -4,7 +4,7 @@
  * whose status, content type, `Warning` header or body (volatile values such as uids, times and
  * resourceVersions normalized) differs is reported with both answers verbatim.
  *
- * This is a report, not a test of the fake: it never fails on a difference.
+ * The report itself never fails; the suite fails when any probe differs.
  *
  * @module
  */
