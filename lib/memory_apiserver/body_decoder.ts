@@ -6,8 +6,8 @@
  *
  * YAML is read as Kubernetes reads it (through JSON, YAML 1.1 booleans such as `yes`/`no`/`on`/
  * `off`, the first document only); its syntax errors carry js-yaml's wording, not go-yaml's, and
- * merge keys (`<<`) and YAML 1.1 octals are not understood. Types of field values are not
- * checked.
+ * merge keys (`<<`) and YAML 1.1 octals are not understood. Types of field values are checked
+ * where the resource describes its fields (VolumeAttachments).
  *
  * @module
  */
@@ -205,6 +205,12 @@ export function decodeObjectBody(
   if (mismatch !== undefined) throw mismatch;
 
   const decoded = decodeFields(res.fields, node);
+  if (decoded.typeError !== undefined) {
+    throw badRequest(
+      `${res.kind} in version "${res.version}" cannot be handled as a ${res.kind}: ` +
+        decoded.typeError,
+    );
+  }
   const texts = decoded.findings.map(findingText);
   if (fieldValidation === "Strict" && (texts.length > 0 || yamlDuplicates.length > 0)) {
     const all = yamlDuplicates.length > 0

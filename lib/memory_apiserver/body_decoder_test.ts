@@ -41,15 +41,16 @@ Deno.test("decodeObjectBody reads a YAML body as the JSON object it stands for",
     spec: { attacher: "a.b", nodeName: "node-1", source: { persistentVolumeName: "pv1" } },
   });
   assert.deepEqual(decoded.warnings, []);
-  // YAML 1.1 booleans, as go-yaml v2 reads them: `n` is false, so a nodeName of `n` is a bool
-  // (the real server then fails on its type; here the value shows the reading).
+  // YAML 1.1 booleans, as go-yaml v2 reads them: `n` is false (so a VolumeAttachment's nodeName
+  // `n` fails as a bool, as on the real server). Shown on PersistentVolumes, whose field types
+  // are not described here.
   const bools = decodeObjectBody(
-    VA,
+    resolveServedResource("persistentvolumes"),
     "application/yaml",
-    "metadata:\n  labels:\n    a: yes\n    b: n\n    c: 'yes'\n",
+    "metadata:\n  labels:\n    a: yes\n    b: n\n    c: 'yes'\n    d: on\n",
     "",
   );
-  assert.deepEqual(bools.body.metadata, { labels: { a: true, b: false, c: "yes" } });
+  assert.deepEqual(bools.body.metadata, { labels: { a: true, b: false, c: "yes", d: true } });
   // Only the first document counts; a comment alone is an empty object.
   assert.deepEqual(
     decodeObjectBody(VA, "application/yaml", "---\nkind: VolumeAttachment\n---\nkind: X\n", "")
@@ -231,4 +232,55 @@ Deno.test("decodeObjectBody refuses other media types with the accepted ones lis
       code: 415,
     });
   }
+});
+
+Deno.test("decodeObjectBody refuses a value of the wrong type as encoding/json words it", () => {
+  const prefix =
+    'VolumeAttachment in version "v1" cannot be handled as a VolumeAttachment: json: ' +
+    "cannot unmarshal ";
+  const va = (spec: unknown, metadata: unknown = { name: "x" }) =>
+    JSON.stringify({ kind: "VolumeAttachment", apiVersion: "storage.k8s.io/v1", metadata, spec });
+  // Real (v1.34.4) answers to the same bodies.
+  assert.equal(
+    failure("application/json", va({ attacher: 5 })).message,
+    `${prefix}number into Go struct field VolumeAttachmentSpec.spec.attacher of type string`,
+  );
+  assert.equal(
+    failure("application/json", va("s")).message,
+    `${prefix}string into Go struct field VolumeAttachment.spec of type v1.VolumeAttachmentSpec`,
+  );
+  assert.equal(
+    failure("application/json", va({}, { name: 5 })).message,
+    `${prefix}number into Go struct field ObjectMeta.metadata.name of type string`,
+  );
+  // A map value is reported at the map: YAML `yes` is a bool, 0x1F a number.
+  for (const value of ["yes", "0x1F"]) {
+    const text = `kind: VolumeAttachment\nmetadata:\n  name: x\n  labels:\n    a: ${value}\n`;
+    assert.match(
+      failure("application/yaml", text).message,
+      /^VolumeAttachment in version "v1" cannot be handled as a VolumeAttachment: json: cannot unmarshal (bool|number) into Go struct field ObjectMeta\.metadata\.labels of type string$/,
+    );
+  }
+  // The first wrong value wins, even with fieldValidation=Strict and unknown fields about.
+  assert.equal(
+    failure("application/json", va({ bogus: 1, nodeName: true, attacher: 5 }), "Strict").message,
+    `${prefix}bool into Go struct field VolumeAttachmentSpec.spec.nodeName of type string`,
+  );
+  // null fits every type; status and finalizers are typed too.
+  assert.deepEqual(
+    decodeObjectBody(VA, "application/json", va({ attacher: null }), "").body.spec,
+    { attacher: null },
+  );
+  assert.equal(
+    failure(
+      "application/json",
+      JSON.stringify({ metadata: { finalizers: "f" }, status: { attached: "yes" } }),
+    ).message,
+    `${prefix}string into Go struct field ObjectMeta.metadata.finalizers of type []string`,
+  );
+  assert.equal(
+    failure("application/json", JSON.stringify({ status: { attachError: { errorCode: 1.5 } } }))
+      .message,
+    `${prefix}number 1.5 into Go struct field VolumeError.status.attachError.errorCode of type int32`,
+  );
 });

@@ -410,6 +410,27 @@ const PROBES: Probe[] = [
       '"diff-x","bogus":1,"name":"diff-x"},"spec":{"attacher":"a","nodeName":"n","zz":1,' +
       '"source":{"persistentVolumeName":"p"}}}',
   },
+  {
+    name: "create with a number as spec.attacher",
+    method: "POST",
+    path: VA,
+    body: { ...va("diff-x"), spec: { ...va("x").spec as object, attacher: 5 } },
+  },
+  {
+    name: "create with a string as spec",
+    method: "POST",
+    path: VA,
+    body: { ...va("diff-x"), spec: "s" },
+  },
+  {
+    name: "create from YAML with a label `yes` (a YAML 1.1 bool)",
+    method: "POST",
+    path: VA,
+    body: "kind: VolumeAttachment\napiVersion: storage.k8s.io/v1\nmetadata:\n  name: diff-x\n" +
+      "  labels:\n    a: yes\nspec:\n  attacher: a\n  nodeName: node1\n  source:\n" +
+      "    persistentVolumeName: p\n",
+    contentType: "application/yaml",
+  },
   // Validation of VolumeAttachments.
   {
     name: "create with an attacher that is no DNS subdomain",
