@@ -190,26 +190,37 @@ Deno.test("decodeObjectBody words undecodable bodies as kube-apiserver does", ()
 Deno.test("decodeObjectBody refuses another kind or API version with the real texts", () => {
   const body = (kind: string, apiVersion: string) =>
     JSON.stringify({ kind, ...(apiVersion ? { apiVersion } : {}), metadata: { name: "x" } });
-  assert.equal(
-    failure("application/json", body("Foo", "v1")).message,
-    'Foo in version "v1" cannot be handled as a VolumeAttachment: no kind "Foo" is registered ' +
-      'for version "v1" in scheme "pkg/runtime/scheme.go:110"',
-  );
-  assert.equal(
-    failure("application/json", body("VolumeAttachment", "v1")).message,
-    'VolumeAttachment in version "v1" cannot be handled as a VolumeAttachment: no kind ' +
+  const cases: [string, string, string][] = [
+    [
+      "Foo",
+      "v1",
+      'Foo in version "v1" cannot be handled as a VolumeAttachment: no kind "Foo" is ' +
+      'registered for version "v1" in scheme "pkg/runtime/scheme.go:110"',
+    ],
+    [
+      "VolumeAttachment",
+      "v1",
+      'VolumeAttachment in version "v1" cannot be handled as a VolumeAttachment: no kind ' +
       '"VolumeAttachment" is registered for version "v1" in scheme "pkg/runtime/scheme.go:110"',
-  );
-  assert.equal(
-    failure("application/json", body("VolumeAttachment", "storage.k8s.io/v1beta1")).message,
-    "the API version in the data (storage.k8s.io/v1beta1) does not match the expected API " +
+    ],
+    [
+      "VolumeAttachment",
+      "storage.k8s.io/v1beta1",
+      "the API version in the data (storage.k8s.io/v1beta1) does not match the expected API " +
       "version (storage.k8s.io/v1)",
-  );
-  assert.equal(
-    failure("application/json", body("PersistentVolume", "v1")).message,
-    'PersistentVolume in version "v1" cannot be handled as a VolumeAttachment: converting ' +
+    ],
+    [
+      "PersistentVolume",
+      "v1",
+      'PersistentVolume in version "v1" cannot be handled as a VolumeAttachment: converting ' +
       "(v1.PersistentVolume) to (storage.VolumeAttachment): unknown conversion",
-  );
+    ],
+  ];
+  for (const [kind, apiVersion, message] of cases) {
+    const err = failure("application/json", body(kind, apiVersion));
+    assert.equal(err.status.code, 400);
+    assert.equal(err.message, message);
+  }
   // Missing kind or apiVersion take the resource's; null is an empty object.
   assert.deepEqual(
     decodeObjectBody(VA, "application/json", body("VolumeAttachment", ""), "").body,
