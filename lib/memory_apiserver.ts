@@ -7,11 +7,16 @@
  * `/status`), csinodes (storage.k8s.io/v1), nodes (v1, with `/status`), and the namespaced
  * secrets (v1), leases (coordination.k8s.io/v1) and events (v1). Verbs: get, list, watch, create,
  * update, patch (merge, strategic merge and JSON patch), delete. Bodies of creates and updates over
- * HTTP get the real server's field validation (unknown fields dropped with a `Warning` header, or
- * refused with `fieldValidation=Strict`), defaulting and required-field validation. Storage semantics are in
+ * HTTP (JSON or YAML) are decoded as the real server decodes them
+ * ({@link import("./memory_apiserver/body_decoder.ts")}: unknown and duplicate fields as `Warning`
+ * headers or refused with `fieldValidation=Strict`, field types, kind and version), defaulted and
+ * validated ({@link import("./memory_apiserver/validation.ts")}). Watches send bookmarks, serve
+ * watch lists (`sendInitialEvents`) and resume from any resourceVersion since the last periodic
+ * compaction; list and watch options are validated
+ * ({@link import("./memory_apiserver/list_options.ts")}). Storage semantics are in
  * {@link import("./memory_apiserver/registry.ts")}; error texts are the real server's
- * ({@link import("./memory_apiserver/status_errors.ts")}). No authentication: any request is
- * accepted.
+ * ({@link import("./memory_apiserver/status_errors.ts")}), checked against kube-apiserver v1.34.4
+ * by the end-to-end suite. No authentication: any request is accepted.
  *
  * For tests it records every request ({@link MemoryApiServer.requests}), injects faults
  * ({@link MemoryApiServer.failNext}), and gives direct access to the objects without HTTP.
