@@ -355,6 +355,21 @@ const PROBES: Probe[] = [
     method: "GET",
     path: `${VA}?resourceVersion=999999999`,
   },
+  {
+    name: "list with resourceVersionMatch=Exact from resourceVersion 0",
+    method: "GET",
+    path: `${VA}?resourceVersion=0&resourceVersionMatch=Exact`,
+  },
+  {
+    name: "list with resourceVersionMatch and continue",
+    method: "GET",
+    path: `${VA}?resourceVersion=5&resourceVersionMatch=NotOlderThan&continue=abc`,
+  },
+  {
+    name: "list with an unsupported resourceVersionMatch",
+    method: "GET",
+    path: `${VA}?resourceVersion=5&resourceVersionMatch=Bogus`,
+  },
   // Bodies that do not decode, or decode to something else.
   { name: "create with an empty body", method: "POST", path: VA, body: "" },
   { name: "create with a truncated JSON body", method: "POST", path: VA, body: '{"kind":' },
