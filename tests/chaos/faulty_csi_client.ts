@@ -431,6 +431,27 @@ class FaultyCsiClient implements CsiClient {
     return Promise.resolve(new Set(ExampleDriver.CONTROLLER_CAPABILITIES));
   }
 
+  /** Records a publish or unpublish as sent; returns the call's target for the fault rules. */
+  #record(
+    method: "ControllerPublishVolume" | "ControllerUnpublishVolume",
+    req: { volumeId: string; nodeId: string; secrets?: Record<string, string> },
+  ): { volumeId: string; nodeId: string; label: string } {
+    const net = this.#net;
+    net.calls.push({
+      seq: net.nextSeq(),
+      client: this.#client,
+      method,
+      volumeId: req.volumeId,
+      nodeId: req.nodeId,
+      secrets: { ...req.secrets },
+    });
+    return {
+      volumeId: req.volumeId,
+      nodeId: req.nodeId,
+      label: `${method}(${req.volumeId}, ${req.nodeId})`,
+    };
+  }
+
   controllerPublishVolume(
     req: ControllerPublishVolumeRequest,
     opts: CallOptions,
@@ -438,22 +459,10 @@ class FaultyCsiClient implements CsiClient {
     const net = this.#net;
     const client = this.#client;
     const copy = structuredClone(req);
-    net.calls.push({
-      seq: net.nextSeq(),
-      client,
-      method: "ControllerPublishVolume",
-      volumeId: copy.volumeId,
-      nodeId: copy.nodeId,
-      secrets: { ...copy.secrets },
-    });
     return net.call(
       client,
       "ControllerPublishVolume",
-      {
-        volumeId: req.volumeId,
-        nodeId: req.nodeId,
-        label: `ControllerPublishVolume(${req.volumeId}, ${req.nodeId})`,
-      },
+      this.#record("ControllerPublishVolume", copy),
       opts,
       () => net.driver.publish({ ...copy, volumeCapability: driverCapability(copy) }),
       (res) => net.ackPublish(client, copy, res.publishContext),
@@ -467,22 +476,10 @@ class FaultyCsiClient implements CsiClient {
     const net = this.#net;
     const client = this.#client;
     const copy = structuredClone(req);
-    net.calls.push({
-      seq: net.nextSeq(),
-      client,
-      method: "ControllerUnpublishVolume",
-      volumeId: copy.volumeId,
-      nodeId: copy.nodeId,
-      secrets: { ...copy.secrets },
-    });
     return net.call(
       client,
       "ControllerUnpublishVolume",
-      {
-        volumeId: req.volumeId,
-        nodeId: req.nodeId,
-        label: `ControllerUnpublishVolume(${req.volumeId}, ${req.nodeId})`,
-      },
+      this.#record("ControllerUnpublishVolume", copy),
       opts,
       () => net.driver.unpublish(copy),
       () => net.ackUnpublish(client, copy),

@@ -725,24 +725,36 @@ class FaultyKubeClient implements KubeApi {
   }
 
   create<T extends KubeObject>(res: Resource, obj: T, opts: ObjectOptions = {}): Promise<T> {
-    const server = this.#server();
-    const target: RuleTarget = {
-      resource: res.plural,
-      name: obj.metadata.name,
-      subresource: "",
-      namespace: opts.namespace ?? obj.metadata.namespace ?? "",
-    };
-    return this.#net.call(
-      this.#client,
+    return this.#writeObject(
       "create",
-      `POST ${res.plural}/${obj.metadata.name}`,
-      target,
-      () =>
-        this.#net.write(this.#client, target, () => server.create<T>(res, structuredClone(obj))),
+      "POST",
+      res,
+      obj,
+      opts,
+      (server, copy) => server.create<T>(res, copy),
     );
   }
 
   update<T extends KubeObject>(res: Resource, obj: T, opts: ObjectOptions = {}): Promise<T> {
+    return this.#writeObject(
+      "update",
+      "PUT",
+      res,
+      obj,
+      opts,
+      (server, copy) => server.update<T>(res, copy),
+    );
+  }
+
+  /** A create or update of a whole object: through the network, then written to the server. */
+  #writeObject<T extends KubeObject>(
+    verb: "create" | "update",
+    method: "POST" | "PUT",
+    res: Resource,
+    obj: T,
+    opts: ObjectOptions,
+    apply: (server: MemoryApiServer, copy: T) => T,
+  ): Promise<T> {
     const server = this.#server();
     const target: RuleTarget = {
       resource: res.plural,
@@ -752,11 +764,10 @@ class FaultyKubeClient implements KubeApi {
     };
     return this.#net.call(
       this.#client,
-      "update",
-      `PUT ${res.plural}/${obj.metadata.name}`,
+      verb,
+      `${method} ${res.plural}/${obj.metadata.name}`,
       target,
-      () =>
-        this.#net.write(this.#client, target, () => server.update<T>(res, structuredClone(obj))),
+      () => this.#net.write(this.#client, target, () => apply(server, structuredClone(obj))),
     );
   }
 
