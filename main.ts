@@ -3,22 +3,22 @@
  * ControllerPublishVolume / ControllerUnpublishVolume.
  *
  * This file only reads the process environment and wires the pieces together; the behaviour
- * lives in `lib/`.
+ * lives in `attacher/`; the sandbox subcommand is loaded from `sandbox/` only when given.
  *
  * @module
  */
 
-import { runAttacher } from "./lib/attacher.ts";
-import { KubeClient } from "./lib/kube_client.ts";
-import { loadKubeConfig } from "./lib/kube_config.ts";
-import { SERVICE_ACCOUNT_NAMESPACE_FILE } from "./lib/leader_election.ts";
-import { createLogger, errorText } from "./lib/log.ts";
-import type { Logger } from "./lib/logger.ts";
-import { parseOptions, validateOptions } from "./lib/options.ts";
-import type { Options } from "./lib/options.ts";
-import { runSandbox } from "./lib/sandbox.ts";
-import { TokenBucket } from "./lib/token_bucket.ts";
-import { VERSION } from "./lib/version.ts";
+import { runAttacher } from "./attacher/run.ts";
+import { KubeClient } from "./attacher/kube/client.ts";
+import { loadKubeConfig } from "./attacher/kube/config.ts";
+import { SERVICE_ACCOUNT_NAMESPACE_FILE } from "./attacher/leaderelection/elector.ts";
+import { createLogger, errorText } from "./attacher/observe/log.ts";
+import type { Logger } from "./attacher/observe/logger.ts";
+import { parseOptions, validateOptions } from "./attacher/cli/options.ts";
+import type { Options } from "./attacher/cli/options.ts";
+import { runSandbox } from "./sandbox/main.ts";
+import { TokenBucket } from "./attacher/workqueue/token_bucket.ts";
+import { VERSION } from "./attacher/version.ts";
 
 const TERMINATION_LOG = "/dev/termination-log";
 

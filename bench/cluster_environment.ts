@@ -17,7 +17,7 @@ import { type ClusterInfo, LocalCluster, stopSavedCluster } from "../tests/e2e/c
 import { parseDriverCalls } from "../tests/e2e/driver_log.ts";
 import { PATHS } from "../tests/e2e/objects.ts";
 import { resolveSettings } from "../tests/e2e/settings.ts";
-import type { VolumeAttachment } from "../lib/types.ts";
+import type { VolumeAttachment } from "../attacher/kube/types.ts";
 import type { BenchEnvironment, EnvironmentFactory } from "./environment.ts";
 import {
   CANARY,

@@ -24,9 +24,9 @@
  * @module
  */
 
-import { CSI_NODES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../lib/kube_api.ts";
-import { MemoryApiServer, type RecordedRequest } from "../lib/memory_apiserver.ts";
-import type { VolumeAttachment } from "../lib/types.ts";
+import { CSI_NODES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../attacher/kube/api.ts";
+import { MemoryApiServer, type RecordedRequest } from "../testkit/apiserver/server.ts";
+import type { VolumeAttachment } from "../attacher/kube/types.ts";
 import {
   CANARY,
   csiNode,

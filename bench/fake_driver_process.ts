@@ -10,9 +10,9 @@
  * @module
  */
 
-import { ExampleDriver } from "../lib/example_csi_driver.ts";
-import type { ControllerHandlers, IdentityHandlers } from "../lib/csi_driver_server.ts";
-import { startCsiDriverServer } from "../lib/csi_driver_server.ts";
+import { ExampleDriver } from "../testkit/csi/example_driver.ts";
+import type { ControllerHandlers, IdentityHandlers } from "../testkit/csi/server.ts";
+import { startCsiDriverServer } from "../testkit/csi/server.ts";
 import { CANARY, type FixtureSpec, volumeId } from "./fixtures.ts";
 
 /** gRPC method names by handler name, as the CSI spec names them. */

@@ -9,7 +9,7 @@
  * @module
  */
 
-import type { VolumeAttachment } from "../lib/types.ts";
+import type { VolumeAttachment } from "../attacher/kube/types.ts";
 import { CANARY, type FixtureSpec, indexOfVa } from "./fixtures.ts";
 import { type LatencySummary, summarize } from "./stats.ts";
 

@@ -1,6 +1,6 @@
 /**
  * Build step: turns `proto/csi.proto` into the JSON descriptor `proto/csi_descriptor.json` that
- * `lib/csi_proto.ts` imports, so the running program never reads a `.proto` file (it is bundled
+ * `attacher/csi/proto.ts` imports, so the running program never reads a `.proto` file (it is bundled
  * into one file, where file reads are fragile; see PLATFORM.md §2).
  *
  * Run with `deno task proto`. `proto/generate_test.ts` fails when the committed JSON differs from

@@ -16,17 +16,17 @@
  * @module
  */
 
-import type { FakeClock, Timer } from "../../lib/clock.ts";
+import type { FakeClock, Timer } from "../../attacher/clock.ts";
 import type {
   CallOptions,
   ControllerPublishVolumeRequest,
   ControllerUnpublishVolumeRequest,
   CsiClient,
   ListedVolume,
-} from "../../lib/csi_api.ts";
-import { CsiError, grpcCodeName } from "../../lib/csi_api.ts";
-import { CsiStatusError, type DriverVolumeCapability } from "../../lib/csi_driver_server.ts";
-import { ExampleDriver } from "../../lib/example_csi_driver.ts";
+} from "../../attacher/csi/api.ts";
+import { CsiError, grpcCodeName } from "../../attacher/csi/api.ts";
+import { CsiStatusError, type DriverVolumeCapability } from "../../testkit/csi/server.ts";
+import { ExampleDriver } from "../../testkit/csi/example_driver.ts";
 import type { Journal } from "./journal.ts";
 import type { Prng } from "./prng.ts";
 

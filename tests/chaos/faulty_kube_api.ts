@@ -13,7 +13,7 @@
  * @module
  */
 
-import type { FakeClock, Timer } from "../../lib/clock.ts";
+import type { FakeClock, Timer } from "../../attacher/clock.ts";
 import {
   ApiError,
   type KubeApi,
@@ -23,11 +23,11 @@ import {
   type Resource,
   type WatchEvent,
   type WatchOptions,
-} from "../../lib/kube_api.ts";
-import type { MemoryApiServer } from "../../lib/memory_apiserver.ts";
-import { resolveServedResource } from "../../lib/memory_apiserver/resources.ts";
-import { errorForCode, resourceExpired } from "../../lib/memory_apiserver/status_errors.ts";
-import type { KubeObject } from "../../lib/types.ts";
+} from "../../attacher/kube/api.ts";
+import type { MemoryApiServer } from "../../testkit/apiserver/server.ts";
+import { resolveServedResource } from "../../testkit/apiserver/resources.ts";
+import { errorForCode, resourceExpired } from "../../testkit/apiserver/status_errors.ts";
+import type { KubeObject } from "../../attacher/kube/types.ts";
 import type { Journal } from "./journal.ts";
 import type { MirrorEvent, ServerMirror } from "./mirror.ts";
 import type { Prng } from "./prng.ts";

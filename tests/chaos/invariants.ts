@@ -19,18 +19,18 @@
  * @module
  */
 
-import type { CapturedLine } from "../capture_logger.ts";
-import type { ExampleDriver } from "../../lib/example_csi_driver.ts";
-import { errorText } from "../../lib/log.ts";
-import { jsonEqual } from "../../lib/json_patch.ts";
-import { finalizerName, NODE_ID_ANNOTATION } from "../../lib/names.ts";
+import type { CapturedLine } from "../../testkit/fakes/capture_logger.ts";
+import type { ExampleDriver } from "../../testkit/csi/example_driver.ts";
+import { errorText } from "../../attacher/observe/log.ts";
+import { jsonEqual } from "../../attacher/kube/json_patch.ts";
+import { finalizerName, NODE_ID_ANNOTATION } from "../../attacher/controller/names.ts";
 import type {
   CsiNode,
   CsiPersistentVolumeSource,
   KubeObject,
   PersistentVolume,
   VolumeAttachment,
-} from "../../lib/types.ts";
+} from "../../attacher/kube/types.ts";
 import type { ApiWrite } from "./faulty_kube_api.ts";
 import type { CsiAck, CsiCallRecord } from "./faulty_csi_client.ts";
 import type { ServerMirror } from "./mirror.ts";

@@ -9,8 +9,8 @@
  * @module
  */
 
-import type { ApiServerEvent, MemoryApiServer } from "../../lib/memory_apiserver.ts";
-import type { KubeObject } from "../../lib/types.ts";
+import type { ApiServerEvent, MemoryApiServer } from "../../testkit/apiserver/server.ts";
+import type { KubeObject } from "../../attacher/kube/types.ts";
 
 /** One change, with its object frozen. */
 export interface MirrorEvent {

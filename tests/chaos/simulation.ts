@@ -14,20 +14,25 @@
  */
 
 import { setImmediate } from "node:timers";
-import { FakeClock } from "../../lib/clock.ts";
-import { ExampleDriver } from "../../lib/example_csi_driver.ts";
-import { CSI_NODES, PERSISTENT_VOLUMES, SECRETS, VOLUME_ATTACHMENTS } from "../../lib/kube_api.ts";
-import { errorText } from "../../lib/log.ts";
-import { finalizerName } from "../../lib/names.ts";
-import { MemoryApiServer } from "../../lib/memory_apiserver.ts";
+import { FakeClock } from "../../attacher/clock.ts";
+import { ExampleDriver } from "../../testkit/csi/example_driver.ts";
+import {
+  CSI_NODES,
+  PERSISTENT_VOLUMES,
+  SECRETS,
+  VOLUME_ATTACHMENTS,
+} from "../../attacher/kube/api.ts";
+import { errorText } from "../../attacher/observe/log.ts";
+import { finalizerName } from "../../attacher/controller/names.ts";
+import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import type {
   CsiNode,
   CsiPersistentVolumeSource,
   PersistentVolume,
   Secret,
   VolumeAttachment,
-} from "../../lib/types.ts";
-import { CaptureLogger } from "../capture_logger.ts";
+} from "../../attacher/kube/types.ts";
+import { CaptureLogger } from "../../testkit/fakes/capture_logger.ts";
 import { FaultyCsiDriver } from "./faulty_csi_client.ts";
 import { type ApiWrite, FaultyKubeApi } from "./faulty_kube_api.ts";
 import {

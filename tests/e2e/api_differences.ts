@@ -1,5 +1,5 @@
 /**
- * Where `lib/memory_apiserver.ts` (the fake API server the unit tests use) answers differently
+ * Where `testkit/apiserver/server.ts` (the fake API server the unit tests use) answers differently
  * from the real kube-apiserver: the same sequence of requests is sent to both, and every answer
  * whose status, content type, `Warning` header or body (volatile values such as uids, times and
  * resourceVersions normalized) differs is reported with both answers verbatim.
@@ -9,7 +9,7 @@
  * @module
  */
 
-import { MemoryApiServer } from "../../lib/memory_apiserver.ts";
+import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import type { RawApi } from "./raw_api.ts";
 
 /** What one server answered. */
@@ -843,7 +843,7 @@ export async function compareWithMemoryApiServer(api: RawApi): Promise<Differenc
       "`code`, VolumeAttachment `spec.source` before `spec.nodeName`); ignored below.",
   );
   const markdown = [
-    "# kube-apiserver vs lib/memory_apiserver.ts",
+    "# kube-apiserver vs testkit/apiserver/server.ts",
     "",
     `${differences} of ${PROBES.length} probes differ (values of uid, times and resourceVersion ` +
     "normalized, managedFields dropped and keys sorted before comparing bodies).",

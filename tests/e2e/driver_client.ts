@@ -8,8 +8,8 @@
 
 import * as grpc from "@grpc/grpc-js";
 import protobuf from "protobufjs";
-import { csiTarget } from "../../lib/csi_client.ts";
-import { csiDescriptor, loadCsiProto } from "../../lib/csi_proto.ts";
+import { csiTarget } from "../../attacher/csi/client.ts";
+import { csiDescriptor, loadCsiProto } from "../../attacher/csi/proto.ts";
 
 /** A volume as the driver reports it. */
 export interface DriverVolume {

@@ -9,7 +9,7 @@ import type {
   CsiPersistentVolumeSource,
   PersistentVolume,
   VolumeAttachment,
-} from "../../lib/types.ts";
+} from "../../attacher/kube/types.ts";
 
 /** Collection paths. */
 export const PATHS = {

@@ -148,13 +148,13 @@ Deno.test({
         const report = await compareWithMemoryApiServer(cluster.admin);
         await Deno.writeTextFile(`${dir}/api-differences.md`, report.markdown);
         log(
-          `${report.differences} difference(s) from lib/memory_apiserver.ts; ` +
+          `${report.differences} difference(s) from testkit/apiserver/server.ts; ` +
             `details in ${dir}/api-differences.md`,
         );
         for (const line of report.summary) console.log(`    ${line}`);
         if (report.differences > 0) {
           throw new Error(
-            `lib/memory_apiserver.ts answers ${report.differences} probe(s) differently from ` +
+            `testkit/apiserver/server.ts answers ${report.differences} probe(s) differently from ` +
               `kube-apiserver: ${report.summary.join("; ")}`,
           );
         }

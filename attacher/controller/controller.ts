@@ -1,0 +1,279 @@
+/**
+ * The controller loop: informer events → keys → workqueues → cache lookup → handler.
+ *
+ * It owns no volume logic; see {@link Handler}. The behaviour follows the Go attacher's
+ * `pkg/controller/controller.go` (REFERENCE §2.2).
+ *
+ * @module
+ */
+
+import type { Clock } from "../clock.ts";
+import { realClock } from "../clock.ts";
+import type { Handler } from "./handler.ts";
+import type { Logger } from "../observe/logger.ts";
+import { jsonEqual } from "../kube/json_patch.ts";
+import { isMigratablePersistentVolume } from "./migration.ts";
+import { finalizerName, MIGRATED_TO_ANNOTATION } from "./names.ts";
+import type { EventHandlers, ObjectStore } from "../kube/store.ts";
+import type { CsiNode, PersistentVolume, VolumeAttachment } from "../kube/types.ts";
+import type { RateLimitingQueue } from "../workqueue/types.ts";
+
+/** A cache that can also deliver events. */
+export interface InformerLike<T> extends ObjectStore<T> {
+  addHandlers(h: EventHandlers<T>): void;
+  hasSynced(): boolean;
+  waitForSync(signal: AbortSignal): Promise<void>;
+}
+
+/** Collaborators of {@link AttachController}. */
+export interface ControllerDeps {
+  vaInformer: InformerLike<VolumeAttachment>;
+  pvInformer: InformerLike<PersistentVolume>;
+  csiNodeStore: ObjectStore<CsiNode>;
+  vaQueue: RateLimitingQueue;
+  pvQueue: RateLimitingQueue;
+  handler: Handler;
+  log: Logger;
+  clock?: Clock;
+}
+
+/** Options of {@link AttachController}. */
+export interface ControllerOptions {
+  /** The driver name from GetPluginInfo; only VolumeAttachments with this attacher are synced. */
+  driverName: string;
+  /** Number of VolumeAttachment workers, and also of PersistentVolume workers. */
+  workers: number;
+  /** Whether to run {@link Handler.reconcile} periodically. */
+  reconcile: boolean;
+  /** Period of the reconcile loop, counted from the end of the previous pass. */
+  reconcileSyncMs: number;
+}
+
+/**
+ * Whether an update of a VolumeAttachment must be synced. Changes that touch only
+ * `status.attachError`, `status.detachError`, `resourceVersion` or `managedFields` are the
+ * controller's own error writes: syncing them would call the driver again at once and break the
+ * exponential backoff (https://github.com/kubernetes-csi/external-attacher/issues/337).
+ */
+export function shouldEnqueueVAChange(oldVA: VolumeAttachment, newVA: VolumeAttachment): boolean {
+  if (oldVA.metadata.resourceVersion === newVA.metadata.resourceVersion) {
+    return true; // periodic resync
+  }
+  const oldStatus = oldVA.status;
+  const newStatus = newVA.status;
+  if (
+    !oldStatus?.attachError && !newStatus?.attachError && !oldStatus?.detachError &&
+    !newStatus?.detachError
+  ) {
+    return true;
+  }
+  const sanitized: VolumeAttachment = structuredClone(newVA);
+  sanitized.metadata.resourceVersion = oldVA.metadata.resourceVersion;
+  setOrDelete(sanitized.metadata, "managedFields", oldVA.metadata.managedFields);
+  if (sanitized.status || oldStatus) {
+    sanitized.status ??= { attached: false };
+    setOrDelete(sanitized.status, "attachError", oldStatus?.attachError);
+    setOrDelete(sanitized.status, "detachError", oldStatus?.detachError);
+  }
+  return !jsonEqual(normalizeStatus(oldVA), normalizeStatus(sanitized));
+}
+
+function setOrDelete<T extends object, K extends keyof T>(obj: T, key: K, value: T[K] | undefined) {
+  if (value === undefined) delete obj[key];
+  else obj[key] = value;
+}
+
+/** A missing status and an empty `{attached:false}` status compare equal. */
+function normalizeStatus(va: VolumeAttachment): unknown {
+  const { status, ...rest } = va;
+  const s = status ?? { attached: false };
+  return { ...rest, status: { ...s, attached: s.attached ?? false } };
+}
+
+/**
+ * Whether a PersistentVolume event may lead to removing our finalizer: the PV carries it and is
+ * being deleted, or it is an in-tree PV no longer migrated to this driver (CSI migration turned
+ * off or rolled back).
+ */
+export function shouldProcessPersistentVolume(pv: PersistentVolume, driverName: string): boolean {
+  if (!(pv.metadata.finalizers ?? []).includes(finalizerName(driverName))) return false;
+  if (pv.metadata.deletionTimestamp) return true;
+  return isMigratablePersistentVolume(pv) &&
+    pv.metadata.annotations?.[MIGRATED_TO_ANNOTATION] !== driverName;
+}
+
+/** Runs the VolumeAttachment and PersistentVolume queues of one driver. */
+export class AttachController {
+  #deps: ControllerDeps;
+  #opts: ControllerOptions;
+  #clock: Clock;
+  #log: Logger;
+
+  constructor(deps: ControllerDeps, opts: ControllerOptions) {
+    if (!Number.isInteger(opts.workers) || opts.workers < 1) {
+      throw new RangeError(
+        `Cannot create controller: workers must be at least 1, got ${opts.workers}`,
+      );
+    }
+    this.#deps = deps;
+    this.#opts = opts;
+    this.#clock = deps.clock ?? realClock;
+    this.#log = deps.log;
+    deps.handler.init({
+      vaQueue: deps.vaQueue,
+      pvQueue: deps.pvQueue,
+      vaStore: deps.vaInformer,
+      pvStore: deps.pvInformer,
+      csiNodeStore: deps.csiNodeStore,
+    });
+    deps.vaInformer.addHandlers({
+      add: (va) => this.#vaAdded(va),
+      update: (oldVA, newVA) => this.#vaUpdated(oldVA, newVA),
+      delete: (va) => this.#vaDeleted(va),
+    });
+    deps.pvInformer.addHandlers({
+      add: (pv) => this.#pvAddedOrUpdated(pv),
+      update: (_oldPV, newPV) => this.#pvAddedOrUpdated(newPV),
+    });
+  }
+
+  #vaAdded(va: VolumeAttachment): void {
+    this.#deps.vaQueue.add(va.metadata.name);
+  }
+
+  #vaUpdated(oldVA: VolumeAttachment, newVA: VolumeAttachment): void {
+    if (shouldEnqueueVAChange(oldVA, newVA)) {
+      this.#deps.vaQueue.add(newVA.metadata.name);
+    } else {
+      this.#log.v(3).info("Ignoring VolumeAttachment change", {
+        volumeAttachment: newVA.metadata.name,
+      });
+    }
+  }
+
+  #vaDeleted(va: VolumeAttachment): void {
+    // A deleted VA may have been the last user of its PV: let the PV queue decide whether the
+    // PV finalizer can go.
+    const pvName = va.spec?.source?.persistentVolumeName;
+    if (pvName) this.#deps.pvQueue.add(pvName);
+  }
+
+  #pvAddedOrUpdated(pv: PersistentVolume): void {
+    if (shouldProcessPersistentVolume(pv, this.#opts.driverName)) {
+      this.#deps.pvQueue.add(pv.metadata.name);
+    }
+  }
+
+  /** Syncs one VolumeAttachment key taken from the queue; false when the queue had none. */
+  async processNextVolumeAttachment(wait = false): Promise<boolean> {
+    const queue = this.#deps.vaQueue;
+    const key = wait ? await queue.get() : queue.tryGet();
+    if (key === undefined) return false;
+    try {
+      await this.#syncVolumeAttachment(key);
+    } finally {
+      queue.done(key);
+    }
+    return true;
+  }
+
+  /** Syncs one PersistentVolume key taken from the queue; false when the queue had none. */
+  async processNextPersistentVolume(wait = false): Promise<boolean> {
+    const queue = this.#deps.pvQueue;
+    const key = wait ? await queue.get() : queue.tryGet();
+    if (key === undefined) return false;
+    try {
+      await this.#syncPersistentVolume(key);
+    } finally {
+      queue.done(key);
+    }
+    return true;
+  }
+
+  async #syncVolumeAttachment(name: string): Promise<void> {
+    const log = this.#log.with({ volumeAttachment: name });
+    const va = this.#deps.vaInformer.get(name);
+    if (!va) {
+      log.v(4).info("VolumeAttachment was deleted in the meantime, ignoring");
+      return;
+    }
+    if (va.spec?.attacher !== this.#opts.driverName) {
+      log.v(4).info("Skipping VolumeAttachment for another attacher", {
+        attacher: va.spec?.attacher,
+      });
+      return;
+    }
+    try {
+      await this.#deps.handler.syncVolumeAttachment(va);
+    } catch (err) {
+      // Handlers report their own failures; an exception here is a bug. Keep the key alive.
+      log.error(err, "Unexpected failure syncing VolumeAttachment");
+      this.#deps.vaQueue.addRateLimited(name);
+    }
+  }
+
+  async #syncPersistentVolume(name: string): Promise<void> {
+    const log = this.#log.with({ persistentVolume: name });
+    const pv = this.#deps.pvInformer.get(name);
+    if (!pv) {
+      log.v(4).info("PersistentVolume was deleted in the meantime, ignoring");
+      return;
+    }
+    try {
+      await this.#deps.handler.syncPersistentVolume(pv);
+    } catch (err) {
+      log.error(err, "Unexpected failure syncing PersistentVolume");
+      this.#deps.pvQueue.addRateLimited(name);
+    }
+  }
+
+  /**
+   * Waits for the caches, then runs the workers (and the reconcile loop) until `signal` aborts.
+   * On abort the queues stop handing out keys, and this resolves once every sync in flight has
+   * finished, so no CSI call is cut short by shutdown.
+   */
+  async run(signal: AbortSignal): Promise<void> {
+    const { vaInformer, pvInformer, vaQueue, pvQueue } = this.#deps;
+    this.#log.info("Starting CSI attacher");
+    const stop = () => {
+      vaQueue.shutDown();
+      pvQueue.shutDown();
+    };
+    signal.addEventListener("abort", stop, { once: true });
+    try {
+      await Promise.all([vaInformer.waitForSync(signal), pvInformer.waitForSync(signal)]);
+    } catch (err) {
+      if (signal.aborted) return;
+      throw err;
+    }
+    const loops: Promise<void>[] = [];
+    for (let i = 0; i < this.#opts.workers; i++) {
+      loops.push(this.#worker(() => this.processNextVolumeAttachment(true)));
+      loops.push(this.#worker(() => this.processNextPersistentVolume(true)));
+    }
+    if (this.#opts.reconcile) loops.push(this.#reconcileLoop(signal));
+    await Promise.all(loops);
+    this.#log.info("Shutting down CSI attacher");
+  }
+
+  async #worker(step: () => Promise<boolean>): Promise<void> {
+    while (await step()) {
+      // keep going until the queue shuts down
+    }
+  }
+
+  async #reconcileLoop(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      try {
+        await this.#deps.handler.reconcile(signal);
+      } catch (err) {
+        this.#log.error(err, "Failed to reconcile volume attachments");
+      }
+      try {
+        await this.#clock.sleep(this.#opts.reconcileSyncMs, signal);
+      } catch {
+        return; // aborted
+      }
+    }
+  }
+}

@@ -1,0 +1,629 @@
+/**
+ * The handler for drivers with ControllerPublishVolume: attach, detach, PV finalizers and the
+ * ListVolumes reconciliation, call by call as the Go attacher's `csi_handler.go`
+ * (REFERENCE §2.3–§2.7).
+ *
+ * Safety invariants, in the order the calls are made:
+ * - ControllerPublishVolume is sent only after the VA finalizer is stored, so a published volume
+ *   always has a VA that cannot disappear before its detach.
+ * - The VA finalizer is removed only after a successful ControllerUnpublishVolume.
+ * - The PV finalizer is removed only when no VolumeAttachment names the PV.
+ *
+ * @module
+ */
+
+import type { Clock } from "../clock.ts";
+import { realClock } from "../clock.ts";
+import type { CsiClient, VolumeCapability } from "../csi/api.ts";
+import { CsiError } from "../csi/api.ts";
+import type { Handler, HandlerContext } from "./handler.ts";
+import type { KubeApi } from "../kube/api.ts";
+import {
+  CSI_NODES,
+  isNotFound,
+  notFoundError,
+  PERSISTENT_VOLUMES,
+  SECRETS,
+  VOLUME_ATTACHMENTS,
+} from "../kube/api.ts";
+import type { Logger } from "../observe/logger.ts";
+import { createMergePatch } from "../kube/merge_patch.ts";
+import {
+  isMigratablePersistentVolume,
+  MIGRATION_DRIVER_NAMES,
+  repairVolumeHandle,
+  translateInTreePersistentVolume,
+} from "./migration.ts";
+import { finalizerName, MIGRATED_TO_ANNOTATION, NODE_ID_ANNOTATION } from "./names.ts";
+import { addFinalizerPatch, removeFinalizerPatch } from "../kube/finalizer_patch.ts";
+import type {
+  CsiPersistentVolumeSource,
+  PersistentVolume,
+  PersistentVolumeSpec,
+  Secret,
+  VolumeAttachment,
+} from "../kube/types.ts";
+import { getVolumeCapability, getVolumeHandle } from "./volume_capability.ts";
+
+/** Collaborators of {@link CsiHandler}. */
+export interface CsiHandlerDeps {
+  kube: KubeApi;
+  csi: CsiClient;
+  log: Logger;
+  clock?: Clock;
+}
+
+/** Options of {@link CsiHandler}; the capabilities come from ControllerGetCapabilities. */
+export interface CsiHandlerOptions {
+  driverName: string;
+  /** Timeout of each ControllerPublish/Unpublish call and of one reconcile pass. */
+  timeoutMs: number;
+  supportsPublishReadOnly: boolean;
+  supportsSingleNodeMultiWriter: boolean;
+  /** fsType for mount capabilities when the PV has none (`--default-fstype`). */
+  defaultFsType: string;
+  /** Whether `attachError.errorCode` carries gRPC codes (gate MutableCSINodeAllocatableCount). */
+  attachErrorCodes: boolean;
+  /** `max_entries` of each ListVolumes page; 0 means no limit. */
+  maxEntries: number;
+}
+
+/** What attach and detach need from the VA's source. */
+interface VolumeSource {
+  csi: CsiPersistentVolumeSource;
+  spec: PersistentVolumeSpec;
+  migrated: boolean;
+}
+
+/** An error that carries the (possibly newer) VA the failing step returned. */
+class StepError extends Error {
+  readonly va: VolumeAttachment;
+  constructor(va: VolumeAttachment, cause: unknown, message?: string) {
+    super(message ?? errorMessage(cause), { cause });
+    this.name = "StepError";
+    this.va = va;
+  }
+}
+
+function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** The gRPC code of `err` if it is a gRPC status error, as Go's `status.FromError` tells. */
+function grpcCode(err: unknown): number | undefined {
+  const cause = err instanceof StepError ? err.cause : err;
+  return cause instanceof CsiError ? cause.code : undefined;
+}
+
+/** A resourceVersion as an integer, or undefined when it is not one. */
+function parseResourceVersion(rv: string | undefined): bigint | undefined {
+  return rv !== undefined && /^[0-9]+$/.test(rv) ? BigInt(rv) : undefined;
+}
+
+/** Decodes a Secret's base64 `data` into strings. */
+function secretValues(secret: Secret): Record<string, string> {
+  const out: Record<string, string> = {};
+  const decoder = new TextDecoder();
+  for (const [key, value] of Object.entries(secret.data ?? {})) {
+    const bytes = Uint8Array.from(atob(value), (c) => c.charCodeAt(0));
+    out[key] = decoder.decode(bytes);
+  }
+  return out;
+}
+
+/** Attaches and detaches volumes through a CSI driver. */
+export class CsiHandler implements Handler {
+  #kube: KubeApi;
+  #csi: CsiClient;
+  #log: Logger;
+  #clock: Clock;
+  #opts: CsiHandlerOptions;
+  #finalizer: string;
+  #ctx: HandlerContext | undefined;
+  /** VAs the reconciler found out of sync: their next sync calls the driver regardless. */
+  #forceSync = new Set<string>();
+  /** The `attached: true` writes not yet seen in the cache, by VA name. */
+  #attachedWrites = new Map<string, { uid: string; resourceVersion: bigint }>();
+
+  constructor(deps: CsiHandlerDeps, opts: CsiHandlerOptions) {
+    this.#kube = deps.kube;
+    this.#csi = deps.csi;
+    this.#log = deps.log;
+    this.#clock = deps.clock ?? realClock;
+    this.#opts = opts;
+    this.#finalizer = finalizerName(opts.driverName);
+  }
+
+  init(ctx: HandlerContext): void {
+    this.#ctx = ctx;
+  }
+
+  #context(): HandlerContext {
+    if (!this.#ctx) throw new Error("CsiHandler used before init()");
+    return this.#ctx;
+  }
+
+  #consumeForceSync(name: string): boolean {
+    return this.#forceSync.delete(name);
+  }
+
+  async syncVolumeAttachment(va: VolumeAttachment): Promise<void> {
+    const name = va.metadata.name;
+    const log = this.#log.with({ volumeAttachment: name });
+    const queue = this.#context().vaQueue;
+    if (this.#olderThanOwnWrite(va)) {
+      log.v(4).info("Cached VolumeAttachment is older than the attach just recorded, skipping");
+      queue.forget(name);
+      return;
+    }
+    try {
+      if (va.metadata.deletionTimestamp) {
+        await this.#syncDetach(va, log);
+      } else {
+        await this.#syncAttach(va, log);
+      }
+    } catch (err) {
+      log.error(err, "Error processing VolumeAttachment, will retry");
+      queue.addRateLimited(name); // re-queue with exponential backoff
+      return;
+    }
+    queue.forget(name); // finished successfully: reset the backoff
+  }
+
+  async #syncAttach(va: VolumeAttachment, log: Logger): Promise<void> {
+    const forced = this.#consumeForceSync(va.metadata.name);
+    if (!forced && va.status?.attached) {
+      log.v(4).info("VolumeAttachment is already attached");
+      return;
+    }
+    log.v(2).info("Attaching", { node: va.spec.nodeName });
+    let attached: { va: VolumeAttachment; publishContext: Record<string, string> };
+    try {
+      attached = await this.#csiAttach(va, log);
+    } catch (err) {
+      const base = err instanceof StepError ? err.va : va;
+      await this.#saveError(base, "attachError", err, log);
+      throw new Error(`failed to attach: ${errorMessage(err)}`, { cause: err });
+    }
+    log.v(2).info("Attached", { node: va.spec.nodeName });
+    try {
+      await this.#markAsAttached(attached.va, attached.publishContext);
+    } catch (err) {
+      throw new Error(`failed to mark as attached: ${errorMessage(err)}`, { cause: err });
+    }
+    log.v(4).info("Fully attached");
+  }
+
+  async #syncDetach(va: VolumeAttachment, log: Logger): Promise<void> {
+    const forced = this.#consumeForceSync(va.metadata.name);
+    if (!forced && !(va.metadata.finalizers ?? []).includes(this.#finalizer)) {
+      log.v(4).info("VolumeAttachment is already detached");
+      return;
+    }
+    log.v(2).info("Detaching", { node: va.spec.nodeName });
+    try {
+      await this.#csiDetach(va, log);
+    } catch (err) {
+      const base = err instanceof StepError ? err.va : va;
+      await this.#saveError(base, "detachError", err, log);
+      throw new Error(`failed to detach: ${errorMessage(err)}`, { cause: err });
+    }
+    log.v(2).info("Fully detached", { node: va.spec.nodeName });
+  }
+
+  /** The CSI source of the VA, with the source checks and PV lookups both paths share. */
+  #volumeSource(va: VolumeAttachment, pv: PersistentVolume | undefined): VolumeSource {
+    const source = va.spec.source ?? {};
+    if (pv) {
+      let migrated = false;
+      let spec = pv.spec;
+      if (isMigratablePersistentVolume(pv)) {
+        try {
+          spec = translateInTreePersistentVolume(pv).spec;
+        } catch (err) {
+          throw new Error(`failed to translate in tree pv to CSI: ${errorMessage(err)}`, {
+            cause: err,
+          });
+        }
+        migrated = true;
+      }
+      if (!spec.csi) throw new Error("pv spec contained non-csi source that was not migrated");
+      return { csi: spec.csi, spec, migrated };
+    }
+    const inline = source.inlineVolumeSpec;
+    if (!inline?.csi) throw new Error("inline volume spec contains nil CSI source");
+    return { csi: inline.csi, spec: inline, migrated: false };
+  }
+
+  /** Checks that the VA names exactly one source and returns the PV name, if any. */
+  #checkSource(va: VolumeAttachment): string | undefined {
+    const source = va.spec.source ?? {};
+    if (source.persistentVolumeName) {
+      if (source.inlineVolumeSpec) {
+        throw new Error(
+          "both InlineCSIVolumeSource and PersistentVolumeName specified in VA source",
+        );
+      }
+      return source.persistentVolumeName;
+    }
+    if (!source.inlineVolumeSpec) {
+      throw new Error(
+        "neither InlineCSIVolumeSource nor PersistentVolumeName specified in VA source",
+      );
+    }
+    return undefined;
+  }
+
+  #getPersistentVolume(name: string): PersistentVolume {
+    const pv = this.#context().pvStore.get(name);
+    if (!pv) throw notFoundError(PERSISTENT_VOLUMES, name);
+    return pv;
+  }
+
+  async #csiAttach(
+    va: VolumeAttachment,
+    log: Logger,
+  ): Promise<{ va: VolumeAttachment; publishContext: Record<string, string> }> {
+    const pvName = this.#checkSource(va);
+    let pv: PersistentVolume | undefined;
+    if (pvName !== undefined) {
+      pv = this.#getPersistentVolume(pvName);
+      // Refuse to attach volumes that are marked for deletion.
+      if (pv.metadata.deletionTimestamp) {
+        throw new Error(`PersistentVolume "${pv.metadata.name}" is marked for deletion`);
+      }
+      try {
+        pv = await this.#addPersistentVolumeFinalizer(pv, log);
+      } catch (err) {
+        throw new Error(`could not add PersistentVolume finalizer: ${errorMessage(err)}`, {
+          cause: err,
+        });
+      }
+    }
+    const source = this.#volumeSource(va, pv);
+    const volumeContext = { ...(source.csi.volumeAttributes ?? {}) };
+    const handle = getVolumeHandle(source.csi);
+    const readonly = this.#opts.supportsPublishReadOnly ? handle.readOnly : false;
+    const capability: VolumeCapability = getVolumeCapability(source.spec, {
+      supportsSingleNodeMultiWriter: this.#opts.supportsSingleNodeMultiWriter,
+      defaultFsType: this.#opts.defaultFsType,
+    });
+    const secrets = await this.#getCredentials(source.csi);
+    const nodeId = this.#getNodeId(va.spec.nodeName, undefined);
+
+    // Store the finalizer (and the node ID for detach) before the driver publishes anything.
+    const updated: VolumeAttachment = structuredClone(va);
+    const finalizers = updated.metadata.finalizers ?? [];
+    if (!finalizers.includes(this.#finalizer)) {
+      updated.metadata.finalizers = [...finalizers, this.#finalizer];
+    }
+    if (updated.metadata.annotations?.[NODE_ID_ANNOTATION] !== nodeId) {
+      updated.metadata.annotations = {
+        ...(updated.metadata.annotations ?? {}),
+        [NODE_ID_ANNOTATION]: nodeId,
+      };
+    }
+    let current = va;
+    const metadataPatch = createMergePatch({ metadata: va.metadata }, {
+      metadata: updated.metadata,
+    });
+    if (Object.keys(metadataPatch).length > 0) {
+      try {
+        current = await this.#kube.patch<VolumeAttachment>(VOLUME_ATTACHMENTS, va.metadata.name, {
+          type: "merge",
+          body: metadataPatch,
+        });
+      } catch (err) {
+        throw new StepError(va, err, `could not save VolumeAttachment: ${errorMessage(err)}`);
+      }
+      log.v(4).info("VolumeAttachment finalizer added");
+    }
+
+    const volumeId = handle.volumeHandle;
+    log.v(4).info("Calling ControllerPublishVolume", { volumeHandle: volumeId, nodeID: nodeId });
+    try {
+      const res = await this.#csi.controllerPublishVolume(
+        {
+          volumeId,
+          nodeId,
+          volumeCapability: capability,
+          readonly,
+          secrets: secrets ?? {},
+          volumeContext,
+        },
+        this.#callOptions(source.migrated),
+      );
+      return { va: current, publishContext: res.publishContext };
+    } catch (err) {
+      throw new StepError(current, err);
+    }
+  }
+
+  async #csiDetach(va: VolumeAttachment, log: Logger): Promise<void> {
+    const pvName = this.#checkSource(va);
+    const pv = pvName === undefined ? undefined : this.#getPersistentVolume(pvName);
+    const source = this.#volumeSource(va, pv);
+    const { volumeHandle } = getVolumeHandle(source.csi);
+    const secrets = await this.#getCredentials(source.csi);
+    const nodeId = this.#getNodeId(va.spec.nodeName, va);
+    log.v(4).info("Calling ControllerUnpublishVolume", { volumeHandle, nodeID: nodeId });
+    await this.#csi.controllerUnpublishVolume(
+      { volumeId: volumeHandle, nodeId, secrets: secrets ?? {} },
+      this.#callOptions(source.migrated),
+    );
+    try {
+      await this.#markAsDetached(va);
+    } catch (err) {
+      const base = err instanceof StepError ? err.va : va;
+      throw new StepError(base, err, `could not mark as detached: ${errorMessage(err)}`);
+    }
+  }
+
+  #callOptions(migrated: boolean) {
+    return MIGRATION_DRIVER_NAMES.has(this.#opts.driverName)
+      ? { timeoutMs: this.#opts.timeoutMs, migrated }
+      : { timeoutMs: this.#opts.timeoutMs };
+  }
+
+  /** Adds our finalizer to the PV with a guarded JSON patch; returns the PV to use. */
+  async #addPersistentVolumeFinalizer(
+    pv: PersistentVolume,
+    log: Logger,
+  ): Promise<PersistentVolume> {
+    if ((pv.metadata.finalizers ?? []).includes(this.#finalizer)) return pv;
+    const updated = await this.#kube.patch<PersistentVolume>(PERSISTENT_VOLUMES, pv.metadata.name, {
+      type: "json",
+      body: addFinalizerPatch(pv.metadata.finalizers, this.#finalizer),
+    });
+    log.v(4).info("PersistentVolume finalizer added", { persistentVolume: pv.metadata.name });
+    return updated;
+  }
+
+  /** The controller-publish secrets of the volume, or undefined when it names none. */
+  async #getCredentials(
+    csi: CsiPersistentVolumeSource,
+  ): Promise<Record<string, string> | undefined> {
+    const ref = csi.controllerPublishSecretRef;
+    if (!ref) return undefined;
+    const namespace = ref.namespace ?? "";
+    const name = ref.name ?? "";
+    let secret: Secret;
+    try {
+      secret = await this.#kube.get<Secret>(SECRETS, name, { namespace });
+    } catch (err) {
+      throw new Error(`failed to load secret "${namespace}/${name}": ${errorMessage(err)}`, {
+        cause: err,
+      });
+    }
+    return secretValues(secret);
+  }
+
+  /**
+   * The driver's node ID for `nodeName`, from its CSINode. For detach (`va` given) the VA's
+   * annotation is the fallback when the CSINode or its driver entry is gone.
+   */
+  #getNodeId(nodeName: string, va: VolumeAttachment | undefined): string {
+    const csiNode = this.#context().csiNodeStore.get(nodeName);
+    let err: Error;
+    if (csiNode) {
+      const entry = (csiNode.spec?.drivers ?? []).find((d) => d.name === this.#opts.driverName);
+      if (entry) return entry.nodeID;
+      err = new Error(`CSINode ${nodeName} does not contain driver ${this.#opts.driverName}`);
+    } else {
+      err = notFoundError(CSI_NODES, nodeName);
+    }
+    const annotated = va?.metadata.annotations?.[NODE_ID_ANNOTATION];
+    if (annotated !== undefined) return annotated;
+    throw err;
+  }
+
+  async #markAsAttached(
+    va: VolumeAttachment,
+    publishContext: Record<string, string>,
+  ): Promise<void> {
+    const next = {
+      ...(va.status ?? {}),
+      attached: true,
+      attachmentMetadata: Object.keys(publishContext).length > 0 ? publishContext : undefined,
+      attachError: undefined,
+    };
+    const written = await this.#kube.patch<VolumeAttachment>(
+      VOLUME_ATTACHMENTS,
+      va.metadata.name,
+      { type: "merge", body: createMergePatch({ status: va.status ?? {} }, { status: next }) },
+      { subresource: "status" },
+    );
+    const rv = parseResourceVersion(written?.metadata?.resourceVersion);
+    if (rv !== undefined && written.metadata.uid) {
+      this.#attachedWrites.set(va.metadata.name, {
+        uid: written.metadata.uid,
+        resourceVersion: rv,
+      });
+    }
+  }
+
+  /**
+   * True when the cached VA is older than the `attached: true` this handler wrote for it. The
+   * VA is queued again by its own metadata patch, and that sync may start before the watch has
+   * delivered the status write: without this check it would publish the volume a second time.
+   * The watch event of the write queues the VA again, so nothing is lost by skipping. Like
+   * client-go's MutationCache, this compares resourceVersions as integers; a non-numeric one is
+   * never treated as stale.
+   */
+  #olderThanOwnWrite(va: VolumeAttachment): boolean {
+    const name = va.metadata.name;
+    const own = this.#attachedWrites.get(name);
+    if (own === undefined) return false;
+    const cached = parseResourceVersion(va.metadata.resourceVersion);
+    if (own.uid === va.metadata.uid && cached !== undefined && cached < own.resourceVersion) {
+      return true;
+    }
+    this.#attachedWrites.delete(name);
+    return false;
+  }
+
+  /**
+   * Removes our finalizer first, then marks the status detached, so a failure between the two
+   * cannot lead to a second ControllerUnpublishVolume for a VA that is already gone
+   * (https://github.com/kubernetes-csi/external-attacher/issues/587).
+   */
+  async #markAsDetached(va: VolumeAttachment): Promise<void> {
+    const finalizers = va.metadata.finalizers ?? [];
+    const found = finalizers.includes(this.#finalizer);
+    let current = va;
+    if (found) {
+      const remaining = finalizers.filter((f) => f !== this.#finalizer);
+      const newMeta = { ...va.metadata, finalizers: remaining.length > 0 ? remaining : undefined };
+      const body = createMergePatch({ metadata: va.metadata }, { metadata: newMeta });
+      // The uid makes the API server refuse the patch if it arrives late, after the VA was
+      // deleted and created again under the same name: stripping the new VA's finalizer would
+      // let it go without a detach. (The Go attacher patches by name only.)
+      if (va.metadata.uid) (body.metadata as Record<string, unknown>).uid = va.metadata.uid;
+      current = await this.#kube.patch<VolumeAttachment>(VOLUME_ATTACHMENTS, va.metadata.name, {
+        type: "merge",
+        body,
+      });
+    }
+    if (!found && !current.status?.attached) return;
+    const next = {
+      ...(current.status ?? {}),
+      attached: false,
+      detachError: undefined,
+      attachmentMetadata: undefined,
+    };
+    try {
+      await this.#kube.patch(VOLUME_ATTACHMENTS, va.metadata.name, {
+        type: "merge",
+        body: createMergePatch({ status: current.status ?? {} }, { status: next }),
+      }, { subresource: "status" });
+    } catch (err) {
+      if (isNotFound(err)) return; // the VA is gone: nothing left to mark
+      throw new StepError(current, err);
+    }
+  }
+
+  /** Records a failure in the VA's status; a failure to record it is only logged. */
+  async #saveError(
+    va: VolumeAttachment,
+    field: "attachError" | "detachError",
+    err: unknown,
+    log: Logger,
+  ): Promise<void> {
+    const error: { message: string; time: string; errorCode?: number } = {
+      message: errorMessage(err),
+      time: new Date(this.#clock.now()).toISOString().replace(/\.\d+Z$/, "Z"),
+    };
+    const code = grpcCode(err);
+    if (field === "attachError" && this.#opts.attachErrorCodes && code !== undefined) {
+      error.errorCode = code;
+    }
+    const oldStatus = va.status ?? {};
+    try {
+      await this.#kube.patch(VOLUME_ATTACHMENTS, va.metadata.name, {
+        type: "merge",
+        body: createMergePatch({ status: oldStatus }, { status: { ...oldStatus, [field]: error } }),
+      }, { subresource: "status" });
+    } catch (saveErr) {
+      log.error(saveErr, `Failed to save ${field}`, { error: error.message });
+    }
+  }
+
+  async syncPersistentVolume(pv: PersistentVolume): Promise<void> {
+    const name = pv.metadata.name;
+    const { vaStore, pvQueue } = this.#context();
+    const log = this.#log.with({ persistentVolume: name });
+    const rollback = isMigratablePersistentVolume(pv) &&
+      pv.metadata.annotations?.[MIGRATED_TO_ANNOTATION] !== this.#opts.driverName;
+    if (!pv.metadata.deletionTimestamp && !rollback) {
+      log.v(4).info("PersistentVolume is not being deleted, ignoring");
+      pvQueue.forget(name);
+      return;
+    }
+    if (!(pv.metadata.finalizers ?? []).includes(this.#finalizer)) {
+      pvQueue.forget(name);
+      return;
+    }
+    const user = vaStore.list().find((va) => va.spec?.source?.persistentVolumeName === name);
+    if (user) {
+      log.v(4).info("PersistentVolume is still used by a VolumeAttachment, keeping its finalizer", {
+        volumeAttachment: user.metadata.name,
+      });
+      pvQueue.forget(name);
+      return;
+    }
+    try {
+      await this.#kube.patch(PERSISTENT_VOLUMES, name, {
+        type: "json",
+        body: removeFinalizerPatch(pv.metadata.finalizers, this.#finalizer),
+      });
+    } catch (err) {
+      log.error(err, "Failed to remove PersistentVolume finalizer, will retry");
+      pvQueue.addRateLimited(name);
+      return;
+    }
+    log.v(2).info("PersistentVolume finalizer removed");
+    pvQueue.forget(name);
+  }
+
+  async reconcile(signal: AbortSignal): Promise<void> {
+    const { vaStore, pvStore, vaQueue } = this.#context();
+    const deadline = this.#clock.now() + this.#opts.timeoutMs;
+    const published = new Map<string, Set<string>>();
+    let token = "";
+    do {
+      if (signal.aborted) return;
+      const timeoutMs = Math.max(1, deadline - this.#clock.now());
+      let page;
+      try {
+        page = await this.#csi.listVolumes({
+          maxEntries: this.#opts.maxEntries,
+          startingToken: token,
+        }, {
+          timeoutMs,
+        });
+      } catch (err) {
+        throw new Error(`failed to ListVolumes: failed to list volumes: ${errorMessage(err)}`, {
+          cause: err,
+        });
+      }
+      for (const entry of page.entries) {
+        published.set(entry.volumeId, new Set(entry.publishedNodeIds));
+      }
+      token = page.nextToken;
+    } while (token !== "");
+
+    for (const va of vaStore.list()) {
+      if (va.spec?.attacher !== this.#opts.driverName) continue;
+      const name = va.metadata.name;
+      const log = this.#log.with({ volumeAttachment: name });
+      let nodeId: string;
+      let volumeHandle: string;
+      try {
+        nodeId = this.#getNodeId(va.spec.nodeName, va);
+        const pvName = this.#checkSource(va);
+        const pv = pvName === undefined ? undefined : pvStore.get(pvName);
+        if (pvName !== undefined && !pv) throw notFoundError(PERSISTENT_VOLUMES, pvName);
+        const source = this.#volumeSource(va, pv);
+        volumeHandle = getVolumeHandle(source.csi).volumeHandle;
+        if (source.migrated) {
+          volumeHandle = repairVolumeHandle(source.csi.driver, volumeHandle, nodeId);
+        }
+      } catch (err) {
+        log.error(err, "Skipping VolumeAttachment in reconciliation");
+        continue;
+      }
+      const found = published.get(volumeHandle)?.has(nodeId) ?? false;
+      const attached = va.status?.attached ?? false;
+      if (found !== attached) {
+        log.v(2).info("Driver's published state differs from VolumeAttachment, requeueing", {
+          volumeHandle,
+          nodeID: nodeId,
+          attached,
+          published: found,
+        });
+        this.#forceSync.add(name);
+        vaQueue.add(name);
+      }
+    }
+  }
+}

@@ -1,0 +1,240 @@
+/**
+ * CSI migration: in-tree PersistentVolume sources translated to the CSI source of the driver that
+ * replaced them, as csi-translation-lib does (REFERENCE §2.9).
+ *
+ * Translation is implemented for GCE PD, AWS EBS, OpenStack Cinder and Portworx. The Azure Disk,
+ * Azure File and vSphere translations need cloud-specific lookups; such PVs get the error
+ * "failed to translate in tree pv to CSI: ..." in `attachError` (a documented difference).
+ *
+ * @module
+ */
+
+import type { PersistentVolume, PersistentVolumeSpec } from "../kube/types.ts";
+
+/** The in-tree volume source fields that CSI migration covers, with their CSI driver names. */
+const MIGRATABLE_SOURCES: Record<string, string> = {
+  gcePersistentDisk: "pd.csi.storage.gke.io",
+  awsElasticBlockStore: "ebs.csi.aws.com",
+  cinder: "cinder.csi.openstack.org",
+  azureDisk: "disk.csi.azure.com",
+  azureFile: "file.csi.azure.com",
+  vsphereVolume: "csi.vsphere.vmware.com",
+  portworxVolume: "pxd.portworx.com",
+};
+
+/** CSI driver names that are CSI-migration targets (their metrics get a `migrated` label). */
+export const MIGRATION_DRIVER_NAMES: ReadonlySet<string> = new Set(
+  Object.values(MIGRATABLE_SOURCES),
+);
+
+/** Whether the PV uses an in-tree source that CSI migration translates. */
+export function isMigratablePersistentVolume(pv: PersistentVolume): boolean {
+  return Object.keys(MIGRATABLE_SOURCES).some((key) => pv.spec?.[key] != null);
+}
+
+const ZONE_LABELS = ["topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone"];
+const UNSPECIFIED = "UNSPECIFIED";
+
+/**
+ * ReadWriteMany was never validated in-tree and meant ReadWriteOnce; ROX+RWO meant RWO.
+ * The result is what csi-translation-lib gives the GCE PD translation (the only one that
+ * rewrites access modes).
+ */
+function backwardCompatibleAccessModes(
+  modes: readonly string[] | null | undefined,
+): string[] | null {
+  if (!modes) return null;
+  const set = new Set(modes.map((m) => m === "ReadWriteMany" ? "ReadWriteOnce" : m));
+  if (set.has("ReadWriteOnce")) return ["ReadWriteOnce"];
+  if (set.has("ReadOnlyMany")) return ["ReadOnlyMany"];
+  return ["ReadWriteOnce"];
+}
+
+/** Parts of a GCE PD handle (`projects/p/zones/z/disks/d`) and of a GCE node ID. */
+const GCE_ID_PARTS = 6;
+
+/** The one region of GCE zones `{locale}-{region}-{zone}`, as csi-translation-lib derives it. */
+function regionFromZones(zones: readonly string[]): string {
+  if (zones.length < 1) throw new Error("no zones specified");
+  const regions = new Set<string>();
+  for (const zone of zones) {
+    const parts = zone.split("-");
+    if (parts.length !== 3) {
+      throw new Error(
+        `zone in unexpected format, expected: {locale}-{region}-{zone}, got: ${zone}`,
+      );
+    }
+    regions.add(parts.slice(0, 2).join("-"));
+  }
+  if (regions.size !== 1) {
+    throw new Error(`multiple or no regions gotten from zones, got: [${[...regions].join(" ")}]`);
+  }
+  return [...regions][0]!;
+}
+
+function gceVolumeHandle(pv: PersistentVolume, pdName: string): string {
+  const labels = pv.metadata.labels ?? {};
+  const zoneValue = ZONE_LABELS.map((l) => labels[l]).find((v) => v);
+  if (!zoneValue) return `projects/${UNSPECIFIED}/zones/${UNSPECIFIED}/disks/${pdName}`;
+  const zones = zoneValue.split("__");
+  if (zones.length === 1) return `projects/${UNSPECIFIED}/zones/${zones[0]}/disks/${pdName}`;
+  let region: string;
+  try {
+    region = regionFromZones(zones);
+  } catch (err) {
+    throw new Error(`failed to get region from zones: ${errorText(err)}`, { cause: err });
+  }
+  return `projects/${UNSPECIFIED}/regions/${region}/disks/${pdName}`;
+}
+
+/**
+ * The EBS volume ID of an in-tree volume ID, as csi-translation-lib's
+ * `KubernetesVolumeIDToEBSVolumeID`: a bare ID is kept; `aws://<zone>/vol-123` and
+ * `aws:///vol-123` give `vol-123`; anything else under `aws://` is an error.
+ */
+function ebsVolumeId(kubernetesID: string): string {
+  if (!kubernetesID.startsWith("aws://")) return kubernetesID;
+  let path: string;
+  try {
+    path = decodeURIComponent(new URL(kubernetesID).pathname);
+  } catch (err) {
+    throw new Error(`Invalid disk name (${kubernetesID}): ${errorText(err)}`, { cause: err });
+  }
+  const id = path.replace(/^\/+|\/+$/g, "");
+  if (!/^vol-[^/]*$/.test(id)) throw new Error(`Invalid format for AWS volume (${kubernetesID})`);
+  return id;
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/**
+ * Returns a copy of `pv` whose spec uses a CSI source in place of its in-tree source.
+ *
+ * @throws {Error} when the source cannot be translated.
+ */
+export function translateInTreePersistentVolume(pv: PersistentVolume): PersistentVolume {
+  const out: PersistentVolume = structuredClone(pv);
+  const spec: PersistentVolumeSpec = out.spec;
+  if (spec.gcePersistentDisk) {
+    const gce = spec.gcePersistentDisk;
+    const partition = gce.partition ?? 0;
+    spec.csi = {
+      driver: MIGRATABLE_SOURCES.gcePersistentDisk!,
+      volumeHandle: gceVolumeHandle(pv, gce.pdName),
+      readOnly: gce.readOnly ?? false,
+      fsType: gce.fsType ?? "",
+      volumeAttributes: { partition: partition === 0 ? "" : String(partition) },
+    };
+    spec.accessModes = backwardCompatibleAccessModes(spec.accessModes);
+    delete spec.gcePersistentDisk;
+    return out;
+  }
+  const ebs = spec.awsElasticBlockStore as
+    | { volumeID: string; fsType?: string; partition?: number; readOnly?: boolean }
+    | undefined;
+  if (ebs) {
+    let volumeHandle: string;
+    try {
+      volumeHandle = ebsVolumeId(ebs.volumeID);
+    } catch (err) {
+      throw new Error(`failed to translate Kubernetes ID to EBS Volume ID ${errorText(err)}`, {
+        cause: err,
+      });
+    }
+    // Unlike GCE PD, the EBS translation keeps the access modes and always sets the partition.
+    spec.csi = {
+      driver: MIGRATABLE_SOURCES.awsElasticBlockStore!,
+      volumeHandle,
+      readOnly: ebs.readOnly ?? false,
+      fsType: ebs.fsType ?? "",
+      volumeAttributes: { partition: String(ebs.partition ?? 0) },
+    };
+    delete spec.awsElasticBlockStore;
+    return out;
+  }
+  const cinder = spec.cinder as
+    | { volumeID: string; fsType?: string; readOnly?: boolean }
+    | undefined;
+  if (cinder) {
+    spec.csi = {
+      driver: MIGRATABLE_SOURCES.cinder!,
+      volumeHandle: cinder.volumeID,
+      readOnly: cinder.readOnly ?? false,
+      fsType: cinder.fsType ?? "",
+      volumeAttributes: {},
+    };
+    delete spec.cinder;
+    return out;
+  }
+  const portworx = spec.portworxVolume as
+    | { volumeID: string; fsType?: string; readOnly?: boolean }
+    | undefined;
+  if (portworx) {
+    spec.csi = {
+      driver: MIGRATABLE_SOURCES.portworxVolume!,
+      volumeHandle: portworx.volumeID,
+      readOnly: portworx.readOnly ?? false,
+      fsType: portworx.fsType ?? "",
+      volumeAttributes: {},
+    };
+    delete spec.portworxVolume;
+    return out;
+  }
+  const source = Object.keys(MIGRATABLE_SOURCES).find((k) => spec[k] != null);
+  throw new Error(`translation of in-tree ${source ?? "unknown"} volumes is not supported`);
+}
+
+/**
+ * Fills in the parts of a translated GCE PD handle that translation could not know, as
+ * csi-translation-lib's `RepairVolumeHandle`: a handle whose project is UNSPECIFIED takes the
+ * project (and an UNSPECIFIED zone, or the region of the node's zone) from the node ID
+ * `projects/<project>/zones/<zone>/instances/<name>`. Handles of other migration drivers are
+ * returned unchanged.
+ *
+ * @throws {Error} when the handle or the node ID has too few parts, or the handle is neither
+ * zonal nor regional; the reconciler then skips the VolumeAttachment.
+ */
+export function repairVolumeHandle(driver: string, volumeHandle: string, nodeID: string): string {
+  if (driver !== MIGRATABLE_SOURCES.gcePersistentDisk) return volumeHandle;
+  const tok = volumeHandle.split("/");
+  if (tok.length < GCE_ID_PARTS) {
+    throw new Error(
+      `volume handle has wrong number of elements; got ${tok.length}, wanted ${GCE_ID_PARTS} or more`,
+    );
+  }
+  if (tok[1] !== UNSPECIFIED) return volumeHandle;
+  const node = nodeID.split("/");
+  if (node.length < GCE_ID_PARTS) {
+    throw new Error(
+      `node handle has wrong number of elements; got ${node.length}, wanted ${GCE_ID_PARTS} or more`,
+    );
+  }
+  const [, , regionality, where, , disk] = tok;
+  const nodeProject = node[1];
+  const nodeZone = node[3] ?? "";
+  switch (regionality) {
+    case "zones": {
+      const zone = where === UNSPECIFIED ? nodeZone : where;
+      return `projects/${nodeProject}/zones/${zone}/disks/${disk}`;
+    }
+    case "regions": {
+      let region = where;
+      if (where === UNSPECIFIED) {
+        try {
+          region = regionFromZones([nodeZone]);
+        } catch (err) {
+          throw new Error(`failed to get region from zone ${nodeZone}: ${errorText(err)}`, {
+            cause: err,
+          });
+        }
+      }
+      return `projects/${nodeProject}/regions/${region}/disks/${disk}`;
+    }
+    default:
+      throw new Error(
+        `expected volume handle to have zones or regions regionality value, got: ${regionality}`,
+      );
+  }
+}

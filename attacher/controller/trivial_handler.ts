@@ -1,0 +1,74 @@
+/**
+ * The handler for drivers without ControllerPublishVolume, and for dummy mode: it marks every
+ * VolumeAttachment of the driver attached, with no finalizers and no CSI calls (REFERENCE §2.8).
+ *
+ * @module
+ */
+
+import type { Handler, HandlerContext } from "./handler.ts";
+import { VOLUME_ATTACHMENTS } from "../kube/api.ts";
+import type { KubeApi } from "../kube/api.ts";
+import type { Logger } from "../observe/logger.ts";
+import { createMergePatch } from "../kube/merge_patch.ts";
+import type { PersistentVolume, VolumeAttachment } from "../kube/types.ts";
+
+/** Marks VolumeAttachments attached without talking to a driver. */
+export class TrivialHandler implements Handler {
+  #kube: KubeApi;
+  #log: Logger;
+  #ctx: HandlerContext | undefined;
+
+  constructor(deps: { kube: KubeApi; log: Logger }) {
+    this.#kube = deps.kube;
+    this.#log = deps.log;
+  }
+
+  init(ctx: HandlerContext): void {
+    this.#ctx = ctx;
+  }
+
+  async syncVolumeAttachment(va: VolumeAttachment): Promise<void> {
+    const queue = this.#context().vaQueue;
+    const name = va.metadata.name;
+    const log = this.#log.with({ volumeAttachment: name });
+    if (va.status?.attached) {
+      queue.forget(name);
+      return;
+    }
+    log.v(2).info("Marking as attached");
+    // As the CSI handler's markAsAttached with no publish context: attached, and no metadata or
+    // error left over from an earlier attachment.
+    const oldStatus = va.status ?? { attached: false };
+    const newStatus = {
+      ...oldStatus,
+      attached: true,
+      attachmentMetadata: undefined,
+      attachError: undefined,
+    };
+    try {
+      await this.#kube.patch(VOLUME_ATTACHMENTS, name, {
+        type: "merge",
+        body: createMergePatch({ status: oldStatus }, { status: newStatus }),
+      }, { subresource: "status" });
+    } catch (err) {
+      log.error(err, "Failed to mark as attached");
+      queue.addRateLimited(name);
+      return;
+    }
+    log.v(2).info("Marked as attached");
+    queue.forget(name);
+  }
+
+  syncPersistentVolume(_pv: PersistentVolume): Promise<void> {
+    return Promise.resolve();
+  }
+
+  reconcile(_signal: AbortSignal): Promise<void> {
+    return Promise.resolve();
+  }
+
+  #context(): HandlerContext {
+    if (!this.#ctx) throw new Error("TrivialHandler used before init()");
+    return this.#ctx;
+  }
+}

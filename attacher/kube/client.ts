@@ -1,0 +1,692 @@
+/**
+ * The production {@link KubeApi}: REST over `node:https` / `node:http`, with raw JSON in and out.
+ *
+ * client-node's `KubeConfig` supplies configuration and authentication only. What its 1.4.0
+ * `applyToHTTPSOptions(opts)` does (read in `dist/config.js`): it fills `ca` / `cert` / `key` (read
+ * from files or decoded from `*-data`, on every call), `rejectUnauthorized: false` for
+ * `insecure-skip-tls-verify`, `servername`, and `headers` (`Authorization` from the token, token
+ * file, exec or OIDC provider, refreshed by the provider; `Impersonate-User`), `auth` for basic
+ * auth, and then sets `opts.agent` to a NEW non-keep-alive agent on every call, throwing for
+ * `http://` servers without `insecure-skip-tls-verify`. Using that agent per request is the file
+ * descriptor leak of PLATFORM.md §1.2, so this client:
+ * - builds ONE keep-alive agent per client, from the TLS material of a single
+ *   `applyToHTTPSOptions` call on a view of the config without credentials (or, with a
+ *   `proxy-url`, keeps the one proxy agent client-node built);
+ * - gets fresh credentials per request from a second view of the config that has the user's
+ *   credentials but no TLS files and a dummy `http://` server, so no CA or certificate file is
+ *   re-read and the `http://` check never fires. The agent client-node builds there has never
+ *   had a socket and is dropped.
+ *
+ * @module
+ */
+
+import { Buffer } from "node:buffer";
+import http from "node:http";
+import https from "node:https";
+import { KubeConfig, type User } from "@kubernetes/client-node";
+import {
+  ApiError,
+  type KubeApi,
+  type ObjectList,
+  type ObjectOptions,
+  type Patch,
+  type Resource,
+  type WatchEvent,
+  type WatchOptions,
+} from "./api.ts";
+import type { Logger } from "../observe/logger.ts";
+import type { KubeObject, Status } from "./types.ts";
+
+/** Something that paces requests (client-go's QPS/burst token bucket). */
+export interface RequestRateLimiter {
+  /** Resolves when a request may go; rejects with the signal's reason when it aborts. */
+  take(signal?: AbortSignal): Promise<void>;
+}
+
+/** What {@link KubeClientDeps.onRequest} learns about each request. */
+export interface RequestInfo {
+  /** HTTP method. */
+  method: string;
+  /** API verb: get, list, watch, create, update, patch, delete. */
+  verb: string;
+  /** Plural resource name. */
+  resource: string;
+  /** `status` or "". */
+  subresource: string;
+  /** HTTP status code; 0 when no answer came. For a watch, the code of the response headers. */
+  code: number;
+  /** Duration until the answer (for a watch: until the response headers). */
+  seconds: number;
+}
+
+/** Collaborators of a {@link KubeClient}. */
+export interface KubeClientDeps {
+  /** Connection and credentials, e.g. from {@link import("./config.ts").loadKubeConfig}. */
+  kubeConfig: KubeConfig;
+  /** Awaited before every request except watches. */
+  rateLimiter?: RequestRateLimiter;
+  /** Called once per request when it ends (watch: when its response headers arrive). */
+  onRequest?: (info: RequestInfo) => void;
+  /**
+   * Request log at verbosity 6, as client-go's round tripper logs (`"HTTP" verb URL status
+   * milliseconds`); never headers or bodies.
+   */
+  log?: Logger;
+}
+
+/** Options of a {@link KubeClient}. */
+export interface KubeClientOptions {
+  /** `User-Agent` header; default `csi-attacher/unknown`. */
+  userAgent?: string;
+  /** Timeout of one non-watch request; default 30 s. */
+  timeoutMs?: number;
+  /** Extra time a watch may run past its `timeoutSeconds` before it is cut; default 30 s. */
+  watchGraceMs?: number;
+}
+
+interface Target {
+  namespace?: string;
+  name?: string;
+  subresource?: string;
+  query?: Record<string, string>;
+}
+
+interface Body {
+  contentType: string;
+  data: string;
+}
+
+/** True for a JSON object (not an array, not null). */
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** True when a body is a `v1.Status`. */
+function isStatus(value: unknown): value is Status {
+  return isObject(value) && value.kind === "Status";
+}
+
+/** Go's `url.Error` operation name: `Get`, `Patch`, … */
+function goOp(method: string): string {
+  return method.charAt(0) + method.slice(1).toLowerCase();
+}
+
+/** The reason client-go gives an error answer without a Status body. */
+function reasonForCode(code: number): string {
+  switch (code) {
+    case 400:
+      return "BadRequest";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "NotFound";
+    case 405:
+      return "MethodNotAllowed";
+    case 406:
+      return "NotAcceptable";
+    case 409:
+      return "Conflict";
+    case 410:
+      return "Gone";
+    case 415:
+      return "UnsupportedMediaType";
+    case 422:
+      return "Invalid";
+    case 429:
+      return "TooManyRequests";
+    case 500:
+      return "InternalError";
+    case 503:
+      return "ServiceUnavailable";
+    case 504:
+      return "Timeout";
+    default:
+      return "Unknown";
+  }
+}
+
+/** Parses JSON, or undefined when the text is not JSON. */
+function tryParseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    if (err instanceof SyntaxError) return undefined;
+    throw err;
+  }
+}
+
+/**
+ * The {@link ApiError} for an error answer: the Status' reason and message when the body is a
+ * Status, else `the server responded with HTTP <code>` and the start of the body.
+ */
+export function errorFromResponse(code: number, text: string): ApiError {
+  const body = tryParseJson(text);
+  if (isStatus(body)) {
+    return new ApiError(
+      code,
+      body.reason || reasonForCode(code),
+      body.message || `the server responded with HTTP ${code}`,
+    );
+  }
+  const snippet = text.trim().replace(/\s+/g, " ").slice(0, 200);
+  return new ApiError(
+    code,
+    reasonForCode(code),
+    `the server responded with HTTP ${code}` + (snippet === "" ? "" : `: ${snippet}`),
+  );
+}
+
+/** A user with only what is needed to authenticate (no client certificate). */
+function credentialsOnly(user: User | null): User {
+  if (user === null) return { name: "anonymous" };
+  return {
+    ...user,
+    certData: undefined,
+    certFile: undefined,
+    keyData: undefined,
+    keyFile: undefined,
+  };
+}
+
+/**
+ * A {@link KubeApi} over HTTP(S). One keep-alive connection pool per client; call
+ * {@link KubeClient.close} when done. The constructor does no I/O.
+ *
+ * Guarantees: every method rejects with {@link ApiError} for an error answer (code, Status
+ * reason and message) or a failed connection (code 0, reason `ConnectionError`, or `Timeout` when
+ * the request timed out), and with the signal's reason when `opts.signal` aborts.
+ */
+export class KubeClient implements KubeApi {
+  readonly #server: URL;
+  readonly #tlsView: KubeConfig;
+  readonly #authView: KubeConfig;
+  readonly #proxied: boolean;
+  readonly #rateLimiter: RequestRateLimiter | undefined;
+  readonly #onRequest: ((info: RequestInfo) => void) | undefined;
+  readonly #log: Logger | undefined;
+  readonly #userAgent: string;
+  readonly #timeoutMs: number;
+  readonly #watchGraceMs: number;
+  #agent: Promise<http.Agent> | undefined;
+  #closed = false;
+
+  /** @throws {TypeError} when the config has no current cluster or its server URL is invalid. */
+  constructor(deps: KubeClientDeps, options: KubeClientOptions = {}) {
+    const kc = deps.kubeConfig;
+    const cluster = kc.getCurrentCluster();
+    if (cluster === null) throw new TypeError("kubeconfig has no current cluster");
+    let server: URL;
+    try {
+      server = new URL(cluster.server);
+    } catch (err) {
+      throw new TypeError(`invalid API server URL "${cluster.server}"`, { cause: err });
+    }
+    if (server.protocol !== "https:" && server.protocol !== "http:") {
+      throw new TypeError(`unsupported API server URL scheme "${server.protocol}"`);
+    }
+    this.#server = server;
+    this.#proxied = cluster.proxyUrl !== undefined && cluster.proxyUrl !== null &&
+      cluster.proxyUrl !== "";
+    const user = kc.getCurrentUser();
+
+    this.#tlsView = new KubeConfig();
+    this.#tlsView.loadFromClusterAndUser(cluster, {
+      name: user?.name ?? "anonymous",
+      certData: user?.certData,
+      certFile: user?.certFile,
+      keyData: user?.keyData,
+      keyFile: user?.keyFile,
+    });
+    this.#authView = new KubeConfig();
+    this.#authView.loadFromClusterAndUser(
+      { name: "credentials", server: "http://credentials.invalid", skipTLSVerify: true },
+      credentialsOnly(user),
+    );
+
+    this.#rateLimiter = deps.rateLimiter;
+    this.#onRequest = deps.onRequest;
+    this.#log = deps.log;
+    this.#userAgent = options.userAgent ?? "csi-attacher/unknown";
+    this.#timeoutMs = options.timeoutMs ?? 30_000;
+    this.#watchGraceMs = options.watchGraceMs ?? 30_000;
+    if (!(this.#timeoutMs > 0) || !(this.#watchGraceMs >= 0)) {
+      throw new RangeError("timeoutMs must be positive and watchGraceMs not negative");
+    }
+  }
+
+  async list<T extends KubeObject>(
+    res: Resource,
+    opts: ObjectOptions & { resourceVersion?: string } = {},
+  ): Promise<ObjectList<T>> {
+    const query: Record<string, string> = {};
+    if (opts.resourceVersion !== undefined) query.resourceVersion = opts.resourceVersion;
+    const body = await this.#call("GET", "list", res, { namespace: opts.namespace, query }, {
+      signal: opts.signal,
+    });
+    if (!isObject(body) || !Array.isArray(body.items)) {
+      throw new ApiError(200, "InvalidResponse", `list of ${res.plural}: the answer is not a list`);
+    }
+    const meta = isObject(body.metadata) ? body.metadata : {};
+    const kind = typeof body.kind === "string" && body.kind.endsWith("List")
+      ? body.kind.slice(0, -"List".length)
+      : undefined;
+    const apiVersion = typeof body.apiVersion === "string" ? body.apiVersion : undefined;
+    const items: T[] = [];
+    for (const item of body.items) {
+      if (!isObject(item) || !isObject(item.metadata)) continue;
+      // The real server leaves kind and apiVersion out of list items; watch events have them.
+      if (item.kind === undefined && kind !== undefined) item.kind = kind;
+      if (item.apiVersion === undefined && apiVersion !== undefined) item.apiVersion = apiVersion;
+      items.push(item as unknown as T);
+    }
+    const rv = typeof meta.resourceVersion === "string" ? meta.resourceVersion : "";
+    return { items, resourceVersion: rv };
+  }
+
+  watch<T extends KubeObject>(res: Resource, opts: WatchOptions): AsyncIterable<WatchEvent<T>> {
+    return this.#watch<T>(res, opts);
+  }
+
+  async get<T extends KubeObject>(
+    res: Resource,
+    name: string,
+    opts: ObjectOptions = {},
+  ): Promise<T> {
+    const target = { namespace: this.#namespace(res, opts.namespace, name), name };
+    return this.#object<T>(await this.#call("GET", "get", res, target, { signal: opts.signal }));
+  }
+
+  async create<T extends KubeObject>(res: Resource, obj: T, opts: ObjectOptions = {}): Promise<T> {
+    const ns = this.#namespace(res, opts.namespace ?? obj.metadata.namespace, obj.metadata.name);
+    const body = { contentType: "application/json", data: JSON.stringify(obj) };
+    return this.#object<T>(
+      await this.#call("POST", "create", res, { namespace: ns }, { body, signal: opts.signal }),
+    );
+  }
+
+  async update<T extends KubeObject>(res: Resource, obj: T, opts: ObjectOptions = {}): Promise<T> {
+    const name = obj.metadata.name;
+    const ns = this.#namespace(res, opts.namespace ?? obj.metadata.namespace, name);
+    const body = { contentType: "application/json", data: JSON.stringify(obj) };
+    return this.#object<T>(
+      await this.#call("PUT", "update", res, { namespace: ns, name }, {
+        body,
+        signal: opts.signal,
+      }),
+    );
+  }
+
+  async patch<T extends KubeObject>(
+    res: Resource,
+    name: string,
+    patch: Patch,
+    opts: ObjectOptions & { subresource?: "status" } = {},
+  ): Promise<T> {
+    const target = {
+      namespace: this.#namespace(res, opts.namespace, name),
+      name,
+      subresource: opts.subresource,
+    };
+    const contentType = patch.type === "merge"
+      ? "application/merge-patch+json"
+      : "application/json-patch+json";
+    const body = { contentType, data: JSON.stringify(patch.body) };
+    return this.#object<T>(
+      await this.#call("PATCH", "patch", res, target, { body, signal: opts.signal }),
+    );
+  }
+
+  async delete(res: Resource, name: string, opts: ObjectOptions = {}): Promise<void> {
+    const target = { namespace: this.#namespace(res, opts.namespace, name), name };
+    await this.#call("DELETE", "delete", res, target, { signal: opts.signal });
+  }
+
+  /** Closes the connection pool (including open watches). Later requests reject. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    const pending = this.#agent;
+    this.#agent = undefined;
+    if (pending === undefined) return;
+    // A build that failed left nothing to close; its error already reached the request that
+    // triggered it.
+    const agent = await pending.then((a) => a, () => undefined);
+    agent?.destroy();
+  }
+
+  /** Same as {@link close}. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  /** The namespace of a request on one object; required for namespaced resources. */
+  #namespace(res: Resource, namespace: string | undefined, name: string): string | undefined {
+    if (!res.namespaced) return undefined;
+    if (namespace === undefined || namespace === "") {
+      throw new TypeError(`${res.plural} "${name}": a namespace is required`);
+    }
+    return namespace;
+  }
+
+  #object<T extends KubeObject>(body: unknown): T {
+    if (!isObject(body) || !isObject(body.metadata)) {
+      throw new ApiError(200, "InvalidResponse", "the answer is not a Kubernetes object");
+    }
+    return body as unknown as T;
+  }
+
+  #url(res: Resource, target: Target): URL {
+    const url = new URL(this.#server.href);
+    let path = url.pathname.replace(/\/+$/, "");
+    path += res.group === "" ? `/api/${res.version}` : `/apis/${res.group}/${res.version}`;
+    if (res.namespaced && target.namespace !== undefined) {
+      path += `/namespaces/${encodeURIComponent(target.namespace)}`;
+    }
+    path += `/${res.plural}`;
+    if (target.name !== undefined) path += `/${encodeURIComponent(target.name)}`;
+    if (target.subresource !== undefined) path += `/${target.subresource}`;
+    url.pathname = path;
+    url.search = new URLSearchParams(target.query ?? {}).toString();
+    return url;
+  }
+
+  /** The one agent of this client, built on first use. */
+  #getAgent(): Promise<http.Agent> {
+    if (this.#closed) {
+      return Promise.reject(new ApiError(0, "ConnectionError", "the Kubernetes client is closed"));
+    }
+    if (this.#agent === undefined) {
+      const building = this.#buildAgent();
+      this.#agent = building;
+      // A failed build (e.g. unreadable CA file) is retried by the next request.
+      building.catch((err: unknown) => {
+        if (this.#agent === building) this.#agent = undefined;
+        return err;
+      });
+    }
+    return this.#agent;
+  }
+
+  async #buildAgent(): Promise<http.Agent> {
+    if (this.#proxied || this.#server.protocol === "https:") {
+      const opts: https.RequestOptions = {};
+      await this.#tlsView.applyToHTTPSOptions(opts);
+      if (this.#proxied) {
+        if (opts.agent instanceof http.Agent) return opts.agent;
+        throw new TypeError("client-node built no agent for the proxy-url");
+      }
+      return new https.Agent({
+        keepAlive: true,
+        ca: opts.ca,
+        cert: opts.cert,
+        key: opts.key,
+        rejectUnauthorized: opts.rejectUnauthorized,
+        servername: opts.servername,
+      });
+    }
+    return new http.Agent({ keepAlive: true });
+  }
+
+  /** Request headers with fresh credentials. */
+  async #headers(body?: Body): Promise<Record<string, string>> {
+    const opts: https.RequestOptions = {};
+    await this.#authView.applyToHTTPSOptions(opts);
+    const headers: Record<string, string> = {};
+    const given = opts.headers;
+    if (given !== undefined && !Array.isArray(given)) {
+      for (const [key, value] of Object.entries(given)) {
+        if (value === undefined) continue;
+        headers[key] = Array.isArray(value) ? value.join(", ") : String(value);
+      }
+    }
+    if (typeof opts.auth === "string" && opts.auth !== "") {
+      headers.Authorization = `Basic ${Buffer.from(opts.auth).toString("base64")}`;
+    }
+    headers.Accept = "application/json";
+    headers["User-Agent"] = this.#userAgent;
+    if (body !== undefined) {
+      headers["Content-Type"] = body.contentType;
+      headers["Content-Length"] = String(Buffer.byteLength(body.data));
+    }
+    return headers;
+  }
+
+  #report(
+    method: string,
+    verb: string,
+    res: Resource,
+    url: URL,
+    subresource: string | undefined,
+    code: number,
+    start: number,
+  ): void {
+    const seconds = (performance.now() - start) / 1000;
+    if (this.#log?.enabled(6)) {
+      this.#log.v(6).info("HTTP", {
+        verb: method,
+        url: url.href,
+        status: code,
+        milliseconds: Math.round(seconds * 1000),
+      });
+    }
+    this.#onRequest?.({
+      method,
+      verb,
+      resource: res.plural,
+      subresource: subresource ?? "",
+      code,
+      seconds,
+    });
+  }
+
+  /** One non-watch request: rate limit, send, parse. */
+  async #call(
+    method: string,
+    verb: string,
+    res: Resource,
+    target: Target,
+    opts: { body?: Body; signal?: AbortSignal },
+  ): Promise<unknown> {
+    await this.#rateLimiter?.take(opts.signal);
+    const url = this.#url(res, target);
+    const start = performance.now();
+    let code = 0;
+    try {
+      const answer = await this.#send(method, url, opts.body, opts.signal);
+      code = answer.status;
+      if (code < 200 || code > 299) throw errorFromResponse(code, answer.text);
+      const parsed = tryParseJson(answer.text);
+      if (parsed === undefined) {
+        throw new ApiError(
+          code,
+          "InvalidResponse",
+          `${goOp(method)} "${url.href}": the answer is not JSON`,
+        );
+      }
+      return parsed;
+    } finally {
+      this.#report(method, verb, res, url, target.subresource, code, start);
+    }
+  }
+
+  /** Sends a request and reads the whole answer. */
+  async #send(
+    method: string,
+    url: URL,
+    body: Body | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<{ status: number; text: string }> {
+    signal?.throwIfAborted();
+    const agent = await this.#getAgent();
+    const headers = await this.#headers(body);
+    signal?.throwIfAborted();
+    const timeoutMs = this.#timeoutMs;
+    return await new Promise((resolve, reject) => {
+      const mod = url.protocol === "https:" ? https : http;
+      const req = mod.request(url, { method, agent, headers });
+      let settled = false;
+      const settle = (fn: () => void) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+        fn();
+      };
+      const fail = (err: Error) =>
+        settle(() =>
+          reject(signal?.aborted ? signal.reason : this.#connectionError(method, url, err))
+        );
+      const timer = setTimeout(() => {
+        const err = new ApiError(
+          0,
+          "Timeout",
+          `${goOp(method)} "${url.href}": request timed out after ${timeoutMs / 1000}s`,
+        );
+        settle(() => reject(err));
+        req.destroy(err);
+      }, timeoutMs);
+      const onAbort = () => {
+        settle(() => reject(signal?.reason));
+        req.destroy();
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      req.on("error", fail);
+      req.on("response", (response: http.IncomingMessage) => {
+        const chunks: Uint8Array[] = [];
+        response.on("data", (chunk: Uint8Array) => chunks.push(chunk));
+        response.on("error", fail);
+        response.on("end", () =>
+          settle(() =>
+            resolve({
+              status: response.statusCode ?? 0,
+              text: Buffer.concat(chunks).toString("utf8"),
+            })
+          ));
+      });
+      req.end(body?.data);
+    });
+  }
+
+  #connectionError(method: string, url: URL, err: Error): ApiError {
+    if (err instanceof ApiError) return err;
+    return new ApiError(0, "ConnectionError", `${goOp(method)} "${url.href}": ${err.message}`, {
+      cause: err,
+    });
+  }
+
+  async *#watch<T extends KubeObject>(
+    res: Resource,
+    opts: WatchOptions,
+  ): AsyncGenerator<WatchEvent<T>, void, undefined> {
+    const { signal } = opts;
+    if (signal.aborted) return;
+    const query: Record<string, string> = {
+      watch: "true",
+      resourceVersion: opts.resourceVersion,
+      timeoutSeconds: String(opts.timeoutSeconds),
+    };
+    if (opts.allowWatchBookmarks) query.allowWatchBookmarks = "true";
+    const url = this.#url(res, { namespace: opts.namespace, query });
+    const agent = await this.#getAgent();
+    const headers = await this.#headers();
+    if (signal.aborted) return;
+
+    const mod = url.protocol === "https:" ? https : http;
+    const req = mod.request(url, { method: "GET", agent, headers });
+    let guardError: ApiError | undefined;
+    const guardMs = opts.timeoutSeconds * 1000 + this.#watchGraceMs;
+    const guard = setTimeout(() => {
+      guardError = new ApiError(
+        0,
+        "Timeout",
+        `${goOp("GET")} "${url.href}": watch still open ${guardMs / 1000}s after it started`,
+      );
+      req.destroy(guardError);
+    }, guardMs);
+    // Resolves on abort, so that reads racing it end even when the runtime never ends a
+    // destroyed stream.
+    let response: http.IncomingMessage | undefined;
+    let aborted!: () => void;
+    const abortedPromise = new Promise<undefined>((resolve) => aborted = () => resolve(undefined));
+    const onAbort = () => {
+      aborted();
+      req.destroy();
+      response?.destroy();
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+    if (signal.aborted) onAbort();
+    const start = performance.now();
+    let reported = false;
+    let finished = false;
+    try {
+      response = await Promise.race([
+        new Promise<http.IncomingMessage>((resolve, reject) => {
+          req.on("response", resolve);
+          req.on("error", reject);
+          req.end();
+        }),
+        abortedPromise,
+      ]);
+      if (response === undefined || signal.aborted) {
+        response?.destroy();
+        return;
+      }
+      reported = true;
+      this.#report("GET", "watch", res, url, undefined, response.statusCode ?? 0, start);
+      const decoder = new TextDecoder();
+      if (response.statusCode !== 200) {
+        let text = "";
+        for await (const chunk of response) text += decoder.decode(chunk, { stream: true });
+        throw errorFromResponse(response.statusCode ?? 0, text + decoder.decode());
+      }
+      let buffer = "";
+      const chunks = response[Symbol.asyncIterator]();
+      for (;;) {
+        const next = await Promise.race([chunks.next(), abortedPromise]);
+        if (next === undefined) return; // aborted
+        if (next.done) break;
+        const chunk = next.value as Uint8Array;
+        buffer += decoder.decode(chunk, { stream: true });
+        let newline = buffer.indexOf("\n");
+        while (newline >= 0) {
+          const line = buffer.slice(0, newline).trim();
+          buffer = buffer.slice(newline + 1);
+          // Nothing is delivered once the caller aborted, even lines already received.
+          if (signal.aborted) return;
+          if (line !== "") yield this.#watchEvent<T>(line, url);
+          newline = buffer.indexOf("\n");
+        }
+      }
+      buffer += decoder.decode();
+      if (signal.aborted) return;
+      if (guardError !== undefined) throw guardError;
+      if (buffer.trim() !== "") yield this.#watchEvent<T>(buffer.trim(), url);
+      finished = true;
+    } catch (err) {
+      if (signal.aborted) return;
+      if (guardError !== undefined) throw guardError;
+      if (err instanceof ApiError) throw err;
+      if (!reported) this.#report("GET", "watch", res, url, undefined, 0, start);
+      const cause = err instanceof Error ? err : new Error(String(err));
+      throw this.#connectionError("GET", url, cause);
+    } finally {
+      clearTimeout(guard);
+      signal.removeEventListener("abort", onAbort);
+      // A stream that ended normally leaves its socket to the pool; anything else closes it.
+      if (!finished) req.destroy();
+    }
+  }
+
+  #watchEvent<T extends KubeObject>(line: string, url: URL): WatchEvent<T> {
+    const ev = tryParseJson(line);
+    if (!isObject(ev) || typeof ev.type !== "string" || !isObject(ev.object)) {
+      throw new ApiError(
+        0,
+        "InvalidResponse",
+        `${goOp("GET")} "${url.href}": invalid watch event: ${line.slice(0, 200)}`,
+      );
+    }
+    return ev as unknown as WatchEvent<T>;
+  }
+}

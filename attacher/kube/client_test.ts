@@ -1,0 +1,445 @@
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { KubeConfig } from "@kubernetes/client-node";
+import { ApiError, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS, type WatchEvent } from "./api.ts";
+import { errorFromResponse, KubeClient } from "./client.ts";
+import { loadKubeConfig } from "./config.ts";
+import type { Fields, Logger } from "../observe/logger.ts";
+import type { KubeObject } from "./types.ts";
+
+interface TestServer extends AsyncDisposable {
+  url: string;
+  /** Remote ports of the requests, one per request: equal ports mean a reused connection. */
+  ports: number[];
+  headers: Headers[];
+}
+
+/** A server on 127.0.0.1 answering with `handler`. */
+function serve(
+  handler: (req: Request) => Response | Promise<Response>,
+  tls?: { cert: string; key: string },
+): Promise<TestServer> {
+  return new Promise((resolve) => {
+    const ports: number[] = [];
+    const headers: Headers[] = [];
+    const server = Deno.serve({
+      hostname: "127.0.0.1",
+      port: 0,
+      ...tls,
+      onListen: (addr) =>
+        resolve({
+          url: `${tls ? "https" : "http"}://127.0.0.1:${addr.port}`,
+          ports,
+          headers,
+          [Symbol.asyncDispose]: async () => {
+            await server.shutdown();
+            await server.finished;
+          },
+        }),
+    }, (req, info) => {
+      ports.push(info.remoteAddr.port);
+      headers.push(req.headers);
+      return handler(req);
+    });
+  });
+}
+
+/** A kubeconfig for `server`; http servers get no insecure-skip-tls-verify on purpose. */
+function kubeConfigFor(server: string, user: Record<string, string> = {}): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: "c", server, skipTLSVerify: false }],
+    users: [{ name: "u", ...user }],
+    contexts: [{ name: "ctx", cluster: "c", user: "u" }],
+    currentContext: "ctx",
+  });
+  return kc;
+}
+
+function json(body: unknown, status = 200): Response {
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: { "content-type": "application/json" },
+  });
+}
+
+const PV = { apiVersion: "v1", kind: "PersistentVolume", metadata: { name: "pv1" }, spec: {} };
+
+Deno.test("KubeClient talks to an http:// server without insecure-skip-tls-verify, on one connection", async () => {
+  await using server = await serve(() => json(PV));
+  await using client = new KubeClient(
+    { kubeConfig: kubeConfigFor(server.url, { token: "t0k3n" }) },
+    { userAgent: "csi-attacher/v9.9.9" },
+  );
+  for (let i = 0; i < 3; i++) {
+    const pv = await client.get(PERSISTENT_VOLUMES, "pv1");
+    assert.equal(pv.metadata.name, "pv1");
+  }
+  assert.equal(new Set(server.ports).size, 1, "keep-alive: one connection for all requests");
+  const h = server.headers[0]!;
+  assert.equal(h.get("authorization"), "Bearer t0k3n");
+  assert.equal(h.get("accept"), "application/json");
+  assert.equal(h.get("user-agent"), "csi-attacher/v9.9.9");
+});
+
+Deno.test("KubeClient logs each request at verbosity 6, without headers", async () => {
+  const lines: [number, string, Fields | undefined][] = [];
+  const logger = (verbosity: number): Logger => ({
+    info: (msg, fields) => lines.push([0, msg, fields]),
+    error: () => {},
+    v: (level) => ({ info: (msg, fields) => lines.push([level, msg, fields]) }),
+    enabled: (level) => level <= verbosity,
+    with: () => logger(verbosity),
+  });
+  await using server = await serve(() => json(PV));
+  await using quiet = new KubeClient({ kubeConfig: kubeConfigFor(server.url), log: logger(5) });
+  await quiet.get(PERSISTENT_VOLUMES, "pv1");
+  assert.equal(lines.length, 0);
+  await using client = new KubeClient({
+    kubeConfig: kubeConfigFor(server.url, { token: "secret-token" }),
+    log: logger(6),
+  });
+  await client.get(PERSISTENT_VOLUMES, "pv1");
+  assert.equal(lines.length, 1);
+  const [level, msg, fields] = lines[0]!;
+  assert.equal(level, 6);
+  assert.equal(msg, "HTTP");
+  assert.equal(fields?.verb, "GET");
+  assert.equal(fields?.url, `${server.url}/api/v1/persistentvolumes/pv1`);
+  assert.equal(fields?.status, 200);
+  assert.equal(typeof fields?.milliseconds, "number");
+  assert.ok(!JSON.stringify(lines).includes("secret-token"));
+});
+
+Deno.test("KubeClient sends basic auth and impersonation from the kubeconfig", async () => {
+  await using server = await serve(() => json(PV));
+  await using client = new KubeClient({
+    kubeConfig: kubeConfigFor(server.url, {
+      username: "admin",
+      password: "pw",
+      impersonateUser: "bob",
+    }),
+  });
+  await client.get(PERSISTENT_VOLUMES, "pv1");
+  const h = server.headers[0]!;
+  assert.equal(h.get("authorization"), `Basic ${btoa("admin:pw")}`);
+  assert.equal(h.get("impersonate-user"), "bob");
+});
+
+Deno.test("KubeClient turns an error without a Status body into 'the server responded with HTTP <code>'", async () => {
+  await using server = await serve(() =>
+    new Response("<html>bad   gateway</html>\n", { status: 502 })
+  );
+  await using client = new KubeClient({ kubeConfig: kubeConfigFor(server.url) });
+  await assert.rejects(
+    client.get(PERSISTENT_VOLUMES, "pv1"),
+    (err: unknown) =>
+      err instanceof ApiError && err.code === 502 && err.reason === "Unknown" &&
+      err.message === "the server responded with HTTP 502: <html>bad gateway</html>",
+  );
+  assert.equal(errorFromResponse(404, "").message, "the server responded with HTTP 404");
+  assert.equal(errorFromResponse(404, "").reason, "NotFound");
+  assert.equal(errorFromResponse(403, `{"kind":"Status","code":403}`).reason, "Forbidden");
+});
+
+Deno.test("KubeClient reports a refused connection as ApiError(0, ConnectionError) with the cause", async () => {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = listener.addr.port;
+  listener.close();
+  await using client = new KubeClient({ kubeConfig: kubeConfigFor(`http://127.0.0.1:${port}`) });
+  await assert.rejects(client.get(PERSISTENT_VOLUMES, "pv1"), (err: unknown) => {
+    assert.ok(err instanceof ApiError);
+    assert.equal(err.code, 0);
+    assert.equal(err.reason, "ConnectionError");
+    assert.ok(
+      err.message.startsWith(`Get "http://127.0.0.1:${port}/api/v1/persistentvolumes/pv1": `),
+      err.message,
+    );
+    assert.ok(err.cause instanceof Error);
+    return true;
+  });
+  const ac = new AbortController();
+  const watch = client.watch(VOLUME_ATTACHMENTS, {
+    resourceVersion: "1",
+    timeoutSeconds: 60,
+    allowWatchBookmarks: true,
+    signal: ac.signal,
+  });
+  await assert.rejects(
+    (async () => {
+      for await (const _ of watch) assert.fail("no event expected");
+    })(),
+    (err: unknown) => err instanceof ApiError && err.reason === "ConnectionError",
+  );
+});
+
+Deno.test("KubeClient times out a request that gets no answer, and aborts on its signal", async () => {
+  const { promise: release, resolve } = Promise.withResolvers<void>();
+  await using server = await serve(async () => {
+    await release;
+    return json(PV);
+  });
+  try {
+    await using client = new KubeClient({ kubeConfig: kubeConfigFor(server.url) }, {
+      timeoutMs: 50,
+    });
+    await assert.rejects(
+      client.get(PERSISTENT_VOLUMES, "pv1"),
+      (err: unknown) => err instanceof ApiError && err.code === 0 && err.reason === "Timeout",
+    );
+    const ac = new AbortController();
+    const reason = new Error("stop");
+    const pending = client.get(PERSISTENT_VOLUMES, "pv1", { signal: ac.signal });
+    ac.abort(reason);
+    await assert.rejects(pending, (err: unknown) => err === reason);
+  } finally {
+    resolve();
+  }
+});
+
+Deno.test("KubeClient watch parses lines split across chunks, multi-byte characters included", async () => {
+  const gate = Promise.withResolvers<void>();
+  const enc = new TextEncoder();
+  const first = `{"type":"ADDED","object":{"metadata":{"name":"a"}}}\n{"type":"MODIFIED","obj`;
+  const second = enc.encode(
+    `ect":{"metadata":{"name":"b","annotations":{"x":"\u00e9\u20ac"}}}}\n{"type":"DELETED","object":{"metadata":{"name":"c"}}}`,
+  );
+  const euro = second.indexOf(0xe2); // split inside the 3-byte euro sign
+  await using server = await serve(() =>
+    new Response(
+      new ReadableStream<Uint8Array>({
+        async start(controller) {
+          controller.enqueue(enc.encode(first));
+          await gate.promise;
+          controller.enqueue(second.slice(0, euro + 1));
+          controller.enqueue(second.slice(euro + 1));
+          controller.close();
+        },
+      }),
+      { headers: { "content-type": "application/json" } },
+    )
+  );
+  await using client = new KubeClient({ kubeConfig: kubeConfigFor(server.url) });
+  const events: WatchEvent<KubeObject>[] = [];
+  for await (
+    const ev of client.watch(VOLUME_ATTACHMENTS, {
+      resourceVersion: "5",
+      timeoutSeconds: 30,
+      allowWatchBookmarks: false,
+      signal: new AbortController().signal,
+    })
+  ) {
+    events.push(ev);
+    if (events.length === 1) gate.resolve();
+  }
+  assert.deepEqual(events.map((e) => [e.type, e.object.metadata?.name]), [
+    ["ADDED", "a"],
+    ["MODIFIED", "b"],
+    ["DELETED", "c"],
+  ]);
+  const modified = events[1]!.object as KubeObject;
+  assert.deepEqual(modified.metadata.annotations, { x: "\u00e9\u20ac" });
+});
+
+Deno.test("KubeClient watch rejects when the connection breaks mid-stream", async () => {
+  // A raw TCP server: one complete event in a chunked body, then the connection drops.
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const served = (async () => {
+    const conn = await listener.accept();
+    const buf = new Uint8Array(4096);
+    await conn.read(buf);
+    const line = `{"type":"ADDED","object":{"metadata":{"name":"a"}}}\n`;
+    await conn.write(new TextEncoder().encode(
+      "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n" +
+        `${line.length.toString(16)}\r\n${line}\r\n`,
+    ));
+    conn.close();
+  })();
+  try {
+    await using client = new KubeClient({
+      kubeConfig: kubeConfigFor(`http://127.0.0.1:${listener.addr.port}`),
+    });
+    const seen: string[] = [];
+    await assert.rejects(
+      (async () => {
+        for await (
+          const ev of client.watch(VOLUME_ATTACHMENTS, {
+            resourceVersion: "1",
+            timeoutSeconds: 30,
+            allowWatchBookmarks: true,
+            signal: new AbortController().signal,
+          })
+        ) seen.push(ev.type);
+      })(),
+      (err: unknown) =>
+        err instanceof ApiError && err.code === 0 && err.reason === "ConnectionError",
+    );
+    assert.deepEqual(seen, ["ADDED"]);
+  } finally {
+    await served;
+    listener.close();
+  }
+});
+
+Deno.test("KubeClient watch is cut when it outlives timeoutSeconds plus the grace period", async () => {
+  const closed = Promise.withResolvers<void>();
+  await using server = await serve(() =>
+    new Response(new ReadableStream<Uint8Array>({ cancel: () => closed.resolve() }))
+  );
+  await using client = new KubeClient({ kubeConfig: kubeConfigFor(server.url) }, {
+    watchGraceMs: 30,
+  });
+  await assert.rejects(
+    (async () => {
+      for await (
+        const _ of client.watch(VOLUME_ATTACHMENTS, {
+          resourceVersion: "1",
+          timeoutSeconds: 0,
+          allowWatchBookmarks: true,
+          signal: new AbortController().signal,
+        })
+      ) assert.fail("no event expected");
+    })(),
+    (err: unknown) => err instanceof ApiError && err.code === 0 && err.reason === "Timeout",
+  );
+  await closed.promise;
+});
+
+Deno.test("KubeClient watch rejects an error answer with its Status", async () => {
+  await using server = await serve(() =>
+    json({
+      kind: "Status",
+      status: "Failure",
+      reason: "Forbidden",
+      message: "no watch for you",
+      code: 403,
+    }, 403)
+  );
+  await using client = new KubeClient({ kubeConfig: kubeConfigFor(server.url) });
+  await assert.rejects(
+    (async () => {
+      for await (
+        const _ of client.watch(VOLUME_ATTACHMENTS, {
+          resourceVersion: "1",
+          timeoutSeconds: 10,
+          allowWatchBookmarks: true,
+          signal: new AbortController().signal,
+        })
+      ) assert.fail("no event expected");
+    })(),
+    (err: unknown) =>
+      err instanceof ApiError && err.code === 403 && err.reason === "Forbidden" &&
+      err.message === "no watch for you",
+  );
+});
+
+Deno.test("KubeClient refuses a kubeconfig without a current cluster", () => {
+  const kc = new KubeConfig();
+  kc.loadFromOptions({ clusters: [], users: [], contexts: [], currentContext: "none" });
+  assert.throws(() => new KubeClient({ kubeConfig: kc }), TypeError);
+});
+
+/** True when the openssl command can run here. */
+function hasOpenssl(): boolean {
+  try {
+    return new Deno.Command("openssl", { args: ["version"], stdout: "null", stderr: "null" })
+      .outputSync().success;
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound || err instanceof Deno.errors.NotCapable) return false;
+    throw err;
+  }
+}
+
+/** Runs openssl in `dir`. */
+async function openssl(dir: string, ...args: string[]): Promise<void> {
+  const out = await new Deno.Command("openssl", { args, cwd: dir, stdout: "null", stderr: "piped" })
+    .output();
+  if (!out.success) throw new Error(`openssl ${args[0]}: ${new TextDecoder().decode(out.stderr)}`);
+}
+
+Deno.test({
+  name: "KubeClient over TLS with the in-cluster CA and token, on one connection",
+  ignore: !hasOpenssl(),
+  async fn() {
+    const dir = await Deno.makeTempDir();
+    try {
+      const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+      await openssl(
+        dir,
+        "req",
+        "-x509",
+        ...ec,
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=test-ca",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign",
+      );
+      await openssl(
+        dir,
+        "req",
+        ...ec,
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+      );
+      await Deno.writeTextFile(
+        join(dir, "ext.cnf"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+      );
+      await openssl(
+        dir,
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.crt",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+      );
+      await Deno.writeTextFile(join(dir, "token"), "sa-token");
+      const cert = await Deno.readTextFile(join(dir, "server.crt"));
+      const key = await Deno.readTextFile(join(dir, "server.key"));
+
+      await using server = await serve(() => json(PV), { cert, key });
+      const port = new URL(server.url).port;
+      const kc = loadKubeConfig({ inCluster: { host: "127.0.0.1", port, serviceAccountDir: dir } });
+      await using client = new KubeClient({ kubeConfig: kc });
+      await client.get(PERSISTENT_VOLUMES, "pv1");
+      await client.get(PERSISTENT_VOLUMES, "pv1");
+      assert.equal(server.headers[0]?.get("authorization"), "Bearer sa-token");
+      assert.equal(new Set(server.ports).size, 1);
+
+      // A CA that did not sign the server certificate is refused.
+      const other = loadKubeConfig({
+        inCluster: { host: "127.0.0.1", port, serviceAccountDir: dir },
+      });
+      other.getCurrentCluster()!.caFile = join(dir, "server.crt");
+      await using untrusted = new KubeClient({ kubeConfig: other });
+      await assert.rejects(
+        untrusted.get(PERSISTENT_VOLUMES, "pv1"),
+        (err: unknown) => err instanceof ApiError && err.reason === "ConnectionError",
+      );
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});

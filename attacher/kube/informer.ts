@@ -1,0 +1,504 @@
+/**
+ * A reflector and shared informer in one small class: LIST, then WATCH from the list's
+ * resourceVersion, keep the objects in memory and deliver add/update/delete callbacks, the way
+ * client-go's `tools/cache` reflector and shared informer do.
+ *
+ * We do not use client-node's `ListWatch`/`makeInformer`: it stops for good on any error other
+ * than 410, sends no watch timeout and requests no bookmarks (PLATFORM.md §1.2, §1.3).
+ *
+ * @module
+ */
+
+import { type Clock, realClock, type Timer } from "../clock.ts";
+import { ApiError, type KubeApi, qualifiedResource, type Resource } from "./api.ts";
+import type { Logger } from "../observe/logger.ts";
+import { nullLogger } from "../observe/logger.ts";
+import type { EventHandlers, ObjectStore } from "./store.ts";
+import type { KubeObject, Status } from "./types.ts";
+
+/** Collaborators of {@link Informer}. */
+export interface InformerDeps {
+  /** Only `list` and `watch` are called. */
+  api: KubeApi;
+  /** Timers for the backoff, the resync and the watch deadline. @default realClock */
+  clock?: Clock;
+  log?: Logger;
+  /** Source of jitter for the backoff and the watch timeout, in [0, 1). @default Math.random */
+  random?: () => number;
+}
+
+/** Options of {@link Informer}. */
+export interface InformerOptions<T> {
+  /** What to list and watch (all namespaces when namespaced). */
+  resource: Resource;
+  /**
+   * Every `resyncMs` each cached object is delivered again as `update(obj, obj)`; 0 disables it.
+   * The first resync comes `resyncMs` after the first successful list.
+   */
+  resyncMs: number;
+  /** Name in log lines. @default qualifiedResource(resource), e.g. `volumeattachments.storage.k8s.io` */
+  name?: string;
+  /**
+   * Each watch asks the server to close it after a random `timeoutSeconds` in
+   * [minWatchTimeout, 2 × minWatchTimeout), as client-go's reflector does. @default 300000
+   */
+  minWatchTimeoutMs?: number;
+  /**
+   * Applied to every object entering the cache, after `metadata.managedFields` has been removed.
+   * It receives a shallow copy (its own `metadata` object) and may change it.
+   */
+  transform?: (obj: T) => T;
+}
+
+/** First wait after a failure (client-go reflector: 800ms). */
+const BACKOFF_INITIAL_MS = 800;
+/** Largest base wait; the jittered wait is below twice this (client-go: 30s, jitter 1.0). */
+const BACKOFF_MAX_MS = 30_000;
+/** With no failure for this long, the next wait starts again at the initial one (client-go: 2m). */
+const BACKOFF_RESET_MS = 120_000;
+/** A watch that ends cleanly this soon with no event counts as a failure (client-go: 1s). */
+const SHORT_WATCH_MS = 1_000;
+/**
+ * The watch is cancelled from our side this long after the server should have closed it, so a
+ * half-open connection cannot hang the informer (PLATFORM.md §1.2).
+ */
+const WATCH_DEADLINE_GRACE_MS = 30_000;
+const DEFAULT_MIN_WATCH_TIMEOUT_MS = 300_000;
+
+/** What ended one watch, and so what the loop does next. */
+type WatchOutcome =
+  /** The server (or our deadline) closed it: watch again from the last resourceVersion. */
+  | { kind: "ended" }
+  /** 410 Gone / Expired: back off, then list again. */
+  | { kind: "expired"; err: ApiError }
+  /** Any other failure: back off, then watch again from the last resourceVersion. */
+  | { kind: "failed"; err: unknown }
+  | { kind: "aborted" };
+
+/**
+ * client-go's `exponentialBackoffManagerImpl` with the reflector's settings: the base wait doubles
+ * from 800ms up to 30s, each wait adds up to 100% jitter (so it lies in [base, 2 × base)), and the
+ * base starts over when the previous backoff began more than 2 minutes ago (a watch that lasted a
+ * while).
+ */
+class ReflectorBackoff {
+  #clock: Clock;
+  #random: () => number;
+  #nextBaseMs = BACKOFF_INITIAL_MS;
+  #lastStart: number;
+
+  constructor(clock: Clock, random: () => number) {
+    this.#clock = clock;
+    this.#random = random;
+    this.#lastStart = clock.now();
+  }
+
+  /** The wait before the next attempt, in milliseconds. */
+  next(): number {
+    const now = this.#clock.now();
+    if (now - this.#lastStart > BACKOFF_RESET_MS) this.#nextBaseMs = BACKOFF_INITIAL_MS;
+    this.#lastStart = now;
+    const base = this.#nextBaseMs;
+    this.#nextBaseMs = Math.min(base * 2, BACKOFF_MAX_MS);
+    return Math.floor(base * (1 + this.#random()));
+  }
+}
+
+/**
+ * True for HTTP 410 Gone, which the API server sends (reason `Expired` or `Gone`) when the
+ * resourceVersion asked for has been compacted away.
+ */
+function isExpired(err: unknown): err is ApiError {
+  return err instanceof ApiError && err.code === 410;
+}
+
+/** The API error an `ERROR` watch event stands for. */
+function statusError(status: Status | undefined): ApiError {
+  return new ApiError(
+    status?.code ?? 0,
+    status?.reason ?? "",
+    status?.message ?? "watch returned an ERROR event",
+  );
+}
+
+/**
+ * The cache key of `obj`: `name` for cluster-scoped objects, `namespace/name` for namespaced ones
+ * (client-go's `MetaNamespaceKeyFunc`), or undefined when the object has no name.
+ */
+function keyOf(obj: KubeObject): string | undefined {
+  const meta = obj?.metadata;
+  if (typeof meta?.name !== "string" || meta.name === "") return undefined;
+  return meta.namespace ? `${meta.namespace}/${meta.name}` : meta.name;
+}
+
+/**
+ * Lists and watches one resource, keeps every object in memory and delivers add/update/delete
+ * callbacks, like client-go's reflector + shared informer.
+ *
+ * Guarantees:
+ * - **It never stops on its own.** A failed list or watch is logged and retried after a backoff
+ *   (800ms doubling to 30s, with jitter, reset after 2 quiet minutes); only the signal given to
+ *   {@link Informer.run} ends it.
+ * - **Watches resume.** A watch the server closes (its `timeoutSeconds`, random in 5–10 minutes by
+ *   default, elapsed) or that fails is started again from the last resourceVersion seen, from an
+ *   object or a BOOKMARK, without a list. Only 410 Gone (an `ERROR` event or a rejected request)
+ *   leads to a new list, after a backoff as in client-go (so a server that keeps answering 410
+ *   is not hammered).
+ * - **A list replaces the cache** and delivers `update(old, new)` for every object that was cached
+ *   before (even unchanged), `add` for new ones, then `delete(lastKnown)` for those gone, as
+ *   client-go's `Replace` does.
+ * - **Watch events:** ADDED and MODIFIED deliver `update(cached, new)` when the object is cached,
+ *   else `add`; DELETED delivers `delete` with the event's object (the final state) and is ignored
+ *   for an object not in the cache. An update whose resourceVersion did not change (a duplicate) is
+ *   still delivered.
+ * - **Cache before callbacks:** when a callback runs, {@link Informer.get} already returns the new
+ *   state. Callbacks run synchronously, in the order the handlers were added; one that throws is
+ *   logged and the others still run.
+ * - Every cached object has had `metadata.managedFields` removed (and then the optional
+ *   `transform` applied). The objects are shared: callers MUST NOT modify them.
+ *
+ * Keys are `metadata.name` for cluster-scoped objects (VolumeAttachments, PersistentVolumes and
+ * CSINodes, all the attacher caches) and `namespace/name` for namespaced ones.
+ *
+ * @example
+ * ```ts
+ * const vas = new Informer<VolumeAttachment>({ api, log }, { resource: VOLUME_ATTACHMENTS, resyncMs: 600_000 });
+ * vas.addHandlers({ add: (va) => queue.add(va.metadata.name) });
+ * const done = vas.run(signal);
+ * await vas.waitForSync(signal);
+ * ```
+ */
+export class Informer<T extends KubeObject> implements ObjectStore<T> {
+  #api: KubeApi;
+  #clock: Clock;
+  #log: Logger;
+  #random: () => number;
+  #resource: Resource;
+  #resyncMs: number;
+  #minWatchTimeoutMs: number;
+  #userTransform: ((obj: T) => T) | undefined;
+
+  /** The cache. Invariant: every value has been through {@link Informer.#transform}. */
+  #items = new Map<string, T>();
+  #handlers: EventHandlers<T>[] = [];
+  /** The resourceVersion of the last list, object event or bookmark; "" before the first list. */
+  #resourceVersion = "";
+  #synced = false;
+  #syncWaiters: Array<() => void> = [];
+  #started = false;
+  #resyncTimer: Timer | undefined;
+
+  /**
+   * @throws {RangeError} when `resyncMs` is negative or not finite, or `minWatchTimeoutMs` is
+   *   below one second.
+   */
+  constructor(deps: InformerDeps, opts: InformerOptions<T>) {
+    if (!Number.isFinite(opts.resyncMs) || opts.resyncMs < 0) {
+      throw new RangeError(
+        `Cannot create informer as 'resyncMs' must be zero or positive: current value is ${opts.resyncMs}`,
+      );
+    }
+    const minWatchTimeoutMs = opts.minWatchTimeoutMs ?? DEFAULT_MIN_WATCH_TIMEOUT_MS;
+    if (!Number.isFinite(minWatchTimeoutMs) || minWatchTimeoutMs < 1000) {
+      throw new RangeError(
+        `Cannot create informer as 'minWatchTimeoutMs' must be at least 1000: current value is ${minWatchTimeoutMs}`,
+      );
+    }
+    this.#api = deps.api;
+    this.#clock = deps.clock ?? realClock;
+    this.#random = deps.random ?? Math.random;
+    this.#resource = opts.resource;
+    this.#resyncMs = opts.resyncMs;
+    this.#minWatchTimeoutMs = minWatchTimeoutMs;
+    this.#userTransform = opts.transform;
+    this.#log = (deps.log ?? nullLogger).with({
+      informer: opts.name ?? qualifiedResource(opts.resource),
+    });
+  }
+
+  /** The cached object with this key (see the class doc), or undefined. */
+  get(name: string): T | undefined {
+    return this.#items.get(name);
+  }
+
+  /** A new array of every cached object, in no particular order. */
+  list(): T[] {
+    return [...this.#items.values()];
+  }
+
+  /** True once the first list has been stored and its callbacks delivered; stays true. */
+  hasSynced(): boolean {
+    return this.#synced;
+  }
+
+  /**
+   * Resolves once {@link Informer.hasSynced} is true (at once if it already is).
+   * @throws the signal's reason (rejects) when `signal` aborts first.
+   */
+  waitForSync(signal: AbortSignal): Promise<void> {
+    if (this.#synced) return Promise.resolve();
+    if (signal.aborted) return Promise.reject(signal.reason);
+    return new Promise((resolve, reject) => {
+      const onSync = () => {
+        signal.removeEventListener("abort", onAbort);
+        resolve();
+      };
+      const onAbort = () => {
+        this.#syncWaiters = this.#syncWaiters.filter((w) => w !== onSync);
+        reject(signal.reason);
+      };
+      this.#syncWaiters.push(onSync);
+      signal.addEventListener("abort", onAbort, { once: true });
+    });
+  }
+
+  /** The resourceVersion the next watch starts from (last list, event or bookmark). */
+  lastSyncResourceVersion(): string {
+    return this.#resourceVersion;
+  }
+
+  /**
+   * Adds callbacks; they get every later event. Added after objects are cached, the handler first
+   * gets (synchronously, before this returns) an `add` for each cached object, as client-go does.
+   */
+  addHandlers(h: EventHandlers<T>): void {
+    this.#handlers.push(h);
+    for (const obj of this.#items.values()) this.#call(h, "add", obj, obj);
+  }
+
+  /**
+   * Lists and watches until `signal` aborts, then resolves (it never rejects for an API error: those
+   * are logged and retried). Runs at most once per informer.
+   * @throws {Error} (rejects) when called a second time.
+   */
+  async run(signal: AbortSignal): Promise<void> {
+    if (this.#started) throw new Error("Cannot run informer: it was already started");
+    this.#started = true;
+    const backoff = new ReflectorBackoff(this.#clock, this.#random);
+    this.#log.v(4).info("Starting informer");
+    try {
+      let needList = true;
+      while (!signal.aborted) {
+        if (needList) {
+          try {
+            await this.#listAndReplace(signal);
+            needList = false;
+          } catch (err) {
+            if (signal.aborted) break;
+            const retryAfterMs = backoff.next();
+            this.#log.error(err, "Failed to list", { retryAfterMs });
+            if (!await this.#sleep(retryAfterMs, signal)) break;
+            continue;
+          }
+          if (signal.aborted) break;
+        }
+        const outcome = await this.#watch(signal);
+        if (outcome.kind === "aborted") break;
+        if (outcome.kind === "ended") continue;
+        const retryAfterMs = backoff.next();
+        if (outcome.kind === "expired") {
+          needList = true;
+          this.#log.v(4).info("Watch expired, listing again", {
+            resourceVersion: this.#resourceVersion,
+            reason: outcome.err.reason,
+            message: outcome.err.message,
+            retryAfterMs,
+          });
+        } else {
+          this.#log.error(outcome.err, "Failed to watch", {
+            resourceVersion: this.#resourceVersion,
+            retryAfterMs,
+          });
+        }
+        if (!await this.#sleep(retryAfterMs, signal)) break;
+      }
+    } finally {
+      this.#resyncTimer?.cancel();
+      this.#resyncTimer = undefined;
+      this.#log.v(4).info("Stopped informer");
+    }
+  }
+
+  /** Waits `ms` on the clock; false when `signal` aborted instead. */
+  async #sleep(ms: number, signal: AbortSignal): Promise<boolean> {
+    try {
+      await this.#clock.sleep(ms, signal);
+      return true;
+    } catch (err) {
+      if (signal.aborted) return false;
+      throw err;
+    }
+  }
+
+  /** One LIST: replaces the cache, delivers the callbacks, and marks the informer synced. */
+  async #listAndReplace(signal: AbortSignal): Promise<void> {
+    // No resourceVersion: a consistent read, so the new cache is never older than the old one.
+    const page = await this.#api.list<T>(this.#resource, { signal });
+    if (signal.aborted) return;
+    const fresh = new Map<string, T>();
+    for (const raw of page.items ?? []) {
+      const obj = this.#transform(raw);
+      const key = obj === undefined ? undefined : keyOf(obj);
+      if (obj === undefined || key === undefined) continue;
+      fresh.set(key, obj);
+    }
+    const old = this.#items;
+    this.#items = new Map(old);
+    for (const [key, obj] of fresh) {
+      const before = old.get(key);
+      this.#items.set(key, obj);
+      if (before === undefined) this.#notify("add", obj, obj);
+      else this.#notify("update", before, obj);
+    }
+    for (const [key, before] of old) {
+      if (fresh.has(key)) continue;
+      this.#items.delete(key);
+      this.#notify("delete", before, before);
+    }
+    this.#resourceVersion = page.resourceVersion;
+    this.#log.v(4).info("Listed", {
+      resourceVersion: page.resourceVersion,
+      items: this.#items.size,
+    });
+    if (!this.#synced) {
+      this.#synced = true;
+      const waiters = this.#syncWaiters;
+      this.#syncWaiters = [];
+      for (const w of waiters) w();
+      this.#scheduleResync();
+    }
+  }
+
+  /** One WATCH from the last resourceVersion, applied to the cache until it ends. */
+  async #watch(signal: AbortSignal): Promise<WatchOutcome> {
+    const timeoutSeconds = Math.floor(
+      (this.#minWatchTimeoutMs / 1000) * (1 + this.#random()),
+    );
+    // Our own signal: it also cancels the watch when the server overruns its timeout.
+    const ctl = new AbortController();
+    const onAbort = () => ctl.abort(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    let deadlineHit = false;
+    const deadline = this.#clock.setTimer(
+      timeoutSeconds * 1000 + WATCH_DEADLINE_GRACE_MS,
+      () => {
+        deadlineHit = true;
+        ctl.abort(new Error("watch outlived its timeoutSeconds"));
+      },
+    );
+    const startedAt = this.#clock.now();
+    let events = 0;
+    const fromVersion = this.#resourceVersion;
+    try {
+      const stream = this.#api.watch<T>(this.#resource, {
+        resourceVersion: fromVersion,
+        timeoutSeconds,
+        allowWatchBookmarks: true,
+        signal: ctl.signal,
+      });
+      for await (const event of stream) {
+        events++;
+        if (event.type === "ERROR") {
+          const err = statusError(event.object);
+          return isExpired(err) ? { kind: "expired", err } : { kind: "failed", err };
+        }
+        this.#apply(event.type, event.object);
+      }
+    } catch (err) {
+      if (signal.aborted) return { kind: "aborted" };
+      // A client may reject when we cancel the watch at its deadline: that is a normal end.
+      if (!deadlineHit) {
+        return isExpired(err) ? { kind: "expired", err } : { kind: "failed", err };
+      }
+    } finally {
+      deadline.cancel();
+      signal.removeEventListener("abort", onAbort);
+      ctl.abort();
+    }
+    if (signal.aborted) return { kind: "aborted" };
+    if (deadlineHit) {
+      this.#log.v(2).info("Watch cancelled: the server did not close it in time", {
+        timeoutSeconds,
+      });
+      return { kind: "ended" };
+    }
+    const lastedMs = this.#clock.now() - startedAt;
+    if (events === 0 && lastedMs < SHORT_WATCH_MS) {
+      return {
+        kind: "failed",
+        err: new Error(
+          `Unexpected watch close: it lasted ${lastedMs}ms and delivered no event`,
+        ),
+      };
+    }
+    this.#log.v(4).info("Watch closed", {
+      resourceVersion: this.#resourceVersion,
+      events,
+    });
+    return { kind: "ended" };
+  }
+
+  /** Applies one ADDED/MODIFIED/DELETED/BOOKMARK event to the cache and the handlers. */
+  #apply(type: "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK", raw: T): void {
+    const rv = raw?.metadata?.resourceVersion;
+    if (type === "BOOKMARK") {
+      if (rv) this.#resourceVersion = rv;
+      return;
+    }
+    const obj = this.#transform(raw);
+    const key = obj === undefined ? undefined : keyOf(obj);
+    if (obj === undefined || key === undefined) {
+      this.#log.v(2).info("Ignoring watch event for an object without a name", { type });
+    } else if (type === "DELETED") {
+      if (this.#items.delete(key)) this.#notify("delete", obj, obj);
+    } else {
+      const before = this.#items.get(key);
+      this.#items.set(key, obj);
+      if (before === undefined) this.#notify("add", obj, obj);
+      else this.#notify("update", before, obj);
+    }
+    if (rv) this.#resourceVersion = rv;
+  }
+
+  /** Strips `metadata.managedFields` (on a copy), then runs the user's transform. */
+  #transform(raw: T): T | undefined {
+    if (raw === null || typeof raw !== "object") return undefined;
+    const copy: T = { ...raw, metadata: { ...raw.metadata } };
+    delete copy.metadata.managedFields;
+    if (this.#userTransform === undefined) return copy;
+    try {
+      return this.#userTransform(copy);
+    } catch (err) {
+      this.#log.error(err, "Transform failed, object not cached", {
+        object: keyOf(copy),
+      });
+      return undefined;
+    }
+  }
+
+  /** Starts the periodic resync, once, after the first list. */
+  #scheduleResync(): void {
+    if (this.#resyncMs <= 0) return;
+    this.#resyncTimer = this.#clock.setTimer(this.#resyncMs, () => {
+      this.#log.v(4).info("Resync", { items: this.#items.size });
+      for (const obj of [...this.#items.values()]) this.#notify("update", obj, obj);
+      this.#scheduleResync();
+    });
+  }
+
+  /** Delivers one event to every handler, in order. */
+  #notify(event: "add" | "update" | "delete", oldObj: T, newObj: T): void {
+    for (const h of this.#handlers.slice()) this.#call(h, event, oldObj, newObj);
+  }
+
+  /** Calls one handler; an exception is logged and goes no further. */
+  #call(h: EventHandlers<T>, event: "add" | "update" | "delete", oldObj: T, newObj: T): void {
+    try {
+      if (event === "add") h.add?.(newObj);
+      else if (event === "update") h.update?.(oldObj, newObj);
+      else h.delete?.(oldObj);
+    } catch (err) {
+      this.#log.error(err, "Event handler failed", { event, object: keyOf(newObj) });
+    }
+  }
+}

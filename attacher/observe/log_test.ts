@@ -1,0 +1,256 @@
+import assert from "node:assert/strict";
+import { FakeClock } from "../clock.ts";
+import { createLogger, errorText, type LoggerOptions } from "./log.ts";
+
+/** 2025-11-21 22:30:01.123456 UTC, in milliseconds. */
+const T0 = Date.UTC(2025, 10, 21, 22, 30, 1, 123) + 0.456;
+
+/** A logger that records its lines, with a fixed clock, pid and UTC time. */
+function recorder(options: Partial<LoggerOptions> = {}) {
+  const lines: string[] = [];
+  const log = createLogger({
+    verbosity: 0,
+    format: "text",
+    write: (line) => lines.push(line),
+    clock: new FakeClock(T0),
+    pid: 1234,
+    utc: true,
+    ...options,
+  });
+  return { log, lines };
+}
+
+Deno.test("createLogger() text info line has klog's header, quoted message and fields", () => {
+  const { log, lines } = recorder();
+  log.info("Attached", { volumeAttachment: "va1", node: "n1" });
+  assert.deepEqual(lines, [
+    'I1121 22:30:01.123456    1234 attacher] "Attached" volumeAttachment="va1" node="n1"',
+  ]);
+});
+
+Deno.test("createLogger() text error line has E severity and err right after the message", () => {
+  const { log, lines } = recorder();
+  log.with({ driver: "csi/test" }).error(new Error("boom"), "Failed to attach", { node: "n1" });
+  assert.deepEqual(lines, [
+    'E1121 22:30:01.123456    1234 attacher] "Failed to attach" err="boom" driver="csi/test" ' +
+    'node="n1"',
+  ]);
+});
+
+Deno.test("createLogger() text error line without an error value has no err field", () => {
+  const { log, lines } = recorder();
+  log.error(undefined, "Option -worker-threads must be greater than zero");
+  log.error(null, "x");
+  assert.equal(
+    lines[0],
+    'E1121 22:30:01.123456    1234 attacher] "Option -worker-threads must be greater than zero"',
+  );
+  assert.ok(!lines[1]!.includes("err="));
+});
+
+Deno.test("createLogger() text renders non-string values as compact JSON", () => {
+  const { log, lines } = recorder();
+  log.info("Values", {
+    count: 5,
+    ok: true,
+    nothing: null,
+    missing: undefined,
+    ref: { name: "va1", namespace: "" },
+    list: [1, "two"],
+    big: 12345678901234567890n,
+    err: new Error("inner"),
+    quote: 'say "hi"\n',
+  });
+  assert.equal(
+    lines[0],
+    'I1121 22:30:01.123456    1234 attacher] "Values" count=5 ok=true nothing=null ' +
+      'missing=null ref={"name":"va1","namespace":""} list=[1,"two"] big="12345678901234567890" ' +
+      'err="inner" quote="say \\"hi\\"\\n"',
+  );
+});
+
+Deno.test("createLogger() text pads the pid to 7 columns and uses the component name", () => {
+  const { log, lines } = recorder({ pid: 7, component: "csi-attacher" });
+  log.info("x");
+  assert.equal(lines[0], 'I1121 22:30:01.123456       7 csi-attacher] "x"');
+});
+
+Deno.test("createLogger() text time is local by default", () => {
+  const { log, lines } = recorder({ utc: false });
+  log.info("x");
+  const d = new Date(Math.floor(T0));
+  const two = (n: number) => String(n).padStart(2, "0");
+  const expected = `I${two(d.getMonth() + 1)}${two(d.getDate())} ${two(d.getHours())}:${
+    two(d.getMinutes())
+  }:${two(d.getSeconds())}.123456`;
+  assert.ok(lines[0]!.startsWith(expected), `${lines[0]} !~ ${expected}`);
+});
+
+Deno.test("createLogger() json info line has ts, v, msg then fields", () => {
+  const { log, lines } = recorder({ format: "json", verbosity: 4 });
+  log.info("Started");
+  log.with({ volumeAttachment: "va1" }).v(4).info("Attached", { attached: true });
+  assert.deepEqual(lines.map((l) => JSON.parse(l)), [
+    { ts: T0 / 1000, v: 0, msg: "Started" },
+    { ts: T0 / 1000, v: 4, msg: "Attached", volumeAttachment: "va1", attached: true },
+  ]);
+  assert.ok(lines[1]!.startsWith(`{"ts":${T0 / 1000},"v":4,"msg":"Attached",`), lines[1]);
+});
+
+Deno.test("createLogger() json error line has err and no v", () => {
+  const { log, lines } = recorder({ format: "json" });
+  log.error(new Error("rpc error: code = DeadlineExceeded"), "Attach failed", { node: "n1" });
+  assert.deepEqual(JSON.parse(lines[0]!), {
+    ts: T0 / 1000,
+    msg: "Attach failed",
+    err: "rpc error: code = DeadlineExceeded",
+    node: "n1",
+  });
+  log.error(undefined, "No error value");
+  assert.deepEqual(JSON.parse(lines[1]!), { ts: T0 / 1000, msg: "No error value" });
+});
+
+Deno.test("createLogger() json keeps objects nested and values whole", () => {
+  const { log, lines } = recorder({ format: "json" });
+  const long = "x".repeat(100_000);
+  log.info("Big", { pv: { name: "pv1", spec: { csi: { driver: "d" } } }, long });
+  const parsed = JSON.parse(lines[0]!);
+  assert.deepEqual(parsed.pv, { name: "pv1", spec: { csi: { driver: "d" } } });
+  assert.equal(parsed.long.length, 100_000);
+  assert.equal(lines.length, 1);
+});
+
+Deno.test("createLogger() text does not truncate a very long value", () => {
+  const { log, lines } = recorder();
+  log.info("Big", { long: "y".repeat(70_000) });
+  assert.ok(lines[0]!.endsWith(`long="${"y".repeat(70_000)}"`));
+});
+
+Deno.test("createLogger() filters v(n) lines by verbosity", () => {
+  const { log, lines } = recorder({ verbosity: 2 });
+  log.v(1).info("one");
+  log.v(2).info("two");
+  log.v(3).info("three");
+  log.with({ a: 1 }).v(5).info("five");
+  log.error(new Error("e"), "errors always");
+  assert.deepEqual(lines.map((l) => l.slice(l.indexOf("]") + 2)), [
+    '"one"',
+    '"two"',
+    '"errors always" err="e"',
+  ]);
+  assert.equal(log.enabled(2), true);
+  assert.equal(log.enabled(3), false);
+  assert.equal(log.with({}).enabled(0), true);
+});
+
+Deno.test("createLogger() with() children add fields; call fields override them", () => {
+  const { log, lines } = recorder();
+  const child = log.with({ driver: "d", node: "old" });
+  const grandchild = child.with({ volumeAttachment: "va1" });
+  grandchild.info("x", { node: "new" });
+  child.info("y");
+  log.info("z");
+  assert.deepEqual(lines.map((l) => l.slice(l.indexOf("]") + 2)), [
+    '"x" driver="d" node="new" volumeAttachment="va1"',
+    '"y" driver="d" node="old"',
+    '"z"',
+  ]);
+});
+
+Deno.test("createLogger() never throws on cyclic or odd values", () => {
+  const { log, lines } = recorder({ format: "json" });
+  const cyclic: Record<string, unknown> = { name: "c" };
+  cyclic.self = cyclic;
+  const badJson = {
+    toJSON() {
+      throw new Error("nope");
+    },
+  };
+  log.info("Odd", {
+    cyclic,
+    badJson,
+    map: new Map([["k", 1]]),
+    set: new Set(["a"]),
+    date: new Date(0),
+    fn: () => 1,
+    nan: NaN,
+    bytes: new Uint8Array(3),
+  });
+  assert.deepEqual(JSON.parse(lines[0]!), {
+    ts: T0 / 1000,
+    v: 0,
+    msg: "Odd",
+    cyclic: { name: "c", self: "[Circular]" },
+    badJson: "[toJSON failed: nope]",
+    map: { k: 1 },
+    set: ["a"],
+    date: "1970-01-01T00:00:00.000Z",
+    fn: "[Function fn]",
+    nan: "NaN",
+    bytes: "[Uint8Array 3 bytes]",
+  });
+});
+
+Deno.test("errorText() appends a cause only when the message does not contain it", () => {
+  assert.equal(
+    errorText(new Error("could not save VolumeAttachment", { cause: new Error("forbidden") })),
+    "could not save VolumeAttachment: forbidden",
+  );
+  assert.equal(
+    errorText(
+      new Error("could not save VolumeAttachment: forbidden", {
+        cause: new Error("forbidden"),
+      }),
+    ),
+    "could not save VolumeAttachment: forbidden",
+  );
+  assert.equal(
+    errorText(new Error("a", { cause: new Error("b", { cause: new Error("c") }) })),
+    "a: b: c",
+  );
+  assert.equal(errorText(new Error("a", { cause: "text cause" })), "a: text cause");
+  assert.equal(errorText("plain"), "plain");
+  assert.equal(errorText({ message: "like an error" }), "like an error");
+  assert.equal(errorText({ code: 5 }), '{"code":5}');
+  assert.equal(errorText(42), "42");
+  assert.equal(errorText(new TypeError("")), "TypeError");
+});
+
+Deno.test("errorText() stops on a cyclic cause chain", () => {
+  const a = new Error("a");
+  const b = new Error("b", { cause: a });
+  (a as { cause?: unknown }).cause = b;
+  assert.equal(errorText(a), "a: b");
+});
+
+Deno.test("createLogger() rejects a bad format or verbosity", () => {
+  assert.throws(
+    () => createLogger({ verbosity: 0, format: "xml" as "text", write: () => {} }),
+    RangeError,
+  );
+  assert.throws(
+    () => createLogger({ verbosity: NaN, format: "text", write: () => {} }),
+    RangeError,
+  );
+});
+
+Deno.test("createLogger() writes to stderr by default", async () => {
+  const code = `
+    import { createLogger } from ${JSON.stringify(new URL("./log.ts", import.meta.url).href)};
+    const log = createLogger({ verbosity: 0, format: "json" });
+    log.info("to stderr", { a: 1 });
+    log.error(new Error("e"), "also stderr");
+  `;
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["eval", code],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+  assert.equal(new TextDecoder().decode(out.stdout), "");
+  const lines = new TextDecoder().decode(out.stderr).trimEnd().split("\n").map((l) =>
+    JSON.parse(l)
+  );
+  assert.deepEqual(lines.map((l) => l.msg), ["to stderr", "also stderr"]);
+  assert.equal(lines[0].a, 1);
+});

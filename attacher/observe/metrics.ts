@@ -1,0 +1,319 @@
+/**
+ * The attacher's Prometheus metrics on a prom-client {@link Registry} of its own, with the
+ * names, help texts, labels and buckets the Go sidecar exposes:
+ *
+ * - csi-lib-utils' `csi_sidecar_operations_seconds` histogram of CSI calls;
+ * - `process_start_time_seconds`;
+ * - component-base's workqueue metrics (`workqueue_*{name}`), fed by the queues through
+ *   {@link Metrics.queueMetricsProvider};
+ * - component-base's leader-election metrics (`leader_election_master_status{name}`,
+ *   `leader_election_slowpath_total{name}`).
+ *
+ * Metrics that component-base registers carry its stability marker at the start of their help
+ * text (`[ALPHA] `), exactly as the Go binary prints them. The global default registry and
+ * `collectDefaultMetrics()` are never used: the default metrics break on Deno (PLATFORM.md §4)
+ * and a module-level registry would be shared by every test.
+ *
+ * @module
+ */
+
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { grpcCodeName } from "../csi/api.ts";
+import type { QueueMetricsProvider } from "../workqueue/metrics.ts";
+
+/** The `driver_name` label value until {@link Metrics.setDriverName} gives a name. */
+export const UNKNOWN_DRIVER_NAME = "unknown-driver";
+
+/** The `grpc_status_code` label value of a call that failed without a gRPC status. */
+export const UNKNOWN_NON_GRPC_CODE = "unknown-non-grpc";
+
+/** Buckets (seconds) of `csi_sidecar_operations_seconds`, as csi-lib-utils defines them. */
+export const CSI_OPERATION_BUCKETS: readonly number[] = Object.freeze([
+  0.1,
+  0.25,
+  0.5,
+  1,
+  2.5,
+  5,
+  10,
+  15,
+  25,
+  50,
+  120,
+  300,
+  600,
+]);
+
+/**
+ * Buckets (seconds) of the workqueue duration histograms: client-go's
+ * `ExponentialBuckets(10e-9, 10, 10)`, i.e. 10 ns up to 10 s.
+ */
+export const WORKQUEUE_DURATION_BUCKETS: readonly number[] = Object.freeze([
+  1e-8,
+  1e-7,
+  1e-6,
+  1e-5,
+  1e-4,
+  1e-3,
+  1e-2,
+  1e-1,
+  1,
+  10,
+]);
+
+/** The stability marker component-base puts in front of the help text of alpha metrics. */
+const ALPHA = "[ALPHA] ";
+
+/** Help texts of every metric, by metric name. */
+export const METRIC_HELP: Readonly<Record<string, string>> = Object.freeze({
+  csi_sidecar_operations_seconds: ALPHA +
+    "Container Storage Interface operation duration with gRPC error code status total",
+  process_start_time_seconds: "Start time of the process since unix epoch in seconds.",
+  workqueue_depth: ALPHA + "Current depth of workqueue",
+  workqueue_adds_total: ALPHA + "Total number of adds handled by workqueue",
+  workqueue_queue_duration_seconds: ALPHA +
+    "How long in seconds an item stays in workqueue before being requested.",
+  workqueue_work_duration_seconds: ALPHA +
+    "How long in seconds processing an item from workqueue takes.",
+  workqueue_unfinished_work_seconds: ALPHA +
+    "How many seconds of work has done that is in progress and hasn't been observed by " +
+    "work_duration. Large values indicate stuck threads. One can deduce the number of stuck " +
+    "threads by observing the rate at which this increases.",
+  workqueue_longest_running_processor_seconds: ALPHA +
+    "How many seconds has the longest running processor for workqueue been running.",
+  workqueue_retries_total: ALPHA + "Total number of retries handled by workqueue",
+  leader_election_master_status: ALPHA +
+    "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, " +
+    "1 indicates master. 'name' is the string used to identify the lease. Please make sure " +
+    "to group by name.",
+  leader_election_slowpath_total: ALPHA +
+    "Total number of slow path exercised in renewing leader leases. 'name' is the string " +
+    "used to identify the lease. Please make sure to group by name.",
+});
+
+/** Options of {@link createMetrics}. */
+export interface MetricsOptions {
+  /** The CSI driver name; empty or absent means {@link UNKNOWN_DRIVER_NAME} until set. */
+  driverName?: string;
+  /**
+   * Add the `migrated` label to `csi_sidecar_operations_seconds`, as the Go attacher does for
+   * drivers that are CSI-migration targets.
+   */
+  migrated?: boolean;
+  /** Value of `process_start_time_seconds`; defaults to this process's start time. */
+  processStartTimeSeconds?: number;
+}
+
+/** One finished CSI call, for {@link Metrics.observeCsiCall}. */
+export interface CsiCallObservation {
+  /** The full gRPC method, e.g. `/csi.v1.Controller/ControllerPublishVolume`. */
+  method: string;
+  /**
+   * The outcome: a gRPC status code number (0 for success; written with Go's name, e.g.
+   * `DeadlineExceeded`), a code name already spelled the Go way, or undefined when the call
+   * failed without a gRPC status ({@link UNKNOWN_NON_GRPC_CODE}).
+   */
+  code: number | string | undefined;
+  /** How long the call took, in seconds. */
+  seconds: number;
+  /**
+   * Whether the call was for a migrated in-tree volume; only recorded (as "true"/"false") when
+   * the metrics were created with {@link MetricsOptions.migrated}.
+   */
+  migrated?: boolean;
+}
+
+/** The attacher's metrics; see the module documentation. */
+export interface Metrics {
+  /** The registry holding every metric below; nothing else is registered in it. */
+  readonly registry: Registry;
+  /** Content type of {@link metricsText} (Prometheus text format 0.0.4). */
+  readonly contentType: string;
+  /** Creates the `workqueue_*` metrics of each queue, labelled with the queue name. */
+  readonly queueMetricsProvider: QueueMetricsProvider;
+  /** Sets the `driver_name` of later observations; "" means {@link UNKNOWN_DRIVER_NAME}. */
+  setDriverName(name: string): void;
+  /**
+   * Records one CSI call in `csi_sidecar_operations_seconds`.
+   *
+   * @throws {RangeError} when `seconds` is negative or not a finite number.
+   */
+  observeCsiCall(call: CsiCallObservation): void;
+  /** Sets `leader_election_master_status{name}` to 1 (leading) or 0. */
+  setLeader(name: string, leading: boolean): void;
+  /** Counts a renewal that took the slow path in `leader_election_slowpath_total{name}`. */
+  slowpathExercised(name: string): void;
+  /** The text exposition of every metric. */
+  metricsText(): Promise<string>;
+}
+
+/**
+ * Creates the attacher's metrics in a new registry. Each call gives independent metrics, so
+ * tests may create as many as they like.
+ *
+ * @example
+ * ```ts
+ * const metrics = createMetrics({ driverName: "csi.example.com" });
+ * metrics.observeCsiCall({
+ *   method: "/csi.v1.Controller/ControllerPublishVolume",
+ *   code: 0,
+ *   seconds: 0.3,
+ * });
+ * const text = await metrics.metricsText();
+ * // text contains csi_sidecar_operations_seconds_bucket{le="0.5",driver_name="csi.example.com",...} 1
+ * ```
+ */
+export function createMetrics(opts: MetricsOptions = {}): Metrics {
+  const registry = new Registry();
+  const registers = [registry];
+  const migratedLabel = opts.migrated === true;
+  let driverName = driverNameOrUnknown(opts.driverName ?? "");
+
+  const csiOperations = new Histogram({
+    name: "csi_sidecar_operations_seconds",
+    help: METRIC_HELP.csi_sidecar_operations_seconds!,
+    labelNames: migratedLabel
+      ? ["driver_name", "grpc_status_code", "method_name", "migrated"]
+      : ["driver_name", "grpc_status_code", "method_name"],
+    buckets: [...CSI_OPERATION_BUCKETS],
+    registers,
+  });
+  const processStart = new Gauge({
+    name: "process_start_time_seconds",
+    help: METRIC_HELP.process_start_time_seconds!,
+    registers,
+  });
+  processStart.set(opts.processStartTimeSeconds ?? performance.timeOrigin / 1000);
+
+  const leaderStatus = new Gauge({
+    name: "leader_election_master_status",
+    help: METRIC_HELP.leader_election_master_status!,
+    labelNames: ["name"],
+    registers,
+  });
+  const leaderSlowpath = new Counter({
+    name: "leader_election_slowpath_total",
+    help: METRIC_HELP.leader_election_slowpath_total!,
+    labelNames: ["name"],
+    registers,
+  });
+
+  return {
+    registry,
+    contentType: registry.contentType,
+    queueMetricsProvider: createQueueMetricsProvider(registers),
+    setDriverName(name: string): void {
+      driverName = driverNameOrUnknown(name);
+    },
+    observeCsiCall(call: CsiCallObservation): void {
+      if (!Number.isFinite(call.seconds) || call.seconds < 0) {
+        throw new RangeError(
+          `Cannot record CSI call ${call.method}: duration must be a non-negative number of seconds: current value is ${call.seconds}`,
+        );
+      }
+      const labels: Record<string, string> = {
+        driver_name: driverName,
+        grpc_status_code: codeLabel(call.code),
+        method_name: call.method,
+      };
+      if (migratedLabel) labels.migrated = call.migrated === true ? "true" : "false";
+      csiOperations.observe(labels, call.seconds);
+    },
+    setLeader(name: string, leading: boolean): void {
+      leaderStatus.set({ name }, leading ? 1 : 0);
+    },
+    slowpathExercised(name: string): void {
+      leaderSlowpath.inc({ name });
+    },
+    metricsText(): Promise<string> {
+      return registry.metrics();
+    },
+  };
+}
+
+/**
+ * The component-base workqueue metrics provider on prom-client. Like client-go's
+ * `WithLabelValues`, each `new*Metric(name)` call makes the queue's series appear at once
+ * (with value 0), before anything is recorded.
+ */
+function createQueueMetricsProvider(registers: Registry[]): QueueMetricsProvider {
+  const labelNames = ["name"];
+  const depth = new Gauge({
+    name: "workqueue_depth",
+    help: METRIC_HELP.workqueue_depth!,
+    labelNames,
+    registers,
+  });
+  const adds = new Counter({
+    name: "workqueue_adds_total",
+    help: METRIC_HELP.workqueue_adds_total!,
+    labelNames,
+    registers,
+  });
+  const latency = new Histogram({
+    name: "workqueue_queue_duration_seconds",
+    help: METRIC_HELP.workqueue_queue_duration_seconds!,
+    labelNames,
+    buckets: [...WORKQUEUE_DURATION_BUCKETS],
+    registers,
+  });
+  const workDuration = new Histogram({
+    name: "workqueue_work_duration_seconds",
+    help: METRIC_HELP.workqueue_work_duration_seconds!,
+    labelNames,
+    buckets: [...WORKQUEUE_DURATION_BUCKETS],
+    registers,
+  });
+  const unfinished = new Gauge({
+    name: "workqueue_unfinished_work_seconds",
+    help: METRIC_HELP.workqueue_unfinished_work_seconds!,
+    labelNames,
+    registers,
+  });
+  const longestRunning = new Gauge({
+    name: "workqueue_longest_running_processor_seconds",
+    help: METRIC_HELP.workqueue_longest_running_processor_seconds!,
+    labelNames,
+    registers,
+  });
+  const retries = new Counter({
+    name: "workqueue_retries_total",
+    help: METRIC_HELP.workqueue_retries_total!,
+    labelNames,
+    registers,
+  });
+
+  function gauge(metric: Gauge, name: string) {
+    const child = metric.labels({ name });
+    child.set(0);
+    return child;
+  }
+  function counter(metric: Counter, name: string) {
+    const child = metric.labels({ name });
+    child.inc(0);
+    return child;
+  }
+  function histogram(metric: Histogram, name: string) {
+    metric.zero({ name });
+    return metric.labels({ name });
+  }
+
+  return {
+    newDepthMetric: (name) => gauge(depth, name),
+    newAddsMetric: (name) => counter(adds, name),
+    newLatencyMetric: (name) => histogram(latency, name),
+    newWorkDurationMetric: (name) => histogram(workDuration, name),
+    newUnfinishedWorkSecondsMetric: (name) => gauge(unfinished, name),
+    newLongestRunningProcessorSecondsMetric: (name) => gauge(longestRunning, name),
+    newRetriesMetric: (name) => counter(retries, name),
+  };
+}
+
+function driverNameOrUnknown(name: string): string {
+  return name === "" ? UNKNOWN_DRIVER_NAME : name;
+}
+
+function codeLabel(code: number | string | undefined): string {
+  if (code === undefined) return UNKNOWN_NON_GRPC_CODE;
+  return typeof code === "number" ? grpcCodeName(code) : code;
+}

@@ -1,0 +1,275 @@
+/**
+ * The attacher's startup sequence (REFERENCE §2.1): connect to the driver, learn its name and
+ * capabilities, pick a handler, then run the informers and the controller until stopped.
+ *
+ * Everything the process environment provides (files, environment variables, exit) comes in
+ * through {@link AttacherEnv}, so tests and the sandbox run the same code in-process.
+ *
+ * @module
+ */
+
+import type { Clock } from "./clock.ts";
+import { realClock } from "./clock.ts";
+import { AttachController } from "./controller/controller.ts";
+import type { CsiClient } from "./csi/api.ts";
+import type { CsiCallInfo } from "./csi/client.ts";
+import { connect, getCapabilities, getDriverName, probeForever } from "./csi/connection.ts";
+import { CsiHandler } from "./controller/csi_handler.ts";
+import type { Handler } from "./controller/handler.ts";
+import { Informer } from "./kube/informer.ts";
+import type { KubeApi } from "./kube/api.ts";
+import { CSI_NODES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "./kube/api.ts";
+import type { Logger } from "./observe/logger.ts";
+import { DUMMY_DRIVER_NAME } from "./controller/names.ts";
+import type { Options } from "./cli/options.ts";
+import { TrivialHandler } from "./controller/trivial_handler.ts";
+import type { CsiNode, PersistentVolume, VolumeAttachment } from "./kube/types.ts";
+import { startHttpServer } from "./observe/http_server.ts";
+import {
+  leaderElectionNamespace,
+  LeaderElector,
+  leaderIdentity,
+} from "./leaderelection/elector.ts";
+import { createMetrics, type Metrics } from "./observe/metrics.ts";
+import { MIGRATION_DRIVER_NAMES } from "./controller/migration.ts";
+import { leaseName } from "./controller/names.ts";
+import { ItemExponentialFailureRateLimiter } from "./workqueue/rate_limiters.ts";
+import { RateLimitingWorkQueue } from "./workqueue/rate_limiting_queue.ts";
+
+/** The message written to the termination log when the driver connection is lost. */
+export const CONNECTION_LOST_MESSAGE = "Lost connection to CSI driver, exiting";
+
+/** What the process provides. */
+export interface AttacherEnv {
+  /** Ends the process (or the test) with `code`; used for connection loss and lost leadership. */
+  exit(code: number): void;
+  /** Writes the termination message (`/dev/termination-log`) when possible. */
+  writeTerminationMessage(message: string): void;
+  /** The host name, the leader-election identity. */
+  hostname(): string;
+  /** `POD_NAMESPACE`, for the lease namespace. */
+  podNamespace?: string;
+  /** Reads the service account's namespace file, for the lease namespace. */
+  readServiceAccountNamespace?(): string | undefined;
+}
+
+/** Collaborators of {@link runAttacher}. */
+export interface AttacherDeps {
+  log: Logger;
+  env: AttacherEnv;
+  /** Builds the API client (for the controller, and a second one for leader election). */
+  kube: () => KubeApi;
+  clock?: Clock;
+  /** Stops the attacher: workers finish what they are doing, then `runAttacher` resolves. */
+  signal: AbortSignal;
+  /** Told when the diagnostics server listens (tests use port 0). */
+  onHttpListening?: (port: number) => void;
+  /** Told when the caches have synced and the workers run. */
+  onReady?: () => void;
+}
+
+/** Metrics that can be swapped once the driver name is known (CSI migration adds a label). */
+class MetricsHolder {
+  current: Metrics = createMetrics({});
+  observe = (info: CsiCallInfo) => this.current.observeCsiCall(info);
+}
+
+/** The driver name, handler and CSI client chosen at startup. */
+interface DriverSetup {
+  driverName: string;
+  handler: Handler;
+  reconcile: boolean;
+  csi?: CsiClient;
+}
+
+async function setUpDriver(
+  options: Options,
+  deps: AttacherDeps,
+  kube: KubeApi,
+  metrics: MetricsHolder,
+): Promise<DriverSetup> {
+  const { log, env } = deps;
+  const clock = deps.clock ?? realClock;
+  if (options.dummy) {
+    log.info("Running in dummy mode: no CSI driver", { driver: DUMMY_DRIVER_NAME });
+    return {
+      driverName: DUMMY_DRIVER_NAME,
+      handler: new TrivialHandler({ kube, log }),
+      reconcile: false,
+    };
+  }
+  const csi = await connect(options.csiAddress, {
+    log,
+    clock,
+    maxGrpcLogLength: options.maxGrpcLogLength,
+    onCall: metrics.observe,
+    onConnectionLoss: () => {
+      env.writeTerminationMessage(CONNECTION_LOST_MESSAGE);
+      log.error(new Error("connection lost"), CONNECTION_LOST_MESSAGE);
+      env.exit(1);
+    },
+  });
+  try {
+    await probeForever(csi, { timeoutMs: options.timeoutMs, clock, log, signal: deps.signal });
+    const driverName = await getDriverName(csi);
+    log.info("CSI driver name", { driver: driverName });
+    if (MIGRATION_DRIVER_NAMES.has(driverName)) {
+      metrics.current = createMetrics({ driverName, migrated: true });
+    }
+    const caps = await getCapabilities(csi, clock);
+    if (!caps.controllerService || !caps.publishUnpublish) {
+      log.info("CSI driver does not support ControllerPublishUnpublish, using trivial handler", {
+        driver: driverName,
+      });
+      return { driverName, handler: new TrivialHandler({ kube, log }), reconcile: false, csi };
+    }
+    const handler = new CsiHandler({ kube, csi, log, clock }, {
+      driverName,
+      timeoutMs: options.timeoutMs,
+      supportsPublishReadOnly: caps.publishReadonly,
+      supportsSingleNodeMultiWriter: caps.singleNodeMultiWriter,
+      defaultFsType: options.defaultFsType,
+      attachErrorCodes: options.featureGates.MutableCSINodeAllocatableCount,
+      maxEntries: options.maxEntries,
+    });
+    return { driverName, handler, reconcile: caps.reconcile, csi };
+  } catch (err) {
+    csi.close();
+    throw err;
+  }
+}
+
+/**
+ * Runs the attacher until `deps.signal` aborts, then waits for the work in flight.
+ *
+ * @throws {Error} for fatal startup failures (driver unreachable, probe failed, no name, the
+ *   HTTP endpoint cannot listen); the caller logs them and exits 1.
+ */
+export async function runAttacher(options: Options, deps: AttacherDeps): Promise<void> {
+  const { log } = deps;
+  const clock = deps.clock ?? realClock;
+  const kube = deps.kube();
+  const metrics = new MetricsHolder();
+  const setup = await setUpDriver(options, deps, kube, metrics);
+  const { driverName } = setup;
+  metrics.current.setDriverName(driverName);
+  let elector: LeaderElector | undefined;
+  let ready = false;
+  const address = options.httpEndpoint || options.metricsAddress;
+  const http = address
+    ? await startHttpServer({
+      address,
+      metricsPath: options.metricsPath,
+      metrics: metrics.current,
+      leaderHealth: options.leaderElection && options.httpEndpoint
+        ? () => elector?.healthCheck()
+        : undefined,
+      ready: () => ready,
+      log,
+    }).catch((err) => {
+      setup.csi?.close();
+      throw err;
+    })
+    : undefined;
+  if (http) deps.onHttpListening?.(http.port);
+  try {
+    const work = (signal: AbortSignal) =>
+      runController(options, { ...deps, clock }, setup, kube, metrics.current, signal, () => {
+        ready = true;
+        deps.onReady?.();
+      });
+    if (!options.leaderElection) {
+      await work(deps.signal);
+      return;
+    }
+    const identity = leaderIdentity(deps.env.hostname());
+    elector = new LeaderElector({ kube: deps.kube(), clock, log, metrics: metrics.current }, {
+      name: leaseName(driverName),
+      namespace: leaderElectionNamespace({
+        flag: options.leaderElectionNamespace,
+        podNamespaceEnv: deps.env.podNamespace,
+        readServiceAccountNamespace: deps.env.readServiceAccountNamespace,
+      }),
+      identity,
+      leaseDurationMs: options.leaderElectionLeaseDurationMs,
+      renewDeadlineMs: options.leaderElectionRenewDeadlineMs,
+      retryPeriodMs: options.leaderElectionRetryPeriodMs,
+      labels: options.leaderElectionLabels,
+      releaseOnCancel: options.featureGates.ReleaseLeaderElectionOnExit,
+    });
+    await elector.run(deps.signal, {
+      onStartedLeading: (leaderSignal) => work(leaderSignal),
+      onStoppedLeading: () => {
+        log.error(new Error("leader election lost"), "Stopped leading", { identity });
+        deps.env.exit(1);
+      },
+      onNewLeader: (leader) => log.info("New leader elected", { identity: leader }),
+    });
+  } finally {
+    await http?.close();
+    setup.csi?.close();
+  }
+}
+
+/** Runs the informers and the controller until `signal` aborts and the work in flight is done. */
+async function runController(
+  options: Options,
+  deps: AttacherDeps & { clock: Clock },
+  setup: DriverSetup,
+  kube: KubeApi,
+  metrics: Metrics,
+  signal: AbortSignal,
+  onReady: () => void,
+): Promise<void> {
+  const { log, clock } = deps;
+  const informerDeps = { api: kube, clock, log };
+  const vaInformer = new Informer<VolumeAttachment>(informerDeps, {
+    resource: VOLUME_ATTACHMENTS,
+    resyncMs: options.resyncMs,
+    name: "volumeattachments",
+  });
+  const pvInformer = new Informer<PersistentVolume>(informerDeps, {
+    resource: PERSISTENT_VOLUMES,
+    resyncMs: options.resyncMs,
+    name: "persistentvolumes",
+  });
+  const csiNodeInformer = new Informer<CsiNode>(informerDeps, {
+    resource: CSI_NODES,
+    resyncMs: options.resyncMs,
+    name: "csinodes",
+  });
+  const queue = (name: string) =>
+    new RateLimitingWorkQueue({
+      clock,
+      metricsProvider: metrics.queueMetricsProvider,
+      rateLimiter: new ItemExponentialFailureRateLimiter({
+        baseMs: options.retryIntervalStartMs,
+        maxMs: options.retryIntervalMaxMs,
+      }),
+    }, { name });
+  const vaQueue = queue("csi-attacher-va");
+  const pvQueue = queue("csi-attacher-pv");
+  const controller = new AttachController({
+    vaInformer,
+    pvInformer,
+    csiNodeStore: csiNodeInformer,
+    vaQueue,
+    pvQueue,
+    handler: setup.handler,
+    log,
+    clock,
+  }, {
+    driverName: setup.driverName,
+    workers: options.workerThreads,
+    reconcile: setup.reconcile,
+    reconcileSyncMs: options.reconcileSyncMs,
+  });
+  const informers = Promise.all([
+    vaInformer.run(signal),
+    pvInformer.run(signal),
+    csiNodeInformer.run(signal),
+  ]);
+  const synced = Promise.all([vaInformer.waitForSync(signal), pvInformer.waitForSync(signal)])
+    .then(onReady, () => {});
+  await Promise.all([controller.run(signal), informers, synced]);
+}

@@ -1,0 +1,64 @@
+/**
+ * An informer whose cache the test fills and whose events the test fires by hand, as the Go
+ * attacher's unit-test framework does. Patches made by the controller do not reach it, so a retry
+ * starts again from the object as the test left it (REFERENCE §3.2).
+ *
+ * @module
+ */
+
+import type { InformerLike } from "../../attacher/controller/controller.ts";
+import type { EventHandlers } from "../../attacher/kube/store.ts";
+import type { KubeObject } from "../../attacher/kube/types.ts";
+
+/** A hand-driven informer. */
+export class StaticInformer<T extends KubeObject> implements InformerLike<T> {
+  #objects = new Map<string, T>();
+  #handlers: EventHandlers<T>[] = [];
+
+  constructor(objects: T[] = []) {
+    for (const obj of objects) this.#objects.set(obj.metadata.name, obj);
+  }
+
+  get(name: string): T | undefined {
+    return this.#objects.get(name);
+  }
+
+  list(): T[] {
+    return [...this.#objects.values()];
+  }
+
+  addHandlers(h: EventHandlers<T>): void {
+    this.#handlers.push(h);
+  }
+
+  hasSynced(): boolean {
+    return true;
+  }
+
+  waitForSync(_signal: AbortSignal): Promise<void> {
+    return Promise.resolve();
+  }
+
+  /** Puts `obj` in the cache without an event. */
+  set(obj: T): void {
+    this.#objects.set(obj.metadata.name, obj);
+  }
+
+  /** Puts `obj` in the cache and fires `add`. */
+  emitAdd(obj: T): void {
+    this.#objects.set(obj.metadata.name, obj);
+    for (const h of this.#handlers) h.add?.(obj);
+  }
+
+  /** Puts `newObj` in the cache and fires `update(oldObj, newObj)`. */
+  emitUpdate(oldObj: T, newObj: T): void {
+    this.#objects.set(newObj.metadata.name, newObj);
+    for (const h of this.#handlers) h.update?.(oldObj, newObj);
+  }
+
+  /** Removes `obj` from the cache and fires `delete`. */
+  emitDelete(obj: T): void {
+    this.#objects.delete(obj.metadata.name);
+    for (const h of this.#handlers) h.delete?.(obj);
+  }
+}

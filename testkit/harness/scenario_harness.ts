@@ -1,0 +1,690 @@
+/**
+ * Runs handler scenarios the way the Go attacher's `framework_test.go` does: objects in a fake
+ * API server, hand-driven informers, one injected event, then the controller's queues are drained
+ * (the fake clock is moved to each retry instead of sleeping) until the expected API requests
+ * have been made. The requests the server received and the calls the fake CSI driver received
+ * are then compared with the expected ones, as data.
+ *
+ * Besides the expected lists, every scenario checks the safety invariants:
+ * - no ControllerPublishVolume unless a VA in the API server for that volume and node carries our
+ *   finalizer;
+ * - no VA finalizer removal unless a ControllerUnpublishVolume succeeded after the last publish;
+ * - no PV finalizer removal while a VA in the API server names the PV.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { FakeClock } from "../../attacher/clock.ts";
+import { AttachController } from "../../attacher/controller/controller.ts";
+import type {
+  CallOptions,
+  ControllerPublishVolumeRequest,
+  ControllerUnpublishVolumeRequest,
+  CsiClient,
+} from "../../attacher/csi/api.ts";
+import { CsiError } from "../../attacher/csi/api.ts";
+import { GrpcCsiClient } from "../../attacher/csi/client.ts";
+import { CsiHandler, type CsiHandlerOptions } from "../../attacher/controller/csi_handler.ts";
+import type { ExampleDriver } from "../csi/example_driver.ts";
+import type { Handler } from "../../attacher/controller/handler.ts";
+import type { KubeApi, ObjectOptions, Patch } from "../../attacher/kube/api.ts";
+import {
+  CSI_NODES,
+  PERSISTENT_VOLUMES,
+  Resource,
+  SECRETS,
+  VOLUME_ATTACHMENTS,
+} from "../../attacher/kube/api.ts";
+import { KubeClient } from "../../attacher/kube/client.ts";
+import { loadKubeConfig } from "../../attacher/kube/config.ts";
+import { createLogger } from "../../attacher/observe/log.ts";
+import type { Logger } from "../../attacher/observe/logger.ts";
+import type { ApiServerEvent, FaultSpec, ResourceRef } from "../apiserver/server.ts";
+import { MemoryApiServer } from "../apiserver/server.ts";
+import {
+  isMigratablePersistentVolume,
+  translateInTreePersistentVolume,
+} from "../../attacher/controller/migration.ts";
+import { finalizerName, NODE_ID_ANNOTATION } from "../../attacher/controller/names.ts";
+import { TrivialHandler } from "../../attacher/controller/trivial_handler.ts";
+import type {
+  CsiNode,
+  KubeObject,
+  PersistentVolume,
+  VolumeAttachment,
+} from "../../attacher/kube/types.ts";
+import { ItemExponentialFailureRateLimiter } from "../../attacher/workqueue/rate_limiters.ts";
+import { RateLimitingWorkQueue } from "../../attacher/workqueue/rate_limiting_queue.ts";
+import type { ScriptedCall } from "../csi/scripted_driver.ts";
+import { FakeCsiDriver } from "../csi/scripted_driver.ts";
+import type { Action } from "./fixtures.ts";
+import { DRIVER } from "./fixtures.ts";
+import { StaticInformer } from "../fakes/static_informer.ts";
+
+/** Controller capabilities the fake driver reports unless a scenario sets its own. */
+export const DEFAULT_DRIVER_CAPABILITIES: readonly string[] = [
+  "PUBLISH_UNPUBLISH_VOLUME",
+  "PUBLISH_READONLY",
+];
+
+/** What a scenario's {@link Scenario.between} hook can look at and change. */
+export interface StepContext {
+  /** Number of loop steps taken so far. */
+  step: number;
+  /** API requests recorded so far (watches excluded), as compared. */
+  actions(): Action[];
+  server: MemoryApiServer;
+  vaInformer: StaticInformer<VolumeAttachment>;
+  pvInformer: StaticInformer<PersistentVolume>;
+  csiNodeInformer: StaticInformer<CsiNode>;
+}
+
+/** What a {@link Scenario.handlerFactory} gets: the checked clients and the default options. */
+export interface HandlerFactoryDeps {
+  kube: KubeApi;
+  csi: CsiClient;
+  log: Logger;
+  clock: FakeClock;
+  options: CsiHandlerOptions;
+}
+
+/** One scenario. */
+export interface Scenario {
+  name: string;
+  /** PVs, CSINodes, Nodes, Secrets and VAs present before the event (in the server and the caches). */
+  initialObjects?: KubeObject[];
+  addedVA?: VolumeAttachment;
+  /** Several VAs added at once, in this order (flood tests). */
+  addedVAs?: VolumeAttachment[];
+  updatedVA?: VolumeAttachment;
+  /** Fires the delete event only: the VA is not put into the server (as in the Go harness). */
+  deletedVA?: VolumeAttachment;
+  updatedPV?: PersistentVolume;
+  /** Requests the API server answers with an error (the Go tests' reactors). */
+  faults?: FaultSpec[];
+  expectedActions: Action[];
+  /** Calls the fake CSI driver expects, in order. */
+  expectedCsiCalls?: ScriptedCall[];
+  /** `trivial` runs the trivial handler instead of the CSI handler. */
+  handler?: "csi" | "trivial";
+  /** Overrides of the CSI handler's options. */
+  handlerOptions?: Partial<CsiHandlerOptions>;
+  /**
+   * Run one reconciliation pass (ListVolumes) when the queues are first empty. As at startup,
+   * the driver's capabilities must then include LIST_VOLUMES and LIST_VOLUMES_PUBLISHED_NODES.
+   */
+  reconcile?: boolean;
+  /** Driver name (GetPluginInfo, controller, handler, finalizer). Default `csi/test`. */
+  driverName?: string;
+  /** Controller capabilities of the fake driver. Default {@link DEFAULT_DRIVER_CAPABILITIES}. */
+  driverCapabilities?: readonly string[];
+  /** Answers publish, unpublish and ListVolumes calls that are not scripted. */
+  permissiveDriver?: ExampleDriver;
+  /** Called before every step of the run loop, e.g. to create objects between retries. */
+  between?: (ctx: StepContext) => void | Promise<void>;
+  /** Builds the handler instead of the default one (used to prove the invariant checks fire). */
+  handlerFactory?: (deps: HandlerFactoryDeps) => Handler;
+  /** Invariant violations the run must report; default none. */
+  expectedViolations?: string[];
+  /**
+   * Workers per queue. 1 (default) steps the queues one item at a time; more runs the controller
+   * as in production (`AttachController.run`), and the requests are then compared per object.
+   * Not with `reconcile` or `between`.
+   */
+  workers?: number;
+  /** Extra checks after the run. */
+  check?: (result: ScenarioResult) => void | Promise<void>;
+}
+
+/** One entry of a run's timeline: an object change in the server, or a finished CSI call. */
+export type TimelineEntry =
+  | {
+    kind: "api";
+    type: ApiServerEvent["type"];
+    /** `volumeattachments` or `persistentvolumes`. */
+    resource: string;
+    name: string;
+    finalizers: string[];
+    /** VAs only. */
+    attached?: boolean;
+  }
+  | {
+    kind: "csi";
+    method: "ControllerPublishVolume" | "ControllerUnpublishVolume";
+    volumeId: string;
+    nodeId: string;
+    options: CallOptions;
+    /** gRPC code of a failed call; undefined on success. */
+    code?: number;
+    /** Message of a failed call. */
+    error?: string;
+    /** Finalizers of the VAs for this volume and node when the call started. */
+    vaFinalizers: string[][];
+  };
+
+/** What a finished scenario made. */
+export interface ScenarioResult {
+  server: MemoryApiServer;
+  actions: Action[];
+  csi: FakeCsiDriver;
+  violations: string[];
+  /** VA and PV changes and publish/unpublish calls, in the order they happened. */
+  timeline: TimelineEntry[];
+  /** What the reconcile pass threw, if it failed. */
+  reconcileError: unknown;
+}
+
+/** CSI call timeout of the scenarios; scripted timeouts delay longer than this. */
+export const SCENARIO_TIMEOUT_MS = 1000;
+
+function resourceOf(obj: KubeObject): ResourceRef {
+  switch (obj.kind) {
+    case "PersistentVolume":
+      return PERSISTENT_VOLUMES;
+    case "VolumeAttachment":
+      return VOLUME_ATTACHMENTS;
+    case "CSINode":
+      return CSI_NODES;
+    case "Secret":
+      return SECRETS;
+    case "Node":
+      return "nodes";
+    default:
+      throw new TypeError(`Cannot seed object of kind ${obj.kind}`);
+  }
+}
+
+/** A recorded request as compared: error `time` fields are nulled. */
+function toAction(req: {
+  verb: string;
+  resource: string;
+  name: string;
+  namespace: string;
+  subresource: string;
+  contentType: string;
+  body: unknown;
+}): Action {
+  const action: Action = {
+    verb: req.verb as Action["verb"],
+    resource: req.resource,
+    name: req.name,
+  };
+  if (req.namespace) action.namespace = req.namespace;
+  if (req.subresource === "status") action.subresource = "status";
+  if (req.verb === "patch") {
+    action.patchType = req.contentType === "application/json-patch+json" ? "json" : "merge";
+    const body = structuredClone(req.body) as Record<string, unknown>;
+    const status = (body as { status?: Record<string, { time?: unknown } | null> }).status;
+    for (const key of ["attachError", "detachError"]) {
+      const err = status?.[key];
+      if (err && typeof err === "object" && "time" in err) err.time = null;
+    }
+    action.body = body;
+  }
+  return action;
+}
+
+/** The volume handle the driver sees for a VA, from the objects in the server. */
+function volumeHandleOf(server: MemoryApiServer, va: VolumeAttachment): string | undefined {
+  const source = va.spec.source ?? {};
+  if (source.inlineVolumeSpec) return source.inlineVolumeSpec.csi?.volumeHandle;
+  if (!source.persistentVolumeName) return undefined;
+  const pv = server.find<PersistentVolume>(PERSISTENT_VOLUMES, source.persistentVolumeName);
+  if (!pv) return undefined;
+  const spec = isMigratablePersistentVolume(pv)
+    ? translateInTreePersistentVolume(pv).spec
+    : pv.spec;
+  return spec.csi?.volumeHandle;
+}
+
+/** The VAs in the server of `driver` that a publish/unpublish of (volume, node) belongs to. */
+function attachmentsFor(
+  server: MemoryApiServer,
+  driver: string,
+  volumeId: string,
+  nodeId: string,
+): VolumeAttachment[] {
+  // Node names whose CSINode gives this node ID; other nodes match only by the VA annotation.
+  const nodeIds = new Map<string, string | undefined>();
+  for (const csiNode of server.list<CsiNode>(CSI_NODES).items) {
+    const entry = (csiNode.spec.drivers ?? []).find((d) => d.name === driver);
+    nodeIds.set(csiNode.metadata.name, entry?.nodeID);
+  }
+  return server.list<VolumeAttachment>(VOLUME_ATTACHMENTS).items.filter((va) => {
+    if (va.spec.attacher !== driver) return false;
+    const id = nodeIds.get(va.spec.nodeName) ?? va.metadata.annotations?.[NODE_ID_ANNOTATION];
+    return id === nodeId && volumeHandleOf(server, va) === volumeId;
+  });
+}
+
+/** State shared by the checking wrappers of one run. */
+interface Checks {
+  server: MemoryApiServer;
+  driver: string;
+  finalizer: string;
+  /** Per VA name: whether the last publish/unpublish seen was a publish (true) or a successful unpublish (false). */
+  published: Map<string, boolean>;
+  violations: string[];
+  timeline: TimelineEntry[];
+}
+
+/** Wraps the API client to check the finalizer invariants on every write. */
+class CheckingKubeApi implements KubeApi {
+  #inner: KubeApi;
+  #checks: Checks;
+
+  constructor(inner: KubeApi, checks: Checks) {
+    this.#inner = inner;
+    this.#checks = checks;
+  }
+
+  list<T extends KubeObject>(res: Resource, opts?: ObjectOptions) {
+    return this.#inner.list<T>(res, opts);
+  }
+  watch<T extends KubeObject>(res: Resource, opts: Parameters<KubeApi["watch"]>[1]) {
+    return this.#inner.watch<T>(res, opts);
+  }
+  get<T extends KubeObject>(res: Resource, name: string, opts?: ObjectOptions) {
+    return this.#inner.get<T>(res, name, opts);
+  }
+  create<T extends KubeObject>(res: Resource, obj: T, opts?: ObjectOptions) {
+    return this.#inner.create<T>(res, obj, opts);
+  }
+  update<T extends KubeObject>(res: Resource, obj: T, opts?: ObjectOptions) {
+    return this.#inner.update<T>(res, obj, opts);
+  }
+  delete(res: Resource, name: string, opts?: ObjectOptions) {
+    return this.#inner.delete(res, name, opts);
+  }
+
+  async patch<T extends KubeObject>(
+    res: Resource,
+    name: string,
+    patch: Patch,
+    opts?: ObjectOptions & { subresource?: "status" },
+  ): Promise<T> {
+    const { server, finalizer, published, violations } = this.#checks;
+    const before = server.find(res, name);
+    try {
+      return await this.#inner.patch<T>(res, name, patch, opts);
+    } finally {
+      // Checked whether the call succeeded or not: what counts is what the server stored.
+      const after = server.find(res, name);
+      const had = (before?.metadata.finalizers ?? []).includes(finalizer);
+      const has = (after?.metadata.finalizers ?? []).includes(finalizer);
+      if (had && !has && res === VOLUME_ATTACHMENTS && published.get(name) !== false) {
+        violations.push(`VA ${name} finalizer removed without a successful unpublish`);
+      }
+      if (had && !has && res === PERSISTENT_VOLUMES) {
+        const users = server.list<VolumeAttachment>(VOLUME_ATTACHMENTS).items
+          .filter((va) => va.spec.source?.persistentVolumeName === name);
+        if (users.length > 0) {
+          violations.push(
+            `PV ${name} finalizer removed while VA ${users[0]!.metadata.name} names it`,
+          );
+        }
+      }
+    }
+  }
+}
+
+/** Wraps the CSI client to check that publishes happen only behind a stored finalizer. */
+class CheckingCsiClient implements CsiClient {
+  #inner: CsiClient;
+  #checks: Checks;
+
+  constructor(inner: CsiClient, checks: Checks) {
+    this.#inner = inner;
+    this.#checks = checks;
+  }
+
+  probe(o: CallOptions) {
+    return this.#inner.probe(o);
+  }
+  getPluginInfo(o: CallOptions) {
+    return this.#inner.getPluginInfo(o);
+  }
+  getPluginCapabilities(o: CallOptions) {
+    return this.#inner.getPluginCapabilities(o);
+  }
+  controllerGetCapabilities(o: CallOptions) {
+    return this.#inner.controllerGetCapabilities(o);
+  }
+  listVolumes(req: { maxEntries: number; startingToken: string }, o: CallOptions) {
+    return this.#inner.listVolumes(req, o);
+  }
+  close() {
+    this.#inner.close();
+  }
+
+  async controllerPublishVolume(req: ControllerPublishVolumeRequest, o: CallOptions) {
+    const { server, driver, finalizer, published, violations } = this.#checks;
+    const vas = attachmentsFor(server, driver, req.volumeId, req.nodeId);
+    if (!vas.some((va) => (va.metadata.finalizers ?? []).includes(finalizer))) {
+      violations.push(
+        `ControllerPublishVolume(${req.volumeId}) before the VA finalizer was stored`,
+      );
+    }
+    // A publish that fails may still have happened ("maybe attached"): count it as published.
+    for (const va of vas) published.set(va.metadata.name, true);
+    return await this.#record(
+      "ControllerPublishVolume",
+      req,
+      o,
+      vas,
+      () => this.#inner.controllerPublishVolume(req, o),
+    );
+  }
+
+  async controllerUnpublishVolume(req: ControllerUnpublishVolumeRequest, o: CallOptions) {
+    const { server, driver, published } = this.#checks;
+    const vas = attachmentsFor(server, driver, req.volumeId, req.nodeId);
+    await this.#record(
+      "ControllerUnpublishVolume",
+      req,
+      o,
+      vas,
+      () => this.#inner.controllerUnpublishVolume(req, o),
+    );
+    for (const va of vas) published.set(va.metadata.name, false);
+  }
+
+  async #record<R>(
+    method: "ControllerPublishVolume" | "ControllerUnpublishVolume",
+    req: { volumeId: string; nodeId: string },
+    options: CallOptions,
+    vas: VolumeAttachment[],
+    call: () => Promise<R>,
+  ): Promise<R> {
+    const entry: TimelineEntry = {
+      kind: "csi",
+      method,
+      volumeId: req.volumeId,
+      nodeId: req.nodeId,
+      options: { ...options },
+      vaFinalizers: vas.map((va) => [...(va.metadata.finalizers ?? [])]),
+    };
+    try {
+      const result = await call();
+      this.#checks.timeline.push(entry);
+      return result;
+    } catch (err) {
+      entry.error = err instanceof Error ? err.message : String(err);
+      if (err instanceof CsiError) entry.code = err.code;
+      this.#checks.timeline.push(entry);
+      throw err;
+    }
+  }
+}
+
+/** Runs one scenario and asserts its expectations and the invariants. */
+export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
+  const driver = scenario.driverName ?? DRIVER;
+  const capabilities = scenario.driverCapabilities ?? DEFAULT_DRIVER_CAPABILITIES;
+  const dir = await Deno.makeTempDir({ prefix: "attacher-scenario-" });
+  const server = await MemoryApiServer.start();
+  const csiOptions: ConstructorParameters<typeof FakeCsiDriver>[0] = {
+    address: `${dir}/csi.sock`,
+    pluginName: driver,
+    controllerCapabilities: capabilities,
+    script: scenario.expectedCsiCalls ?? [],
+  };
+  if (scenario.permissiveDriver) csiOptions.permissive = scenario.permissiveDriver;
+  const csi = await FakeCsiDriver.start(csiOptions);
+  const log = createLogger({ verbosity: 0, format: "text", write: () => {} });
+  const clock = new FakeClock();
+  const grpcClient = new GrpcCsiClient({ log }, { address: csi.address });
+  const vaQueue = queue("csi-attacher-va", clock);
+  const pvQueue = queue("csi-attacher-pv", clock);
+  const checks: Checks = {
+    server,
+    driver,
+    finalizer: finalizerName(driver),
+    published: new Map(),
+    violations: [],
+    timeline: [],
+  };
+  const unsubscribe = server.onEvent((ev) => {
+    if (ev.resource !== "volumeattachments" && ev.resource !== "persistentvolumes") return;
+    const entry: TimelineEntry = {
+      kind: "api",
+      type: ev.type,
+      resource: ev.resource,
+      name: ev.name,
+      finalizers: [...(ev.object.metadata.finalizers ?? [])],
+    };
+    if (ev.resource === "volumeattachments") {
+      entry.attached = (ev.object as VolumeAttachment).status?.attached ?? false;
+    }
+    checks.timeline.push(entry);
+  });
+  try {
+    const seeds = [...(scenario.initialObjects ?? [])];
+    const seeded = (kind: string, name: string) =>
+      seeds.some((o) => o.kind === kind && o.metadata.name === name);
+    // As in the Go harness: the added and updated VAs and the updated PV are initial objects too;
+    // the deleted VA is not.
+    for (const va of [scenario.addedVA, ...(scenario.addedVAs ?? []), scenario.updatedVA]) {
+      if (va && !seeded("VolumeAttachment", va.metadata.name)) seeds.push(va);
+    }
+    if (scenario.updatedPV && !seeded("PersistentVolume", scenario.updatedPV.metadata.name)) {
+      seeds.push(scenario.updatedPV);
+    }
+    for (const obj of seeds) server.create(resourceOf(obj), structuredClone(obj));
+    checks.timeline.length = 0; // the seeding is not part of the run
+    const kubeConfig = loadKubeConfig({ kubeconfigPath: await writeKubeconfig(dir, server) });
+    const kube = new CheckingKubeApi(new KubeClient({ kubeConfig, log }, {}), checks);
+    const csiClient = new CheckingCsiClient(grpcClient, checks);
+
+    const vaInformer = new StaticInformer<VolumeAttachment>(
+      seeds.filter((o): o is VolumeAttachment => o.kind === "VolumeAttachment"),
+    );
+    const pvInformer = new StaticInformer<PersistentVolume>(
+      seeds.filter((o): o is PersistentVolume => o.kind === "PersistentVolume"),
+    );
+    const csiNodeInformer = new StaticInformer<CsiNode>(
+      seeds.filter((o): o is CsiNode => o.kind === "CSINode"),
+    );
+
+    const options: CsiHandlerOptions = {
+      driverName: driver,
+      timeoutMs: SCENARIO_TIMEOUT_MS,
+      supportsPublishReadOnly: true,
+      supportsSingleNodeMultiWriter: false,
+      defaultFsType: "ext4",
+      // The Go scenarios' fake returned plain errors, which carry no code; with a real gRPC
+      // driver every error has one, so codes are off unless a scenario asks for them.
+      attachErrorCodes: false,
+      maxEntries: 0,
+      ...scenario.handlerOptions,
+    };
+    let handler: Handler;
+    if (scenario.handlerFactory) {
+      handler = scenario.handlerFactory({ kube, csi: csiClient, log, clock, options });
+    } else if (scenario.handler === "trivial") {
+      handler = new TrivialHandler({ kube, log });
+    } else {
+      handler = new CsiHandler({ kube, csi: csiClient, log, clock }, options);
+    }
+    const controller = new AttachController({
+      vaInformer,
+      pvInformer,
+      csiNodeStore: csiNodeInformer,
+      vaQueue,
+      pvQueue,
+      handler,
+      log,
+      clock,
+    }, {
+      driverName: driver,
+      workers: scenario.workers ?? 1,
+      reconcile: false,
+      reconcileSyncMs: 60_000,
+    });
+
+    for (const fault of scenario.faults ?? []) server.failNext(fault);
+    server.clearRequests();
+
+    if (scenario.addedVA) vaInformer.emitAdd(structuredClone(scenario.addedVA));
+    for (const va of scenario.addedVAs ?? []) vaInformer.emitAdd(structuredClone(va));
+    if (scenario.updatedVA) {
+      vaInformer.emitUpdate(
+        structuredClone(scenario.updatedVA),
+        structuredClone(scenario.updatedVA),
+      );
+    }
+    if (scenario.deletedVA) {
+      const name = scenario.deletedVA.metadata.name;
+      const cached = vaInformer.get(name);
+      vaInformer.emitDelete(structuredClone(scenario.deletedVA));
+      // Go's harness only calls the delete handler: a VA among the initial objects stays cached.
+      if (cached) vaInformer.set(cached);
+    }
+    if (scenario.updatedPV) {
+      pvInformer.emitUpdate(
+        structuredClone(scenario.updatedPV),
+        structuredClone(scenario.updatedPV),
+      );
+    }
+
+    const isPublishOrUnpublish = (method: string) =>
+      method === "ControllerPublishVolume" || method === "ControllerUnpublishVolume";
+    const expectedCsi = scenario.expectedCsiCalls?.filter((c) => isPublishOrUnpublish(c.method))
+      .length ?? 0;
+    const csiDone = () =>
+      csi.calls.filter((c) => isPublishOrUnpublish(c.method)).length >= expectedCsi;
+    const requestCount = () => server.requests.filter((r) => !r.watch).length;
+    const actions = () => server.requests.filter((r) => !r.watch).map(toAction);
+    let reconciled = !scenario.reconcile;
+    let reconcileError: unknown = undefined;
+    const workers = scenario.workers ?? 1;
+    if (workers > 1) {
+      if (scenario.reconcile) throw new TypeError("reconcile runs only with one worker");
+      await runWorkers(controller, {
+        vaQueue,
+        pvQueue,
+        clock,
+        done: () => requestCount() >= scenario.expectedActions.length && csiDone(),
+      });
+    }
+    for (let step = 0; workers === 1 && step < 10_000; step++) {
+      await scenario.between?.({
+        step,
+        actions,
+        server,
+        vaInformer,
+        pvInformer,
+        csiNodeInformer,
+      });
+      if (requestCount() >= scenario.expectedActions.length && csiDone() && reconciled) break;
+      if (await controller.processNextVolumeAttachment()) continue;
+      if (await controller.processNextPersistentVolume()) continue;
+      if (!reconciled) {
+        reconciled = true;
+        // main.ts enables the reconciler only for drivers that can list published volumes.
+        const caps = await csiClient.controllerGetCapabilities({ timeoutMs: SCENARIO_TIMEOUT_MS });
+        assert.ok(
+          caps.has("LIST_VOLUMES") && caps.has("LIST_VOLUMES_PUBLISHED_NODES"),
+          "a reconciling scenario needs LIST_VOLUMES and LIST_VOLUMES_PUBLISHED_NODES",
+        );
+        try {
+          await handler.reconcile(new AbortController().signal);
+        } catch (err) {
+          // The controller's reconcile loop only logs a failed pass.
+          reconcileError = err;
+        }
+        continue;
+      }
+      if (!clock.advanceToNextTimer()) break;
+    }
+    // Work that is ready now still runs; retries waiting on the clock do not.
+    while (
+      (await controller.processNextVolumeAttachment()) ||
+      (await controller.processNextPersistentVolume())
+    ) {
+      // drain
+    }
+
+    const result: ScenarioResult = {
+      server,
+      actions: actions(),
+      csi,
+      violations: checks.violations,
+      timeline: checks.timeline,
+      reconcileError,
+    };
+    if (workers > 1) {
+      // Objects are synced in parallel: only the order per object is fixed.
+      assert.deepEqual(
+        byObject(result.actions),
+        byObject(scenario.expectedActions),
+        "API requests differ",
+      );
+    } else {
+      assert.deepEqual(result.actions, scenario.expectedActions, "API requests differ");
+    }
+    csi.assertDone();
+    assert.deepEqual(
+      checks.violations,
+      scenario.expectedViolations ?? [],
+      "safety invariants violated",
+    );
+    await scenario.check?.(result);
+    return result;
+  } finally {
+    unsubscribe();
+    vaQueue.shutDown();
+    pvQueue.shutDown();
+    grpcClient.close();
+    await csi.close();
+    await server.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+/** Runs the controller's workers until `done`, moving the fake clock whenever both queues are empty. */
+async function runWorkers(
+  controller: AttachController,
+  opts: {
+    vaQueue: RateLimitingWorkQueue;
+    pvQueue: RateLimitingWorkQueue;
+    clock: FakeClock;
+    done: () => boolean;
+  },
+): Promise<void> {
+  const stop = new AbortController();
+  const running = controller.run(stop.signal);
+  try {
+    for (let tick = 0; tick < 20_000 && !opts.done(); tick++) {
+      await new Promise((resolve) => setTimeout(resolve, 1));
+      if (opts.vaQueue.len() === 0 && opts.pvQueue.len() === 0) opts.clock.advanceToNextTimer();
+    }
+  } finally {
+    stop.abort();
+    await running;
+  }
+}
+
+/** Actions grouped by object, each group in order. */
+function byObject(actions: Action[]): Record<string, Action[]> {
+  const groups: Record<string, Action[]> = {};
+  for (const action of actions) {
+    const key = `${action.resource}/${action.namespace ?? ""}/${action.name}`;
+    (groups[key] ??= []).push(action);
+  }
+  return groups;
+}
+
+function queue(name: string, clock: FakeClock): RateLimitingWorkQueue {
+  return new RateLimitingWorkQueue({
+    clock,
+    rateLimiter: new ItemExponentialFailureRateLimiter({ baseMs: 5, maxMs: 1_000_000 }),
+  }, { name });
+}
+
+async function writeKubeconfig(dir: string, server: MemoryApiServer): Promise<string> {
+  const path = `${dir}/kubeconfig`;
+  await Deno.writeTextFile(path, server.kubeconfig());
+  return path;
+}

@@ -1,0 +1,267 @@
+/**
+ * The bundle (`deno task bundle`) is self-contained: copied alone into an empty directory and
+ * run with an empty DENO_DIR, no npm resolution, no remote modules, no config and only the
+ * permissions of the `compile` task, it attaches and detaches a volume against the in-memory
+ * API server and the example CSI driver, with leader election and the HTTP endpoint on. This is
+ * the same module graph `deno compile` embeds, which cannot be built here (it downloads its base
+ * runtime from dl.deno.land).
+ */
+
+import assert from "node:assert/strict";
+import { ExampleDriver } from "../../testkit/csi/example_driver.ts";
+import {
+  CSI_NODES,
+  LEASES,
+  PERSISTENT_VOLUMES,
+  VOLUME_ATTACHMENTS,
+} from "../../attacher/kube/api.ts";
+import { leaderIdentity } from "../../attacher/leaderelection/elector.ts";
+import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
+import { finalizerName, leaseName } from "../../attacher/controller/names.ts";
+import type { Lease, PersistentVolume, VolumeAttachment } from "../../attacher/kube/types.ts";
+
+const ROOT = new URL("../..", import.meta.url).pathname;
+const TASKS: Record<string, string> = JSON.parse(Deno.readTextFileSync(`${ROOT}deno.json`)).tasks;
+
+/** Upper bound of the whole bundle test; it normally takes a few seconds. */
+const GUARD_MS = 180_000;
+
+/** The permission flags of a task command. */
+function permissionFlags(task: string | undefined): string[] {
+  assert.ok(task, "task defined in deno.json");
+  return task.split(/\s+/).filter((arg) =>
+    arg === "-A" || arg.startsWith("--allow-") || arg.startsWith("--deny-")
+  );
+}
+
+/** Whether this Deno has `deno bundle` at all. */
+function bundleAvailable(): boolean {
+  const { success } = new Deno.Command(Deno.execPath(), {
+    args: ["bundle", "--help"],
+    stdout: "null",
+    stderr: "null",
+  }).outputSync();
+  return success;
+}
+
+const BUNDLE_AVAILABLE = bundleAvailable();
+if (!BUNDLE_AVAILABLE) {
+  console.log("bundle_test: skipped, this Deno has no `deno bundle` subcommand");
+}
+
+Deno.test("compile and demo tasks use one permission list, without -A", () => {
+  const compile = permissionFlags(TASKS.compile);
+  assert.deepEqual(permissionFlags(TASKS.demo), compile);
+  assert.ok(!compile.includes("-A") && !compile.includes("--allow-all"));
+  assert.ok(!compile.some((f) => /^--allow-(run|ffi|import)/.test(f)), compile.join(" "));
+  assert.ok(compile.includes("--allow-sys=hostname"), "leader election identity");
+});
+
+/** Resolves with the first non-undefined `check()` result, checked on every server change. */
+function waitFor<T>(
+  server: MemoryApiServer,
+  what: string,
+  check: () => T | undefined,
+  signal: AbortSignal,
+): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const finish = (fn: () => void) => {
+      unsubscribe();
+      signal.removeEventListener("abort", onAbort);
+      fn();
+    };
+    const onAbort = () => finish(() => reject(new Error(`timed out waiting until ${what}`)));
+    const probe = () => {
+      const value = check();
+      if (value !== undefined) finish(() => resolve(value));
+    };
+    const unsubscribe = server.onEvent(probe);
+    signal.addEventListener("abort", onAbort, { once: true });
+    if (signal.aborted) onAbort();
+    else probe();
+  });
+}
+
+/** Kills `child` unless it has exited already (then `kill` throws a TypeError). */
+function killIfRunning(child: Deno.ChildProcess): void {
+  try {
+    child.kill("SIGKILL");
+  } catch (err) {
+    if (!(err instanceof TypeError)) throw err;
+  }
+}
+
+/** Every file under `dir`, as paths relative to it. */
+async function filesUnder(dir: string, prefix = ""): Promise<string[]> {
+  const out: string[] = [];
+  for await (const entry of Deno.readDir(dir)) {
+    const path = `${prefix}${entry.name}`;
+    if (entry.isDirectory) out.push(...await filesUnder(`${dir}/${entry.name}`, `${path}/`));
+    else out.push(path);
+  }
+  return out.sort();
+}
+
+Deno.test({
+  name: "the bundle runs alone with an empty DENO_DIR and the compile permissions: attach, detach",
+  ignore: !BUNDLE_AVAILABLE,
+  fn: async () => {
+    const guard = new AbortController();
+    const guardTimer = setTimeout(() => guard.abort(), GUARD_MS);
+    const tmp = await Deno.makeTempDir({ prefix: "bundle-test-" });
+    const runDir = `${tmp}/run`;
+    const denoDir = `${tmp}/deno-dir`;
+    const workDir = `${tmp}/work`;
+    await Promise.all([runDir, denoDir, workDir].map((d) => Deno.mkdir(d)));
+    let child: Deno.ChildProcess | undefined;
+    let output: Promise<[string, string]> | undefined;
+    await using server = await MemoryApiServer.start();
+    const example = new ExampleDriver({}, { nodeIds: ["node-1-id"] });
+    example.createVolume("vol-1");
+    const driver = await example.start(`${workDir}/csi.sock`);
+    try {
+      // 1. Build with the task's own command, into the temporary directory.
+      const bundleArgs = TASKS.bundle!.split(/\s+/).slice(1);
+      const outIndex = bundleArgs.indexOf("--output") + 1;
+      assert.ok(outIndex > 0, "the bundle task names its --output");
+      bundleArgs[outIndex] = `${tmp}/build/csi-attacher.js`;
+      const built = await new Deno.Command(Deno.execPath(), {
+        args: bundleArgs,
+        cwd: ROOT,
+        env: { NO_COLOR: "1" },
+        stdout: "piped",
+        stderr: "piped",
+        signal: guard.signal,
+      }).output();
+      assert.ok(built.success, `deno bundle failed:\n${new TextDecoder().decode(built.stderr)}`);
+      await Deno.copyFile(`${tmp}/build/csi-attacher.js`, `${runDir}/csi-attacher.js`);
+
+      // 2. The objects a cluster would have.
+      await Deno.writeTextFile(`${workDir}/kubeconfig`, server.kubeconfig());
+      const driverName = example.name;
+      server.create<PersistentVolume>(PERSISTENT_VOLUMES, {
+        apiVersion: "v1",
+        kind: "PersistentVolume",
+        metadata: { name: "pv-1" },
+        spec: {
+          accessModes: ["ReadWriteOnce"],
+          csi: { driver: driverName, volumeHandle: "vol-1" },
+        },
+      });
+      server.create(CSI_NODES, {
+        apiVersion: "storage.k8s.io/v1",
+        kind: "CSINode",
+        metadata: { name: "node-1" },
+        spec: { drivers: [{ name: driverName, nodeID: "node-1-id" }] },
+      });
+      server.create<VolumeAttachment>(VOLUME_ATTACHMENTS, {
+        apiVersion: "storage.k8s.io/v1",
+        kind: "VolumeAttachment",
+        metadata: { name: "va-1" },
+        spec: {
+          attacher: driverName,
+          nodeName: "node-1",
+          source: { persistentVolumeName: "pv-1" },
+        },
+      });
+      const probe = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+      const httpPort = probe.addr.port;
+      probe.close();
+
+      // 3. Run the bundle alone: nothing cached, no npm, no config, a clean environment.
+      child = new Deno.Command(Deno.execPath(), {
+        args: [
+          "run",
+          "--no-config",
+          "--no-lock",
+          "--no-npm",
+          "--no-remote",
+          "--cached-only",
+          "--no-prompt",
+          ...permissionFlags(TASKS.compile),
+          "csi-attacher.js",
+          `--kubeconfig=${workDir}/kubeconfig`,
+          `--csi-address=${workDir}/csi.sock`,
+          "--leader-election",
+          `--http-endpoint=127.0.0.1:${httpPort}`,
+          "--v=5",
+        ],
+        cwd: runDir,
+        clearEnv: true,
+        env: { DENO_DIR: denoDir, NO_COLOR: "1", POD_NAMESPACE: "default" },
+        stdout: "piped",
+        stderr: "piped",
+      }).spawn();
+      output = Promise.all([
+        new Response(child.stdout).text(),
+        new Response(child.stderr).text(),
+      ]);
+      const exited = new AbortController();
+      child.status.finally(() => exited.abort());
+      const signal = AbortSignal.any([guard.signal, exited.signal]);
+
+      // 4. Attach.
+      const attached = await waitFor(
+        server,
+        "va-1 is attached",
+        () => {
+          const va = server.find<VolumeAttachment>(VOLUME_ATTACHMENTS, "va-1");
+          return va?.status?.attached === true ? va : undefined;
+        },
+        signal,
+      );
+      assert.deepEqual(attached.status?.attachmentMetadata, { devicePath: "/dev/example/vol-1" });
+      assert.deepEqual(attached.metadata.finalizers, [finalizerName(driverName)]);
+      assert.equal(attached.metadata.annotations?.["csi.alpha.kubernetes.io/node-id"], "node-1-id");
+      assert.ok(example.isPublished("vol-1", "node-1-id"));
+      const lease = server.get<Lease>(LEASES, leaseName(driverName), "default");
+      assert.equal(lease.spec.holderIdentity, leaderIdentity(Deno.hostname()));
+      const health = await fetch(`http://127.0.0.1:${httpPort}/healthz/leader-election`, {
+        signal,
+      });
+      assert.equal(health.status, 200);
+      assert.equal(await health.text(), "ok");
+
+      // 5. Detach and release.
+      server.delete(VOLUME_ATTACHMENTS, "va-1");
+      await waitFor(
+        server,
+        "va-1 is gone",
+        () => server.find(VOLUME_ATTACHMENTS, "va-1") === undefined ? true : undefined,
+        signal,
+      );
+      assert.deepEqual(example.publications(), []);
+      server.delete(PERSISTENT_VOLUMES, "pv-1");
+      await waitFor(
+        server,
+        "pv-1 is gone",
+        () => server.find(PERSISTENT_VOLUMES, "pv-1") === undefined ? true : undefined,
+        signal,
+      );
+
+      // 6. SIGTERM: a clean exit that hands the lease back.
+      child.kill("SIGTERM");
+      const status = await child.status;
+      const [, stderr] = await output;
+      assert.equal(status.code, 0, `exit status; log:\n${stderr}`);
+      assert.doesNotMatch(stderr, /NotCapable|Requires .* access/);
+      assert.match(stderr, /"GRPC call" method="\/csi\.v1\.Controller\/ControllerPublishVolume"/);
+      const released = server.get<Lease>(LEASES, leaseName(driverName), "default");
+      assert.equal(released.spec.holderIdentity, "");
+
+      // 7. Nothing was fetched or installed to run it.
+      assert.deepEqual(await filesUnder(runDir), ["csi-attacher.js"]);
+      const cached = await filesUnder(denoDir);
+      assert.deepEqual(cached.filter((f) => f.startsWith("npm/") || f.startsWith("remote/")), []);
+    } finally {
+      clearTimeout(guardTimer);
+      if (child !== undefined) {
+        killIfRunning(child);
+        await child.status;
+        await output;
+      }
+      await driver.close();
+      await Deno.remove(tmp, { recursive: true });
+    }
+  },
+});

@@ -1,0 +1,252 @@
+/**
+ * deploy/kubernetes: the RBAC rules against the requests the attacher really makes, and the
+ * Deployment against the attacher's command line and the RBAC objects.
+ *
+ * The requests come from the sandbox scenario (the real attacher, in-process, over HTTP against
+ * the in-memory API server): attach, detach and PV release of a volume whose PV names a
+ * `controllerPublishSecretRef`, with leader election on (lease, events, release on exit).
+ */
+
+import assert from "node:assert/strict";
+import yaml from "js-yaml";
+import {
+  LEADER_ELECTION_HEALTH_PATH,
+  parseListenAddress,
+} from "../../attacher/observe/http_server.ts";
+import type { RecordedRequest } from "../../testkit/apiserver/server.ts";
+import { parseOptions, validateOptions } from "../../attacher/cli/options.ts";
+import { runScenario, SANDBOX_NAMESPACE } from "../../sandbox/scenario.ts";
+import { VERSION } from "../../attacher/version.ts";
+
+const RBAC_FILE = new URL("../../deploy/kubernetes/rbac.yaml", import.meta.url);
+const DEPLOYMENT_FILE = new URL("../../deploy/kubernetes/deployment.yaml", import.meta.url);
+
+interface PolicyRule {
+  apiGroups: string[];
+  resources: string[];
+  verbs: string[];
+}
+
+interface Manifest {
+  kind: string;
+  metadata: { name: string; namespace?: string };
+  rules?: PolicyRule[];
+  subjects?: { kind: string; name: string; namespace?: string }[];
+  roleRef?: { kind: string; name: string; apiGroup: string };
+  // deno-lint-ignore no-explicit-any
+  spec?: any;
+}
+
+/** One permission: `group/resource[/subresource] verb`, in a namespace or cluster-wide (""). */
+interface Permission {
+  group: string;
+  /** `resource` or `resource/subresource`. */
+  resource: string;
+  verb: string;
+}
+
+function key(p: Permission): string {
+  return `${p.group === "" ? "core" : p.group} ${p.resource} ${p.verb}`;
+}
+
+function loadManifests(url: URL): Manifest[] {
+  return yaml.loadAll(Deno.readTextFileSync(url)).filter((d) => d !== null) as Manifest[];
+}
+
+function one(manifests: Manifest[], kind: string): Manifest {
+  const found = manifests.filter((m) => m.kind === kind);
+  assert.equal(found.length, 1, `exactly one ${kind}`);
+  return found[0]!;
+}
+
+function permissionsOf(rules: PolicyRule[]): Permission[] {
+  return rules.flatMap((rule) =>
+    rule.apiGroups.flatMap((group) =>
+      rule.resources.flatMap((resource) => rule.verbs.map((verb) => ({ group, resource, verb })))
+    )
+  );
+}
+
+/** The rule rbac.yaml keeps commented out (secrets), parsed from its comment lines. */
+function optionalRules(text: string): PolicyRule[] {
+  const match = text.match(
+    /^( *)# (- apiGroups: .*)\n\1# {3}(resources: .*)\n\1# {3}(verbs: .*)$/m,
+  );
+  assert.ok(match, "rbac.yaml has a commented-out rule");
+  return yaml.load(`${match[2]}\n  ${match[3]}\n  ${match[4]}\n`) as PolicyRule[];
+}
+
+/** The permission a recorded request needs; undefined for requests that name no resource. */
+function permissionOf(r: RecordedRequest): (Permission & { namespace: string }) | undefined {
+  if (r.verb === "") return undefined;
+  const group = r.path.startsWith("/api/") ? "" : r.path.split("/")[2] ?? "";
+  const resource = r.subresource === "" ? r.resource : `${r.resource}/${r.subresource}`;
+  return { group, resource, verb: r.verb, namespace: r.namespace };
+}
+
+/**
+ * Granted and never requested, on purpose: `get` on the resources the attacher reads through
+ * informers (list + watch). It adds nothing to `list`, and it keeps the ClusterRole the same as
+ * the Go csi-attacher's (see the comment in rbac.yaml).
+ */
+const GRANTED_UNUSED = new Set([
+  "core persistentvolumes get",
+  "storage.k8s.io volumeattachments get",
+  "storage.k8s.io csinodes get",
+]);
+
+Deno.test("rbac.yaml grants exactly the requests of attach, detach, release, secrets and leader election", async () => {
+  const text = Deno.readTextFileSync(RBAC_FILE);
+  const manifests = loadManifests(RBAC_FILE);
+  const clusterRole = one(manifests, "ClusterRole");
+  const role = one(manifests, "Role");
+  const clusterWide = permissionsOf(clusterRole.rules ?? []);
+  const namespaced = permissionsOf(role.rules ?? []);
+  const optional = permissionsOf(optionalRules(text));
+  assert.deepEqual(optional.map(key), ["core secrets get"]);
+
+  const lines: string[] = [];
+  const report = await runScenario({
+    volumeHandle: "vol-1",
+    nodeId: "node-1-id",
+    nodeName: "node-1",
+    accessMode: "ReadWriteOnce",
+    fsType: "",
+    readOnly: false,
+    volumeAttributes: {},
+    secret: { password: "p" },
+    waitTimeoutMs: 30_000,
+    attacherArgs: ["--leader-election"],
+  }, { write: (line) => lines.push(line) });
+  assert.equal(report.exitCode, 0, lines.join("\n"));
+
+  const used = new Map<string, Permission & { namespace: string }>();
+  for (const request of report.requests) {
+    const permission = permissionOf(request);
+    assert.ok(permission, `request without a resource: ${request.method} ${request.path}`);
+    used.set(`${key(permission)} ${permission.namespace}`, permission);
+  }
+  const usedKeys = new Set([...used.values()].map(key));
+  // The scenario covers every kind of request the attacher makes.
+  assert.deepEqual([...usedKeys].sort(), [
+    "coordination.k8s.io leases create",
+    "coordination.k8s.io leases get",
+    "coordination.k8s.io leases update",
+    "core events create",
+    "core persistentvolumes list",
+    "core persistentvolumes patch",
+    "core persistentvolumes watch",
+    "core secrets get",
+    "storage.k8s.io csinodes list",
+    "storage.k8s.io csinodes watch",
+    "storage.k8s.io volumeattachments list",
+    "storage.k8s.io volumeattachments patch",
+    "storage.k8s.io volumeattachments watch",
+    "storage.k8s.io volumeattachments/status patch",
+  ]);
+
+  // Every request is allowed: cluster-wide by the ClusterRole (or the optional secrets rule),
+  // namespaced ones in the Role's namespace by the Role.
+  const clusterKeys = new Set(clusterWide.map(key));
+  const roleKeys = new Set(namespaced.map(key));
+  const optionalKeys = new Set(optional.map(key));
+  for (const permission of used.values()) {
+    const k = key(permission);
+    const allowed = clusterKeys.has(k) || optionalKeys.has(k) ||
+      (permission.namespace === role.metadata.namespace && roleKeys.has(k));
+    assert.ok(allowed, `not granted: ${k} (namespace "${permission.namespace}")`);
+  }
+  assert.equal(role.metadata.namespace, SANDBOX_NAMESPACE, "the scenario's lease namespace");
+
+  // Nothing is granted that is not used, except the documented exceptions.
+  for (const permission of [...clusterWide, ...namespaced]) {
+    const k = key(permission);
+    if (GRANTED_UNUSED.has(k)) {
+      assert.ok(!usedKeys.has(k), `${k} is used now: drop it from GRANTED_UNUSED`);
+      continue;
+    }
+    assert.ok(usedKeys.has(k), `granted but never requested: ${k}`);
+  }
+});
+
+Deno.test("rbac.yaml binds both roles to the csi-attacher ServiceAccount", () => {
+  const manifests = loadManifests(RBAC_FILE);
+  const account = one(manifests, "ServiceAccount");
+  const clusterRole = one(manifests, "ClusterRole");
+  const role = one(manifests, "Role");
+  const subject = {
+    kind: "ServiceAccount",
+    name: account.metadata.name,
+    namespace: account.metadata.namespace,
+  };
+  const clusterBinding = one(manifests, "ClusterRoleBinding");
+  assert.deepEqual(clusterBinding.subjects, [subject]);
+  assert.deepEqual(clusterBinding.roleRef, {
+    kind: "ClusterRole",
+    name: clusterRole.metadata.name,
+    apiGroup: "rbac.authorization.k8s.io",
+  });
+  const binding = one(manifests, "RoleBinding");
+  assert.equal(binding.metadata.namespace, role.metadata.namespace);
+  assert.deepEqual(binding.subjects, [subject]);
+  assert.deepEqual(binding.roleRef, {
+    kind: "Role",
+    name: role.metadata.name,
+    apiGroup: "rbac.authorization.k8s.io",
+  });
+  assert.equal(role.metadata.namespace, account.metadata.namespace);
+});
+
+Deno.test("deployment.yaml runs the attacher with valid flags beside the driver it names", () => {
+  const account = one(loadManifests(RBAC_FILE), "ServiceAccount");
+  const deployment = one(loadManifests(DEPLOYMENT_FILE), "Deployment");
+  assert.equal(deployment.metadata.namespace, account.metadata.namespace);
+  const pod = deployment.spec.template.spec;
+  assert.equal(pod.serviceAccountName, account.metadata.name);
+  assert.equal(pod.securityContext.runAsNonRoot, true);
+  // deno-lint-ignore no-explicit-any
+  const containers: any[] = pod.containers;
+  const attacher = containers.find((c) => c.name === "csi-attacher");
+  const driver = containers.find((c) => c.name !== "csi-attacher");
+  assert.ok(attacher && driver, "an attacher and a driver container");
+  assert.equal(attacher.image.split(":").at(-1), VERSION, "image tag is the attacher's version");
+
+  // The arguments are a valid attacher command line.
+  const parsed = parseOptions(attacher.args);
+  assert.ok(parsed.ok, `attacher args: ${JSON.stringify(parsed)}`);
+  const options = parsed.options;
+  assert.equal(validateOptions(options), undefined);
+  assert.equal(options.leaderElection, true);
+  assert.equal(options.verbosity, 5);
+
+  // Liveness on /healthz/leader-election of the --http-endpoint port.
+  const probe = attacher.livenessProbe.httpGet;
+  assert.equal(probe.path, LEADER_ELECTION_HEALTH_PATH);
+  // deno-lint-ignore no-explicit-any
+  const port = attacher.ports.find((p: any) =>
+    p.name === probe.port || p.containerPort === probe.port
+  );
+  assert.equal(port?.containerPort, parseListenAddress(options.httpEndpoint).port);
+
+  // The Lease namespace comes from the downward API.
+  // deno-lint-ignore no-explicit-any
+  const podNamespace = attacher.env.find((e: any) => e.name === "POD_NAMESPACE");
+  assert.equal(podNamespace?.valueFrom?.fieldRef?.fieldPath, "metadata.namespace");
+
+  // Read-only root, no privilege escalation.
+  assert.equal(attacher.securityContext.readOnlyRootFilesystem, true);
+  assert.equal(attacher.securityContext.allowPrivilegeEscalation, false);
+  assert.ok(attacher.resources?.limits?.memory, "a memory limit (the heap is sized from it)");
+
+  // Both containers mount the same volume where the socket is, and the driver listens on it.
+  const socketDir = options.csiAddress.slice(0, options.csiAddress.lastIndexOf("/"));
+  // deno-lint-ignore no-explicit-any
+  const mountOf = (c: any) => c.volumeMounts.find((m: any) => m.mountPath === socketDir)?.name;
+  assert.ok(mountOf(attacher), `attacher mounts ${socketDir}`);
+  assert.equal(mountOf(driver), mountOf(attacher));
+  // deno-lint-ignore no-explicit-any
+  const volume = pod.volumes.find((v: any) => v.name === mountOf(attacher));
+  assert.deepEqual(volume?.emptyDir, {});
+  assert.ok(driver.args.includes(`--endpoint=unix://${options.csiAddress}`), "driver endpoint");
+  assert.ok(driver.args.includes("--enable-attach"), "driver publishes volumes");
+});
