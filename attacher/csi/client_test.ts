@@ -7,14 +7,14 @@ import {
 } from "./api.ts";
 import { type CsiCallInfo, csiTarget, GrpcCsiClient } from "./client.ts";
 import { nullLogger } from "../observe/logger.ts";
-import { CaptureLogger } from "../../testkit/fakes/capture_logger.ts";
-import { FakeCsiDriver, type FakeCsiDriverOptions } from "../../testkit/csi/scripted_driver.ts";
+import { FakeLogger } from "../../testkit/fakes/fake_logger.ts";
+import { FakeCsiDriver, type FakeCsiDriverOptions } from "../../testkit/csi/fake_driver.ts";
 
 interface Env {
   driver: FakeCsiDriver;
   client: GrpcCsiClient;
   calls: CsiCallInfo[];
-  log: CaptureLogger;
+  log: FakeLogger;
 }
 
 /** Runs `fn` with a fake driver on a unix socket in a temp dir and a client connected to it. */
@@ -26,7 +26,7 @@ async function withDriver(
   const dir = await Deno.makeTempDir({ prefix: "csi_client_test" });
   const driver = await FakeCsiDriver.start({ ...options, address: `${dir}/csi.sock` });
   const calls: CsiCallInfo[] = [];
-  const log = new CaptureLogger(5);
+  const log = new FakeLogger(5);
   const client = new GrpcCsiClient({ log }, {
     address: driver.address,
     onCall: (info) => calls.push(info),

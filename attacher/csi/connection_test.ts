@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { type CallOptions, type CsiClient, CsiError } from "./api.ts";
-import { FakeClock, realClock } from "../clock.ts";
+import { realClock } from "../clock.ts";
+import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import {
   connect,
   getCapabilities,
@@ -9,8 +10,8 @@ import {
   STARTUP_CALL_TIMEOUT_MS,
 } from "./connection.ts";
 import { nullLogger } from "../observe/logger.ts";
-import { CaptureLogger } from "../../testkit/fakes/capture_logger.ts";
-import { FakeCsiDriver, type FakeCsiDriverOptions } from "../../testkit/csi/scripted_driver.ts";
+import { FakeLogger } from "../../testkit/fakes/fake_logger.ts";
+import { FakeCsiDriver, type FakeCsiDriverOptions } from "../../testkit/csi/fake_driver.ts";
 
 async function tempDir(): Promise<{ path: string } & AsyncDisposable> {
   const path = await Deno.makeTempDir({ prefix: "csi_connection_test" });
@@ -60,7 +61,7 @@ Deno.test("connect() connects to a listening driver and the client works", async
 
 Deno.test("connect() waits for a socket created late and logs Still connecting", async () => {
   await using dir = await tempDir();
-  const log = new CaptureLogger(0);
+  const log = new FakeLogger(0);
   let driver: FakeCsiDriver | undefined;
   const late = setTimeout(async () => {
     driver = await startFake(dir.path);
@@ -107,7 +108,7 @@ Deno.test("connect() gives up after its timeout when nothing listens", async () 
 Deno.test("connect() timeout and Still connecting lines follow the injected clock", async () => {
   await using dir = await tempDir();
   const clock = new FakeClock();
-  const log = new CaptureLogger(0);
+  const log = new FakeLogger(0);
   const pending = connect(`${dir.path}/csi.sock`, { log, clock, reconnectBackoffMs: 100 });
   pending.catch(() => {});
   await new Promise((r) => setTimeout(r, 50));
@@ -215,7 +216,7 @@ Deno.test("probeForever() waits while ready is false or the probe times out, eve
     { ready: false },
     { ready: true },
   ]);
-  const log = new CaptureLogger(0);
+  const log = new FakeLogger(0);
   await drive(clock, probeForever(client, { timeoutMs: 15_000, clock, log }));
   assert.deepEqual(client.probes, [15_000, 15_000, 15_000, 15_000]);
   assert.equal(clock.now(), 3000, "probed at 0, 1, 2 and 3 s");

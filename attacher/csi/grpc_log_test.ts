@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import protobuf from "protobufjs";
 import { csiDescriptor, loadCsiProto } from "./proto.ts";
 import { capLogText, logGrpcRequest, logGrpcResult, STRIPPED, stripSecrets } from "./grpc_log.ts";
-import { CaptureLogger } from "../../testkit/fakes/capture_logger.ts";
+import { FakeLogger } from "../../testkit/fakes/fake_logger.ts";
 
 const proto = loadCsiProto();
 const publish = proto.method("Controller", "ControllerPublishVolume");
@@ -73,7 +73,7 @@ Deno.test("capLogText() caps long text with Go's suffix and leaves short text al
 });
 
 Deno.test("logGrpcRequest() logs the sanitized request at V(5) and never the secret", () => {
-  const log = new CaptureLogger(5);
+  const log = new FakeLogger(5);
   logGrpcRequest(log, publish, publishRequest);
   assert.equal(log.lines.length, 1);
   const line = log.lines[0]!;
@@ -89,7 +89,7 @@ Deno.test("logGrpcRequest() logs the sanitized request at V(5) and never the sec
 });
 
 Deno.test("logGrpcRequest() and logGrpcResult() write nothing below V(5)", () => {
-  const log = new CaptureLogger(4);
+  const log = new FakeLogger(4);
   logGrpcRequest(log, publish, publishRequest);
   logGrpcResult(log, publish, { response: {} }, -1);
   logGrpcResult(log, publish, { error: new Error("x") }, -1);
@@ -97,7 +97,7 @@ Deno.test("logGrpcRequest() and logGrpcResult() write nothing below V(5)", () =>
 });
 
 Deno.test("logGrpcResult() caps the response JSON to maxLogLength", () => {
-  const log = new CaptureLogger(5);
+  const log = new FakeLogger(5);
   const response = { publishContext: { devicePath: "/dev/" + "x".repeat(100) } };
   logGrpcResult(log, publish, { response }, 20);
   logGrpcResult(log, publish, { response }, -1);
@@ -111,7 +111,7 @@ Deno.test("logGrpcResult() caps the response JSON to maxLogLength", () => {
 });
 
 Deno.test("logGrpcResult() logs an error as GRPC error with its message", () => {
-  const log = new CaptureLogger(5);
+  const log = new FakeLogger(5);
   logGrpcResult(log, publish, { error: new Error("rpc error: code = NotFound desc = nope") }, -1);
   assert.deepEqual(log.lines, [{
     v: 5,

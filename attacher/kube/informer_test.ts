@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
-import { FakeClock } from "../clock.ts";
+import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { Informer, type InformerOptions } from "./informer.ts";
 import { ApiError, PERSISTENT_VOLUMES } from "./api.ts";
 import type { Fields, Logger } from "../observe/logger.ts";
 import type { KubeObject, PersistentVolume, Status } from "./types.ts";
-import { FakeListWatch, flushPromises } from "../../testkit/fakes/list_watch.ts";
+import { FakeListWatch, flushPromises } from "../../testkit/fakes/fake_list_watch.ts";
 
 interface LogLine {
   level: "info" | "error";

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { FakeClock } from "../clock.ts";
+import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { ApiError } from "../kube/api.ts";
 import {
   DEFAULT_HEALTH_CHECK_TIMEOUT_MS,
@@ -12,7 +12,7 @@ import {
 import { nullLogger } from "../observe/logger.ts";
 import { formatMicroTime } from "./micro_time.ts";
 import type { Lease } from "../kube/types.ts";
-import { type FakeLeaseApi, FakeLeaseStore } from "../../testkit/fakes/lease_api.ts";
+import { type FakeLeaseApi, FakeLeaseStore } from "../../testkit/fakes/fake_lease_api.ts";
 
 const NAME = "external-attacher-leader-csi-example-com";
 const NAMESPACE = "kube-system";

@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
-import { FakeClock } from "../clock.ts";
+import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { parseListenAddress, startHttpServer } from "./http_server.ts";
 import { LeaderElector } from "../leaderelection/elector.ts";
 import { nullLogger } from "./logger.ts";
 import { createMetrics } from "./metrics.ts";
-import { FakeLeaseStore } from "../../testkit/fakes/lease_api.ts";
+import { FakeLeaseStore } from "../../testkit/fakes/fake_lease_api.ts";
 
 interface Answer {
   status: number;

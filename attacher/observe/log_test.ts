@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { FakeClock } from "../clock.ts";
+import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { createLogger, errorText, type LoggerOptions } from "./log.ts";
 
 /** 2025-11-21 22:30:01.123456 UTC, in milliseconds. */

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { FakeClock } from "../clock.ts";
+import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { DelayingWorkQueue } from "./delaying_queue.ts";
 
 function drain(q: DelayingWorkQueue): string[] {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { FakeClock } from "../../attacher/clock.ts";
+import { FakeClock } from "../fakes/fake_clock.ts";
 import {
   LEASES,
   PERSISTENT_VOLUMES,

@@ -15,7 +15,7 @@
  */
 
 import assert from "node:assert/strict";
-import { FakeClock } from "../../attacher/clock.ts";
+import { FakeClock } from "../fakes/fake_clock.ts";
 import { AttachController } from "../../attacher/controller/controller.ts";
 import type {
   CallOptions,
@@ -56,11 +56,11 @@ import type {
 } from "../../attacher/kube/types.ts";
 import { ItemExponentialFailureRateLimiter } from "../../attacher/workqueue/rate_limiters.ts";
 import { RateLimitingWorkQueue } from "../../attacher/workqueue/rate_limiting_queue.ts";
-import type { ScriptedCall } from "../csi/scripted_driver.ts";
-import { FakeCsiDriver } from "../csi/scripted_driver.ts";
+import type { ScriptedCall } from "../csi/fake_driver.ts";
+import { FakeCsiDriver } from "../csi/fake_driver.ts";
 import type { Action } from "./fixtures.ts";
 import { DRIVER } from "./fixtures.ts";
-import { StaticInformer } from "../fakes/static_informer.ts";
+import { FakeInformer } from "../fakes/fake_informer.ts";
 
 /** Controller capabilities the fake driver reports unless a scenario sets its own. */
 export const DEFAULT_DRIVER_CAPABILITIES: readonly string[] = [
@@ -75,9 +75,9 @@ export interface StepContext {
   /** API requests recorded so far (watches excluded), as compared. */
   actions(): Action[];
   server: MemoryApiServer;
-  vaInformer: StaticInformer<VolumeAttachment>;
-  pvInformer: StaticInformer<PersistentVolume>;
-  csiNodeInformer: StaticInformer<CsiNode>;
+  vaInformer: FakeInformer<VolumeAttachment>;
+  pvInformer: FakeInformer<PersistentVolume>;
+  csiNodeInformer: FakeInformer<CsiNode>;
 }
 
 /** What a {@link Scenario.handlerFactory} gets: the checked clients and the default options. */
@@ -477,13 +477,13 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
     const kube = new CheckingKubeApi(new KubeClient({ kubeConfig, log }, {}), checks);
     const csiClient = new CheckingCsiClient(grpcClient, checks);
 
-    const vaInformer = new StaticInformer<VolumeAttachment>(
+    const vaInformer = new FakeInformer<VolumeAttachment>(
       seeds.filter((o): o is VolumeAttachment => o.kind === "VolumeAttachment"),
     );
-    const pvInformer = new StaticInformer<PersistentVolume>(
+    const pvInformer = new FakeInformer<PersistentVolume>(
       seeds.filter((o): o is PersistentVolume => o.kind === "PersistentVolume"),
     );
-    const csiNodeInformer = new StaticInformer<CsiNode>(
+    const csiNodeInformer = new FakeInformer<CsiNode>(
       seeds.filter((o): o is CsiNode => o.kind === "CSINode"),
     );
 

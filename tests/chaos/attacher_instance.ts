@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { FakeClock } from "../../attacher/clock.ts";
+import type { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { AttachController } from "../../attacher/controller/controller.ts";
 import { CsiHandler } from "../../attacher/controller/csi_handler.ts";
 import { Informer } from "../../attacher/kube/informer.ts";

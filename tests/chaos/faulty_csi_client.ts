@@ -16,7 +16,8 @@
  * @module
  */
 
-import type { FakeClock, Timer } from "../../attacher/clock.ts";
+import type { Timer } from "../../attacher/clock.ts";
+import type { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import type {
   CallOptions,
   ControllerPublishVolumeRequest,

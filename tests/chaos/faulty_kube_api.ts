@@ -13,7 +13,8 @@
  * @module
  */
 
-import type { FakeClock, Timer } from "../../attacher/clock.ts";
+import type { Timer } from "../../attacher/clock.ts";
+import type { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import {
   ApiError,
   type KubeApi,

@@ -19,7 +19,7 @@
  * @module
  */
 
-import type { CapturedLine } from "../../testkit/fakes/capture_logger.ts";
+import type { CapturedLine } from "../../testkit/fakes/fake_logger.ts";
 import type { ExampleDriver } from "../../testkit/csi/example_driver.ts";
 import { errorText } from "../../attacher/observe/log.ts";
 import { jsonEqual } from "../../attacher/kube/json_patch.ts";

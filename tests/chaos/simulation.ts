@@ -14,7 +14,7 @@
  */
 
 import { setImmediate } from "node:timers";
-import { FakeClock } from "../../attacher/clock.ts";
+import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { ExampleDriver } from "../../testkit/csi/example_driver.ts";
 import {
   CSI_NODES,
@@ -32,7 +32,7 @@ import type {
   Secret,
   VolumeAttachment,
 } from "../../attacher/kube/types.ts";
-import { CaptureLogger } from "../../testkit/fakes/capture_logger.ts";
+import { FakeLogger } from "../../testkit/fakes/fake_logger.ts";
 import { FaultyCsiDriver } from "./faulty_csi_client.ts";
 import { type ApiWrite, FaultyKubeApi } from "./faulty_kube_api.ts";
 import {
@@ -171,7 +171,7 @@ export class Simulation {
   readonly api: FaultyKubeApi;
   readonly csi: FaultyCsiDriver;
   /** Every line any attacher instance logged, at verbosity 10. */
-  readonly log = new CaptureLogger(10);
+  readonly log = new FakeLogger(10);
   readonly nodes: string[] = [];
   /** Secret values handed out, for the leak check. */
   readonly secretValues: string[] = [];

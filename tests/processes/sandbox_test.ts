@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { ExampleDriver } from "../../testkit/csi/example_driver.ts";
 import { runSandbox, SANDBOX_USAGE } from "../../sandbox/main.ts";
-import { FakeCsiDriver } from "../../testkit/csi/scripted_driver.ts";
+import { FakeCsiDriver } from "../../testkit/csi/fake_driver.ts";
 
 /** Runs the sandbox and collects its output. */
 async function sandbox(args: string[]): Promise<{ code: number; lines: string[] }> {

@@ -15,7 +15,7 @@
  */
 
 import assert from "node:assert/strict";
-import type { ScriptedCall } from "../../testkit/csi/scripted_driver.ts";
+import type { ScriptedCall } from "../../testkit/csi/fake_driver.ts";
 import type {
   Scenario,
   ScenarioResult,

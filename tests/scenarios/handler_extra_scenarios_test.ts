@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { ExampleDriver } from "../../testkit/csi/example_driver.ts";
 import { PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../attacher/kube/api.ts";
 import type { CsiNode, PersistentVolume, VolumeAttachment } from "../../attacher/kube/types.ts";
-import type { ScriptedCall } from "../../testkit/csi/scripted_driver.ts";
+import type { ScriptedCall } from "../../testkit/csi/fake_driver.ts";
 import type { Action } from "../../testkit/harness/fixtures.ts";
 import {
   ADD_FIN_ANN,

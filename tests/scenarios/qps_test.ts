@@ -4,7 +4,7 @@
  */
 
 import assert from "node:assert/strict";
-import { FakeClock } from "../../attacher/clock.ts";
+import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { KubeClient } from "../../attacher/kube/client.ts";
 import { loadKubeConfig } from "../../attacher/kube/config.ts";
 import { VOLUME_ATTACHMENTS } from "../../attacher/kube/api.ts";

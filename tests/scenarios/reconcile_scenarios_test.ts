@@ -5,7 +5,7 @@
  */
 
 import assert from "node:assert/strict";
-import type { ScriptedCall } from "../../testkit/csi/scripted_driver.ts";
+import type { ScriptedCall } from "../../testkit/csi/fake_driver.ts";
 import type { CsiNode, VolumeAttachment } from "../../attacher/kube/types.ts";
 import type { Scenario } from "../../testkit/harness/scenario_harness.ts";
 import {

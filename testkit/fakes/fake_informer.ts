@@ -11,7 +11,7 @@ import type { EventHandlers } from "../../attacher/kube/store.ts";
 import type { KubeObject } from "../../attacher/kube/types.ts";
 
 /** A hand-driven informer. */
-export class StaticInformer<T extends KubeObject> implements InformerLike<T> {
+export class FakeInformer<T extends KubeObject> implements InformerLike<T> {
   #objects = new Map<string, T>();
   #handlers: EventHandlers<T>[] = [];
 

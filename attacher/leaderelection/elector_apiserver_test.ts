@@ -6,14 +6,14 @@
 
 import assert from "node:assert/strict";
 import { KubeConfig } from "@kubernetes/client-node";
-import { FakeClock } from "../../attacher/clock.ts";
-import { EVENTS, type KubeApi, LEASES } from "../../attacher/kube/api.ts";
-import { KubeClient } from "../../attacher/kube/client.ts";
-import { LeaderElector } from "../../attacher/leaderelection/elector.ts";
-import { nullLogger } from "../../attacher/observe/logger.ts";
+import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
+import { EVENTS, type KubeApi, LEASES } from "../kube/api.ts";
+import { KubeClient } from "../kube/client.ts";
+import { LeaderElector } from "./elector.ts";
+import { nullLogger } from "../observe/logger.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
-import { formatMicroTime } from "../../attacher/leaderelection/micro_time.ts";
-import type { KubeObject, Lease } from "../../attacher/kube/types.ts";
+import { formatMicroTime } from "./micro_time.ts";
+import type { KubeObject, Lease } from "../kube/types.ts";
 
 const NAME = "external-attacher-leader-csi-example-com";
 const NAMESPACE = "kube-system";

@@ -22,15 +22,15 @@ import {
   SECRETS,
   VOLUME_ATTACHMENTS,
   type WatchEvent,
-} from "../../attacher/kube/api.ts";
-import { KubeClient, type RequestInfo } from "../../attacher/kube/client.ts";
+} from "./api.ts";
+import { KubeClient, type RequestInfo } from "./client.ts";
 import { MemoryApiServer, type MemoryApiServerOptions } from "../../testkit/apiserver/server.ts";
 import type {
   Lease,
   PersistentVolume,
   Secret,
   VolumeAttachment,
-} from "../../attacher/kube/types.ts";
+} from "./types.ts";
 
 const FIN = "external-attacher/csi-test";
 

@@ -3,7 +3,7 @@ import { CsiError } from "../../attacher/csi/api.ts";
 import { GrpcCsiClient } from "../../attacher/csi/client.ts";
 import { ExampleDriver } from "./example_driver.ts";
 import { nullLogger } from "../../attacher/observe/logger.ts";
-import { FakeCsiDriver, type FakeCsiDriverOptions } from "./scripted_driver.ts";
+import { FakeCsiDriver, type FakeCsiDriverOptions } from "./fake_driver.ts";
 
 const T = { timeoutMs: 5000 };
 

@@ -21,12 +21,12 @@ export interface CapturedLine {
  *
  * @example
  * ```ts ignore
- * const log = new CaptureLogger(5);
+ * const log = new FakeLogger(5);
  * log.v(5).info("GRPC call", { method: "/csi.v1.Identity/Probe" });
  * log.lines[0].msg; // "GRPC call"
  * ```
  */
-export class CaptureLogger implements Logger {
+export class FakeLogger implements Logger {
   readonly lines: CapturedLine[];
   #verbosity: number;
   #fields: Fields;
@@ -54,7 +54,7 @@ export class CaptureLogger implements Logger {
   }
 
   with(fields: Fields): Logger {
-    return new CaptureLogger(this.#verbosity, {
+    return new FakeLogger(this.#verbosity, {
       lines: this.lines,
       fields: { ...this.#fields, ...fields },
     });

@@ -1,0 +1,93 @@
+/**
+ * A clock that moves only when told to, for tests: nothing in the suite sleeps to wait for a
+ * backoff.
+ *
+ * @module
+ */
+
+import { type Clock, sleepOn, type Timer } from "../../attacher/clock.ts";
+
+interface PendingTimer {
+  at: number;
+  seq: number;
+  fn: () => void;
+  cancelled: boolean;
+}
+
+/**
+ * A clock that moves only when told to. Timers fire in order of their due time during
+ * {@link FakeClock.advance}.
+ *
+ * @example
+ * ```ts
+ * const clock = new FakeClock(0);
+ * let fired = false;
+ * clock.setTimer(1000, () => fired = true);
+ * clock.advance(999); // fired === false
+ * clock.advance(1);   // fired === true
+ * ```
+ */
+export class FakeClock implements Clock {
+  #now: number;
+  #seq = 0;
+  #timers: PendingTimer[] = [];
+
+  constructor(start = 1_700_000_000_000) {
+    this.#now = start;
+  }
+
+  now(): number {
+    return this.#now;
+  }
+
+  setTimer(ms: number, fn: () => void): Timer {
+    const t: PendingTimer = {
+      at: this.#now + Math.max(0, ms),
+      seq: this.#seq++,
+      fn,
+      cancelled: false,
+    };
+    this.#timers.push(t);
+    return { cancel: () => t.cancelled = true };
+  }
+
+  sleep(ms: number, signal?: AbortSignal): Promise<void> {
+    return sleepOn(this, ms, signal);
+  }
+
+  /** Number of timers not yet fired or cancelled. */
+  pendingTimers(): number {
+    return this.#timers.filter((t) => !t.cancelled).length;
+  }
+
+  /** Due time of the earliest pending timer, or undefined. */
+  nextTimerAt(): number | undefined {
+    const live = this.#timers.filter((t) => !t.cancelled);
+    if (live.length === 0) return undefined;
+    return Math.min(...live.map((t) => t.at));
+  }
+
+  /** Moves time forward by `ms`, firing every timer that falls due, in order. */
+  advance(ms: number): void {
+    const target = this.#now + ms;
+    for (;;) {
+      this.#timers = this.#timers.filter((t) => !t.cancelled);
+      const due = this.#timers.filter((t) => t.at <= target);
+      if (due.length === 0) break;
+      due.sort((a, b) => a.at - b.at || a.seq - b.seq);
+      const next = due[0]!;
+      this.#timers.splice(this.#timers.indexOf(next), 1);
+      this.#now = Math.max(this.#now, next.at);
+      next.fn();
+    }
+    this.#now = target;
+  }
+
+  /** Moves time to the earliest pending timer and fires it; false when none is pending. */
+  advanceToNextTimer(): boolean {
+    const at = this.nextTimerAt();
+    if (at === undefined) return false;
+    this.advance(Math.max(0, at - this.#now));
+    return true;
+  }
+}
