@@ -22,7 +22,8 @@ import {
   VOLUME_ATTACHMENTS,
 } from "../attacher/kube/api.ts";
 import { KubeClient } from "../attacher/kube/client.ts";
-import { createLogger, errorText } from "../attacher/observe/log.ts";
+import { createLogger } from "../attacher/observe/log.ts";
+import { errorText } from "../attacher/observe/errors.ts";
 import { type Logger, nullLogger } from "../attacher/observe/logger.ts";
 import { MemoryApiServer, type RecordedRequest } from "../testkit/apiserver/server.ts";
 import { DUMMY_DRIVER_NAME } from "../attacher/controller/names.ts";

@@ -13,6 +13,7 @@
  */
 
 import type { Clock } from "../clock.ts";
+import { errorText } from "../observe/errors.ts";
 import { realClock } from "../clock.ts";
 import type { CsiClient, VolumeCapability } from "../csi/api.ts";
 import { CsiError } from "../csi/api.ts";
@@ -79,14 +80,10 @@ interface VolumeSource {
 class StepError extends Error {
   readonly va: VolumeAttachment;
   constructor(va: VolumeAttachment, cause: unknown, message?: string) {
-    super(message ?? errorMessage(cause), { cause });
+    super(message ?? errorText(cause), { cause });
     this.name = "StepError";
     this.va = va;
   }
-}
-
-function errorMessage(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 /** The gRPC code of `err` if it is a gRPC status error, as Go's `status.FromError` tells. */
@@ -183,13 +180,13 @@ export class CsiHandler implements Handler {
     } catch (err) {
       const base = err instanceof StepError ? err.va : va;
       await this.#saveError(base, "attachError", err, log);
-      throw new Error(`failed to attach: ${errorMessage(err)}`, { cause: err });
+      throw new Error(`failed to attach: ${errorText(err)}`, { cause: err });
     }
     log.v(2).info("Attached", { node: va.spec.nodeName });
     try {
       await this.#markAsAttached(attached.va, attached.publishContext);
     } catch (err) {
-      throw new Error(`failed to mark as attached: ${errorMessage(err)}`, { cause: err });
+      throw new Error(`failed to mark as attached: ${errorText(err)}`, { cause: err });
     }
     log.v(4).info("Fully attached");
   }
@@ -206,7 +203,7 @@ export class CsiHandler implements Handler {
     } catch (err) {
       const base = err instanceof StepError ? err.va : va;
       await this.#saveError(base, "detachError", err, log);
-      throw new Error(`failed to detach: ${errorMessage(err)}`, { cause: err });
+      throw new Error(`failed to detach: ${errorText(err)}`, { cause: err });
     }
     log.v(2).info("Fully detached", { node: va.spec.nodeName });
   }
@@ -221,7 +218,7 @@ export class CsiHandler implements Handler {
         try {
           spec = translateInTreePersistentVolume(pv).spec;
         } catch (err) {
-          throw new Error(`failed to translate in tree pv to CSI: ${errorMessage(err)}`, {
+          throw new Error(`failed to translate in tree pv to CSI: ${errorText(err)}`, {
             cause: err,
           });
         }
@@ -275,7 +272,7 @@ export class CsiHandler implements Handler {
       try {
         pv = await this.#addPersistentVolumeFinalizer(pv, log);
       } catch (err) {
-        throw new Error(`could not add PersistentVolume finalizer: ${errorMessage(err)}`, {
+        throw new Error(`could not add PersistentVolume finalizer: ${errorText(err)}`, {
           cause: err,
         });
       }
@@ -314,7 +311,7 @@ export class CsiHandler implements Handler {
           body: metadataPatch,
         });
       } catch (err) {
-        throw new StepError(va, err, `could not save VolumeAttachment: ${errorMessage(err)}`);
+        throw new StepError(va, err, `could not save VolumeAttachment: ${errorText(err)}`);
       }
       log.v(4).info("VolumeAttachment finalizer added");
     }
@@ -355,7 +352,7 @@ export class CsiHandler implements Handler {
       await this.#markAsDetached(va);
     } catch (err) {
       const base = err instanceof StepError ? err.va : va;
-      throw new StepError(base, err, `could not mark as detached: ${errorMessage(err)}`);
+      throw new StepError(base, err, `could not mark as detached: ${errorText(err)}`);
     }
   }
 
@@ -391,7 +388,7 @@ export class CsiHandler implements Handler {
     try {
       secret = await this.#kube.get<Secret>(SECRETS, name, { namespace });
     } catch (err) {
-      throw new Error(`failed to load secret "${namespace}/${name}": ${errorMessage(err)}`, {
+      throw new Error(`failed to load secret "${namespace}/${name}": ${errorText(err)}`, {
         cause: err,
       });
     }
@@ -510,7 +507,7 @@ export class CsiHandler implements Handler {
     log: Logger,
   ): Promise<void> {
     const error: { message: string; time: string; errorCode?: number } = {
-      message: errorMessage(err),
+      message: errorText(err),
       time: new Date(this.#clock.now()).toISOString().replace(/\.\d+Z$/, "Z"),
     };
     const code = grpcCode(err);
@@ -582,7 +579,7 @@ export class CsiHandler implements Handler {
           timeoutMs,
         });
       } catch (err) {
-        throw new Error(`failed to ListVolumes: failed to list volumes: ${errorMessage(err)}`, {
+        throw new Error(`failed to ListVolumes: failed to list volumes: ${errorText(err)}`, {
           cause: err,
         });
       }

@@ -10,6 +10,7 @@
  */
 
 import type { PersistentVolume, PersistentVolumeSpec } from "../kube/types.ts";
+import { errorText } from "../observe/errors.ts";
 
 /** The in-tree volume source fields that CSI migration covers, with their CSI driver names. */
 const MIGRATABLE_SOURCES: Record<string, string> = {
@@ -103,10 +104,6 @@ function ebsVolumeId(kubernetesID: string): string {
   const id = path.replace(/^\/+|\/+$/g, "");
   if (!/^vol-[^/]*$/.test(id)) throw new Error(`Invalid format for AWS volume (${kubernetesID})`);
   return id;
-}
-
-function errorText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 /**

@@ -325,7 +325,9 @@ function toCsiError(err: unknown, deadlineMs: number): CsiError {
     // A driver may also return DeadlineExceeded itself, before our deadline: keep its text then.
     const clientDeadline = err.code === grpc.status.DEADLINE_EXCEEDED &&
       Date.now() >= deadlineMs - 5;
-    return new CsiError(err.code, clientDeadline ? DEADLINE_DETAILS : err.details, { cause: err });
+    // A status is complete in its code and details, as Go's `status.Error`: grpc-js's own error
+    // ("9 FAILED_PRECONDITION: …") is not kept as a cause, so error texts read as Go's.
+    return new CsiError(err.code, clientDeadline ? DEADLINE_DETAILS : err.details);
   }
   const message = err instanceof Error ? err.message : String(err);
   return new CsiError(undefined, message, { cause: err });

@@ -10,6 +10,7 @@
  */
 
 import * as grpc from "@grpc/grpc-js";
+import { errorText } from "../observe/errors.ts";
 import { type CsiClient, CsiError } from "./api.ts";
 import { type CsiCallInfo, GrpcCsiClient, MAX_IDLE_TIMEOUT_MS } from "./client.ts";
 import { type Clock, realClock } from "../clock.ts";
@@ -280,8 +281,4 @@ export async function getCapabilities(
     listVolumesPublishedNodes,
     reconcile: listVolumes && listVolumesPublishedNodes,
   };
-}
-
-function errorText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }

@@ -25,12 +25,7 @@ import {
 } from "./api.ts";
 import { KubeClient, type RequestInfo } from "./client.ts";
 import { MemoryApiServer, type MemoryApiServerOptions } from "../../testkit/apiserver/server.ts";
-import type {
-  Lease,
-  PersistentVolume,
-  Secret,
-  VolumeAttachment,
-} from "./types.ts";
+import type { Lease, PersistentVolume, Secret, VolumeAttachment } from "./types.ts";
 
 const FIN = "external-attacher/csi-test";
 

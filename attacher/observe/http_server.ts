@@ -7,6 +7,7 @@
  */
 
 import type { Logger } from "./logger.ts";
+import { errorText } from "./errors.ts";
 
 /** The path of the leader-election health check (csi-lib-utils' `HealthCheckerAddress`). */
 export const LEADER_ELECTION_HEALTH_PATH = "/healthz/leader-election";
@@ -210,8 +211,4 @@ function text(status: number, body: string): Response {
       "x-content-type-options": "nosniff",
     },
   });
-}
-
-function errorText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }

@@ -18,6 +18,7 @@
  */
 
 import type { Clock } from "../clock.ts";
+import { errorText } from "./errors.ts";
 import type { Fields, Logger } from "./logger.ts";
 
 /** How {@link createLogger} formats and where it writes. */
@@ -101,38 +102,6 @@ function toPlain(value: unknown, ancestors: object[]): unknown {
 /** Compact JSON of any value; never throws. */
 function toJson(value: unknown): string {
   return JSON.stringify(toPlain(value, []));
-}
-
-/** The text of one error without its causes: its message, or its name when that is empty. */
-function ownErrorText(err: unknown): string {
-  if (err instanceof Error) return err.message !== "" ? err.message : err.name;
-  if (typeof err === "string") return err;
-  if (typeof err === "object" && err !== null) {
-    const message = (err as { message?: unknown }).message;
-    if (typeof message === "string") return message;
-  }
-  return typeof err === "object" ? toJson(err) : String(err);
-}
-
-/**
- * The text logged for an error: its message, then `: <cause>` for each error in its `cause`
- * chain whose text the message does not already contain (wrappers often repeat their cause).
- *
- * @example
- * ```ts
- * errorText(new Error("could not save VolumeAttachment", { cause: new Error("forbidden") }));
- * // "could not save VolumeAttachment: forbidden"
- * ```
- */
-export function errorText(err: unknown): string {
-  let text = ownErrorText(err);
-  let cause: unknown = err instanceof Error ? err.cause : undefined;
-  for (let depth = 0; cause !== undefined && cause !== null && depth < MAX_DEPTH; depth++) {
-    const causeText = ownErrorText(cause);
-    if (causeText !== "" && !text.includes(causeText)) text += `: ${causeText}`;
-    cause = cause instanceof Error ? cause.cause : undefined;
-  }
-  return text;
 }
 
 /** A field value in the text format: strings and errors quoted, everything else compact JSON. */

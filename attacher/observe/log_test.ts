@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
-import { createLogger, errorText, type LoggerOptions } from "./log.ts";
+import { errorText } from "./errors.ts";
+import { createLogger, type LoggerOptions } from "./log.ts";
 
 /** 2025-11-21 22:30:01.123456 UTC, in milliseconds. */
 const T0 = Date.UTC(2025, 10, 21, 22, 30, 1, 123) + 0.456;

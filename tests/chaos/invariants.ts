@@ -21,7 +21,7 @@
 
 import type { CapturedLine } from "../../testkit/fakes/fake_logger.ts";
 import type { ExampleDriver } from "../../testkit/csi/example_driver.ts";
-import { errorText } from "../../attacher/observe/log.ts";
+import { errorText } from "../../attacher/observe/errors.ts";
 import { jsonEqual } from "../../attacher/kube/json_patch.ts";
 import { finalizerName, NODE_ID_ANNOTATION } from "../../attacher/controller/names.ts";
 import type {

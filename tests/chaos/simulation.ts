@@ -22,7 +22,7 @@ import {
   SECRETS,
   VOLUME_ATTACHMENTS,
 } from "../../attacher/kube/api.ts";
-import { errorText } from "../../attacher/observe/log.ts";
+import { errorText } from "../../attacher/observe/errors.ts";
 import { finalizerName } from "../../attacher/controller/names.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import type {
