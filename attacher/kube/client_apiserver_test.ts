@@ -24,6 +24,7 @@ import {
   type WatchEvent,
 } from "./api.ts";
 import { KubeClient, type RequestInfo } from "./client.ts";
+import { connectionFromKubeconfigs } from "./config.ts";
 import { MemoryApiServer, type MemoryApiServerOptions } from "../../testkit/apiserver/server.ts";
 import type { Lease, PersistentVolume, Secret, VolumeAttachment } from "./types.ts";
 
@@ -65,7 +66,10 @@ async function env(
   const server = await MemoryApiServer.start(serverOptions);
   const kc = new KubeConfig();
   kc.loadFromString(server.kubeconfig());
-  const client = new KubeClient({ kubeConfig: kc, ...deps }, { userAgent: "csi-attacher/test" });
+  const connection = await connectionFromKubeconfigs([
+    { file: "memory-apiserver", text: server.kubeconfig() },
+  ]);
+  const client = new KubeClient({ connection, ...deps }, { userAgent: "csi-attacher/test" });
   return {
     server,
     client,
