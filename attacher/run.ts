@@ -17,6 +17,11 @@ import { connect, getCapabilities, getDriverName, probeForever } from "./csi/con
 import { CsiHandler } from "./controller/csi_handler.ts";
 import type { Handler } from "./controller/handler.ts";
 import { Informer } from "./kube/informer.ts";
+import {
+  cachedCsiNode,
+  cachedPersistentVolume,
+  cachedVolumeAttachment,
+} from "./controller/cache_fields.ts";
 import type { KubeApi } from "./kube/api.ts";
 import { CSI_NODES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "./kube/api.ts";
 import type { Logger } from "./observe/logger.ts";
@@ -227,16 +232,19 @@ async function runController(
     resource: VOLUME_ATTACHMENTS,
     resyncMs: options.resyncMs,
     name: "volumeattachments",
+    transform: cachedVolumeAttachment,
   });
   const pvInformer = new Informer<PersistentVolume>(informerDeps, {
     resource: PERSISTENT_VOLUMES,
     resyncMs: options.resyncMs,
     name: "persistentvolumes",
+    transform: cachedPersistentVolume,
   });
   const csiNodeInformer = new Informer<CsiNode>(informerDeps, {
     resource: CSI_NODES,
     resyncMs: options.resyncMs,
     name: "csinodes",
+    transform: cachedCsiNode(setup.driverName),
   });
   const queue = (name: string) =>
     new RateLimitingWorkQueue({
