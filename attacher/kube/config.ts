@@ -596,30 +596,30 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 }
 
 /**
- * Loads `@kubernetes/client-node`. Its node-fetch 2 dependency loads `whatwg-url` 5 and `tr46`
- * 0.0.3, which `require("punycode")`, a deprecated Node module: the runtime's deprecation
- * warning, which no user can act on, is silenced for the time of the import only.
+ * Loads `./client_node_auth.ts`, and with it `@kubernetes/client-node`. client-node's node-fetch 2
+ * loads `whatwg-url` 5 and `tr46` 0.0.3, which `require("punycode")`, a deprecated Node module:
+ * the runtime's deprecation warning, which no user can act on, is silenced for the time of the
+ * import only.
  */
-async function importClientNode(): Promise<typeof import("@kubernetes/client-node")> {
+async function importClientNodeAuth(): Promise<typeof import("./client_node_auth.ts")> {
   const before = process.noDeprecation;
   process.noDeprecation = true;
   try {
-    return await import("@kubernetes/client-node");
+    return await import("./client_node_auth.ts");
   } finally {
     process.noDeprecation = before;
   }
 }
 
 /**
- * Credentials from an `exec` or `auth-provider` plugin, through client-node's `KubeConfig`
- * (loaded only here). The plugin runs once now, so a failing plugin stops the start.
+ * Credentials from an `exec` or `auth-provider` plugin, through client-node (loaded only here).
+ * The plugin runs once now, so a failing plugin stops the start.
  */
 async function clientNodeCredentials(
   user: Entry,
   kind: "exec" | "auth-provider",
 ): Promise<() => Promise<CredentialHeaders>> {
   const at = `kubeconfig ${user.file}: ${user.where}.${kind}`;
-  const { KubeConfig } = await importClientNode();
   const raw = user.value[kind];
   if (!isRecord(raw)) throw new KubeconfigError(`${at} is not a mapping`);
   let plugin: Record<string, unknown> = raw;
@@ -627,21 +627,8 @@ async function clientNodeCredentials(
     // client-go resolves an exec command with a path separator against the kubeconfig's folder.
     plugin = { ...raw, command: resolvePath(user, raw.command) };
   }
-  const kc = new KubeConfig();
-  kc.loadFromClusterAndUser(
-    { name: "credentials", server: "http://credentials.invalid", skipTLSVerify: true },
-    kind === "exec" ? { name: "plugin", exec: plugin } : { name: "plugin", authProvider: plugin },
-  );
-  const headers = async (): Promise<CredentialHeaders> => {
-    const opts: { headers?: Record<string, unknown> } = {};
-    await kc.applyToHTTPSOptions(opts);
-    const out: CredentialHeaders = {};
-    for (const [k, v] of Object.entries(opts.headers ?? {})) {
-      if (v === undefined) continue;
-      out[k] = Array.isArray(v) ? v.map(String) : String(v);
-    }
-    return out;
-  };
+  const { pluginCredentials } = await importClientNodeAuth();
+  const headers = pluginCredentials(kind, plugin);
   try {
     await headers();
   } catch (err) {
@@ -656,26 +643,6 @@ async function clientNodeProxyAgent(
   tls: TlsMaterial,
   proxyUrl: string,
 ): Promise<http.Agent> {
-  const { KubeConfig } = await importClientNode();
-  const b64 = (b: Uint8Array | undefined) =>
-    b === undefined ? undefined : Buffer.from(b).toString("base64");
-  const kc = new KubeConfig();
-  kc.loadFromClusterAndUser(
-    {
-      name: "proxied",
-      server,
-      caData: b64(tls.ca),
-      skipTLSVerify: tls.insecureSkipTlsVerify,
-      tlsServerName: tls.serverName,
-      proxyUrl,
-    },
-    { name: "proxied", certData: b64(tls.cert), keyData: b64(tls.key) },
-  );
-  const opts: { agent?: unknown } = {};
-  await kc.applyToHTTPSOptions(opts);
-  const { Agent } = await import("node:http");
-  if (!(opts.agent instanceof Agent)) {
-    throw new KubeconfigError(`proxy-url ${proxyUrl}: client-node built no agent`);
-  }
-  return opts.agent;
+  const { proxyAgent } = await importClientNodeAuth();
+  return await proxyAgent(server, tls, proxyUrl);
 }
