@@ -174,9 +174,18 @@ export async function runAttacher(options: Options, deps: AttacherDeps): Promise
   if (http) deps.onHttpListening?.(http.port);
   try {
     const work = (signal: AbortSignal) =>
-      runController(options, { ...deps, clock }, setup, kube, metrics.current, signal, () => {
-        ready = true;
-        deps.onReady?.();
+      runController({
+        options,
+        log: deps.log,
+        clock,
+        setup,
+        kube,
+        metrics: metrics.current,
+        signal,
+        onReady: () => {
+          ready = true;
+          deps.onReady?.();
+        },
       });
     if (!options.leaderElection) {
       await work(deps.signal);
@@ -211,17 +220,25 @@ export async function runAttacher(options: Options, deps: AttacherDeps): Promise
   }
 }
 
+/** What {@link runController} runs with. */
+interface ControllerRun {
+  options: Options;
+  log: Logger;
+  clock: Clock;
+  /** The driver's name and the handler chosen for it. */
+  setup: DriverSetup;
+  /** The API client of the informers. */
+  kube: KubeApi;
+  metrics: Metrics;
+  /** Aborts when the attacher stops or loses the lease. */
+  signal: AbortSignal;
+  /** Called once the VolumeAttachment and PersistentVolume caches have synced. */
+  onReady: () => void;
+}
+
 /** Runs the informers and the controller until `signal` aborts and the work in flight is done. */
-async function runController(
-  options: Options,
-  deps: AttacherDeps & { clock: Clock },
-  setup: DriverSetup,
-  kube: KubeApi,
-  metrics: Metrics,
-  signal: AbortSignal,
-  onReady: () => void,
-): Promise<void> {
-  const { log, clock } = deps;
+async function runController(run: ControllerRun): Promise<void> {
+  const { options, log, clock, setup, kube, metrics, signal, onReady } = run;
   const informerDeps = { api: kube, clock, log };
   const vaInformer = new Informer<VolumeAttachment>(informerDeps, {
     resource: VOLUME_ATTACHMENTS,
