@@ -11,7 +11,7 @@
 import { runAttacher } from "./attacher/run.ts";
 import { KubeClient } from "./attacher/kube/client.ts";
 import { loadKubeConfig } from "./attacher/kube/config.ts";
-import { SERVICE_ACCOUNT_NAMESPACE_FILE } from "./attacher/leaderelection/elector.ts";
+import { SERVICE_ACCOUNT_NAMESPACE_FILE } from "./attacher/leaderelection/config.ts";
 import { createLogger } from "./attacher/observe/log.ts";
 import { errorText } from "./attacher/observe/errors.ts";
 import type { Logger } from "./attacher/observe/logger.ts";

@@ -25,11 +25,8 @@ import type { Options } from "./cli/options.ts";
 import { TrivialHandler } from "./controller/trivial_handler.ts";
 import type { CsiNode, PersistentVolume, VolumeAttachment } from "./kube/types.ts";
 import { startHttpServer } from "./observe/http_server.ts";
-import {
-  leaderElectionNamespace,
-  LeaderElector,
-  leaderIdentity,
-} from "./leaderelection/elector.ts";
+import { LeaderElector } from "./leaderelection/elector.ts";
+import { leaderElectionNamespace, leaderIdentity } from "./leaderelection/config.ts";
 import { createMetrics, type Metrics } from "./observe/metrics.ts";
 import { MIGRATION_DRIVER_NAMES } from "./controller/migration.ts";
 import { leaseName } from "./controller/names.ts";
