@@ -1,7 +1,8 @@
 /**
  * The handler for drivers with ControllerPublishVolume: attach, detach, PV finalizers and the
  * ListVolumes reconciliation, call by call as the Go attacher's `csi_handler.go`
- * (REFERENCE §2.3–§2.7).
+ * (external-attacher `pkg/controller/csi_handler.go`: `syncAttach`, `csiAttach`, `syncDetach`,
+ * `csiDetach`, `markAsDetached`, `SyncNewOrUpdatedPersistentVolume`, `ReconcileVA`).
  *
  * Safety invariants, in the order the calls are made:
  * - ControllerPublishVolume is sent only after the VA finalizer is stored, so a published volume
