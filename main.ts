@@ -11,7 +11,7 @@
 import { runAttacher } from "./attacher/run.ts";
 import { KubeClient } from "./attacher/kube/client.ts";
 import { loadConnection } from "./attacher/kube/config.ts";
-import { SERVICE_ACCOUNT_NAMESPACE_FILE } from "./attacher/leaderelection/elector.ts";
+import { SERVICE_ACCOUNT_NAMESPACE_FILE } from "./attacher/leaderelection/config.ts";
 import { createLogger } from "./attacher/observe/log.ts";
 import { errorText } from "./attacher/observe/errors.ts";
 import type { Logger } from "./attacher/observe/logger.ts";
@@ -69,7 +69,8 @@ async function main(argv: string[]): Promise<number> {
   // every flag after it, so a leading `--` is dropped.
   const args = argv[0] === "--" ? argv.slice(1) : argv;
   if (args[0] === "sandbox") {
-    // Loaded only here: the sandbox brings the in-memory API server and the example driver.
+    // Loaded only for the subcommand: the sandbox brings the test kit's in-memory API server and
+    // example driver, which the attacher itself never needs.
     const { runSandbox } = await import("./sandbox/main.ts");
     return await runSandbox(args.slice(1), { write: (line) => console.log(line) });
   }

@@ -1,5 +1,5 @@
 /**
- * The attacher's startup sequence (REFERENCE §2.1): connect to the driver, learn its name and
+ * The attacher's startup sequence (external-attacher `cmd/csi-attacher/main.go`): connect to the driver, learn its name and
  * capabilities, pick a handler, then run the informers and the controller until stopped.
  *
  * Everything the process environment provides (files, environment variables, exit) comes in
@@ -30,11 +30,8 @@ import type { Options } from "./cli/options.ts";
 import { TrivialHandler } from "./controller/trivial_handler.ts";
 import type { CsiNode, PersistentVolume, VolumeAttachment } from "./kube/types.ts";
 import { startHttpServer } from "./observe/http_server.ts";
-import {
-  leaderElectionNamespace,
-  LeaderElector,
-  leaderIdentity,
-} from "./leaderelection/elector.ts";
+import { LeaderElector } from "./leaderelection/elector.ts";
+import { leaderElectionNamespace, leaderIdentity } from "./leaderelection/config.ts";
 import { createMetrics, type Metrics } from "./observe/metrics.ts";
 import { MIGRATION_DRIVER_NAMES } from "./controller/migration.ts";
 import { leaseName } from "./controller/names.ts";
@@ -179,9 +176,18 @@ export async function runAttacher(options: Options, deps: AttacherDeps): Promise
   if (http) deps.onHttpListening?.(http.port);
   try {
     const work = (signal: AbortSignal) =>
-      runController(options, { ...deps, clock }, setup, kube, metrics.current, signal, () => {
-        ready = true;
-        deps.onReady?.();
+      runController({
+        options,
+        log: deps.log,
+        clock,
+        setup,
+        kube,
+        metrics: metrics.current,
+        signal,
+        onReady: () => {
+          ready = true;
+          deps.onReady?.();
+        },
       });
     if (!options.leaderElection) {
       await work(deps.signal);
@@ -216,17 +222,25 @@ export async function runAttacher(options: Options, deps: AttacherDeps): Promise
   }
 }
 
+/** What {@link runController} runs with. */
+interface ControllerRun {
+  options: Options;
+  log: Logger;
+  clock: Clock;
+  /** The driver's name and the handler chosen for it. */
+  setup: DriverSetup;
+  /** The API client of the informers. */
+  kube: KubeApi;
+  metrics: Metrics;
+  /** Aborts when the attacher stops or loses the lease. */
+  signal: AbortSignal;
+  /** Called once the VolumeAttachment and PersistentVolume caches have synced. */
+  onReady: () => void;
+}
+
 /** Runs the informers and the controller until `signal` aborts and the work in flight is done. */
-async function runController(
-  options: Options,
-  deps: AttacherDeps & { clock: Clock },
-  setup: DriverSetup,
-  kube: KubeApi,
-  metrics: Metrics,
-  signal: AbortSignal,
-  onReady: () => void,
-): Promise<void> {
-  const { log, clock } = deps;
+async function runController(run: ControllerRun): Promise<void> {
+  const { options, log, clock, setup, kube, metrics, signal, onReady } = run;
   const informerDeps = { api: kube, clock, log };
   const vaInformer = new Informer<VolumeAttachment>(informerDeps, {
     resource: VOLUME_ATTACHMENTS,

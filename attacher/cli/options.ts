@@ -12,32 +12,10 @@
  */
 
 import { type Flag, FlagError, FlagSet, goQuote, parseGoBool } from "./flags.ts";
+import { type FeatureGates, featureGatesUsage, resolveFeatureGates } from "./feature_gates.ts";
 
 /** Log output formats (`--logging-format`). */
 export type LoggingFormat = "text" | "json";
-
-/** The attacher's feature gates, resolved to their effective values. */
-export interface FeatureGates {
-  /**
-   * On SIGTERM/SIGINT stop the controllers, let work in flight finish, then release the lease so
-   * a standby takes over at once. Alpha and off by default in the Go attacher; on by default here
-   * (a deliberate difference, see README); `ReleaseLeaderElectionOnExit=false` turns it off.
-   */
-  readonly ReleaseLeaderElectionOnExit: boolean;
-  /** GA, default true: write `status.attachError.errorCode` (the gRPC code) on attach errors. */
-  readonly MutableCSINodeAllocatableCount: boolean;
-}
-
-/** A feature gate's maturity, as component-base prints it. */
-export type FeatureStage = "ALPHA" | "BETA" | "GA";
-
-/** The feature gates this attacher knows, with their stage and default. */
-export const KNOWN_FEATURE_GATES: ReadonlyArray<
-  { readonly name: keyof FeatureGates; readonly stage: FeatureStage; readonly default: boolean }
-> = Object.freeze([
-  Object.freeze({ name: "MutableCSINodeAllocatableCount", stage: "GA", default: true } as const),
-  Object.freeze({ name: "ReleaseLeaderElectionOnExit", stage: "ALPHA", default: true } as const),
-]);
 
 /**
  * Everything the command line sets. Durations are milliseconds. Flags that are accepted for
@@ -207,44 +185,6 @@ function parseVmodule(text: string, current: string): string {
     }
   }
   return current === "" ? text : `${current},${text}`;
-}
-
-/**
- * Resolves the `--feature-gates` map against {@link KNOWN_FEATURE_GATES}, like component-base's
- * `SetFromMap`: `AllAlpha`/`AllBeta` set every alpha/beta gate not named explicitly.
- *
- * @throws {Error} `unrecognized feature gate: <name>` for a name this attacher does not know
- */
-export function resolveFeatureGates(requested: Readonly<Record<string, boolean>>): FeatureGates {
-  const known = new Map(KNOWN_FEATURE_GATES.map((g) => [g.name as string, g]));
-  for (const name of Object.keys(requested)) {
-    if (name !== "AllAlpha" && name !== "AllBeta" && !known.has(name)) {
-      throw new Error(`unrecognized feature gate: ${name}`);
-    }
-  }
-  const effective = (name: keyof FeatureGates): boolean => {
-    const gate = known.get(name)!;
-    const explicit = requested[name];
-    if (explicit !== undefined) return explicit;
-    if (gate.stage === "ALPHA" && requested.AllAlpha !== undefined) return requested.AllAlpha;
-    if (gate.stage === "BETA" && requested.AllBeta !== undefined) return requested.AllBeta;
-    return gate.default;
-  };
-  return {
-    ReleaseLeaderElectionOnExit: effective("ReleaseLeaderElectionOnExit"),
-    MutableCSINodeAllocatableCount: effective("MutableCSINodeAllocatableCount"),
-  };
-}
-
-/** The description of `--feature-gates`, listing the gates like component-base does. */
-function featureGatesUsage(): string {
-  const lines = [
-    "AllAlpha=true|false (ALPHA - default=false)",
-    "AllBeta=true|false (BETA - default=false)",
-    ...KNOWN_FEATURE_GATES.map((g) => `${g.name}=true|false (${g.stage} - default=${g.default})`),
-  ].sort();
-  return "A set of key=value pairs that describe feature gates for alpha/experimental features. " +
-    `Options are:\n${lines.join("\n")}`;
 }
 
 /** Every flag of the attacher, defined on one {@link FlagSet}. */

@@ -3,7 +3,6 @@ import {
   type Options,
   parseOptions,
   type ParseResult,
-  resolveFeatureGates,
   usageText,
   validateOptions,
 } from "./options.ts";
@@ -22,7 +21,7 @@ function assertUsageError(result: ParseResult, message: string): void {
   assert.ok(result.usage.startsWith("Usage of csi-attacher:\n"));
 }
 
-Deno.test("parseOptions() defaults equal the Go attacher's (REFERENCE §1)", () => {
+Deno.test("parseOptions() defaults equal the Go attacher's (cmd/csi-attacher/main.go)", () => {
   assert.deepEqual(options([]), {
     kubeconfig: "",
     csiAddress: "/run/csi/socket",
@@ -291,24 +290,6 @@ Deno.test("parseOptions() rejects an unknown feature gate after parsing, with ex
   assert.ok("exitCode" in result && result.exitCode === 1, JSON.stringify(result));
   assert.equal(result.error, "failed to store flag gates");
   assert.equal(result.cause.message, "unrecognized feature gate: Bogus");
-});
-
-Deno.test("resolveFeatureGates() applies AllAlpha and AllBeta below explicit settings", () => {
-  assert.deepEqual(resolveFeatureGates({ AllAlpha: true }), {
-    ReleaseLeaderElectionOnExit: true,
-    MutableCSINodeAllocatableCount: true,
-  });
-  assert.deepEqual(resolveFeatureGates({ AllAlpha: true, ReleaseLeaderElectionOnExit: false }), {
-    ReleaseLeaderElectionOnExit: false,
-    MutableCSINodeAllocatableCount: true,
-  });
-  assert.deepEqual(resolveFeatureGates({ AllBeta: false }), {
-    ReleaseLeaderElectionOnExit: true,
-    MutableCSINodeAllocatableCount: true,
-  });
-  assert.throws(() => resolveFeatureGates({ releaseleaderelectiononexit: true }), {
-    message: "unrecognized feature gate: releaseleaderelectiononexit",
-  });
 });
 
 Deno.test("parseOptions() reads --leader-election-labels as merged k:v pairs", () => {

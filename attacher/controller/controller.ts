@@ -2,7 +2,7 @@
  * The controller loop: informer events → keys → workqueues → cache lookup → handler.
  *
  * It owns no volume logic; see {@link Handler}. The behaviour follows the Go attacher's
- * `pkg/controller/controller.go` (REFERENCE §2.2).
+ * `pkg/controller/controller.go`.
  *
  * @module
  */

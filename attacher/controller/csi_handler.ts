@@ -1,7 +1,8 @@
 /**
  * The handler for drivers with ControllerPublishVolume: attach, detach, PV finalizers and the
  * ListVolumes reconciliation, call by call as the Go attacher's `csi_handler.go`
- * (REFERENCE §2.3–§2.7).
+ * (external-attacher `pkg/controller/csi_handler.go`: `syncAttach`, `csiAttach`, `syncDetach`,
+ * `csiDetach`, `markAsDetached`, `SyncNewOrUpdatedPersistentVolume`, `ReconcileVA`).
  *
  * Safety invariants, in the order the calls are made:
  * - ControllerPublishVolume is sent only after the VA finalizer is stored, so a published volume
@@ -76,20 +77,17 @@ interface VolumeSource {
   migrated: boolean;
 }
 
-/** An error that carries the (possibly newer) VA the failing step returned. */
-class StepError extends Error {
-  readonly va: VolumeAttachment;
-  constructor(va: VolumeAttachment, cause: unknown, message?: string) {
-    super(message ?? errorText(cause), { cause });
-    this.name = "StepError";
-    this.va = va;
-  }
-}
+/**
+ * How the driver step of an attach or detach ended. `va` is the newest VolumeAttachment the step
+ * saw (after its own metadata patch, if any): the one whose status a failure is written to.
+ */
+type StepResult<T> =
+  | { ok: true; va: VolumeAttachment; value: T }
+  | { ok: false; va: VolumeAttachment; error: unknown };
 
 /** The gRPC code of `err` if it is a gRPC status error, as Go's `status.FromError` tells. */
 function grpcCode(err: unknown): number | undefined {
-  const cause = err instanceof StepError ? err.cause : err;
-  return cause instanceof CsiError ? cause.code : undefined;
+  return err instanceof CsiError ? err.code : undefined;
 }
 
 /** A resourceVersion as an integer, or undefined when it is not one. */
@@ -174,17 +172,14 @@ export class CsiHandler implements Handler {
       return;
     }
     log.v(2).info("Attaching", { node: va.spec.nodeName });
-    let attached: { va: VolumeAttachment; publishContext: Record<string, string> };
-    try {
-      attached = await this.#csiAttach(va, log);
-    } catch (err) {
-      const base = err instanceof StepError ? err.va : va;
-      await this.#saveError(base, "attachError", err, log);
-      throw new Error(`failed to attach: ${errorText(err)}`, { cause: err });
+    const attached = await this.#csiAttach(va, log);
+    if (!attached.ok) {
+      await this.#saveError(attached.va, "attachError", attached.error, log);
+      throw new Error(`failed to attach: ${errorText(attached.error)}`, { cause: attached.error });
     }
     log.v(2).info("Attached", { node: va.spec.nodeName });
     try {
-      await this.#markAsAttached(attached.va, attached.publishContext);
+      await this.#markAsAttached(attached.va, attached.value);
     } catch (err) {
       throw new Error(`failed to mark as attached: ${errorText(err)}`, { cause: err });
     }
@@ -198,12 +193,10 @@ export class CsiHandler implements Handler {
       return;
     }
     log.v(2).info("Detaching", { node: va.spec.nodeName });
-    try {
-      await this.#csiDetach(va, log);
-    } catch (err) {
-      const base = err instanceof StepError ? err.va : va;
-      await this.#saveError(base, "detachError", err, log);
-      throw new Error(`failed to detach: ${errorText(err)}`, { cause: err });
+    const detached = await this.#csiDetach(va, log);
+    if (!detached.ok) {
+      await this.#saveError(detached.va, "detachError", detached.error, log);
+      throw new Error(`failed to detach: ${errorText(detached.error)}`, { cause: detached.error });
     }
     log.v(2).info("Fully detached", { node: va.spec.nodeName });
   }
@@ -257,68 +250,73 @@ export class CsiHandler implements Handler {
     return pv;
   }
 
+  /**
+   * Everything of an attach up to and including ControllerPublishVolume: the source checks, the PV
+   * finalizer, the VA finalizer and node ID annotation, then the driver call.
+   */
   async #csiAttach(
     va: VolumeAttachment,
     log: Logger,
-  ): Promise<{ va: VolumeAttachment; publishContext: Record<string, string> }> {
-    const pvName = this.#checkSource(va);
-    let pv: PersistentVolume | undefined;
-    if (pvName !== undefined) {
-      pv = this.#getPersistentVolume(pvName);
-      // Refuse to attach volumes that are marked for deletion.
-      if (pv.metadata.deletionTimestamp) {
-        throw new Error(`PersistentVolume "${pv.metadata.name}" is marked for deletion`);
-      }
-      try {
-        pv = await this.#addPersistentVolumeFinalizer(pv, log);
-      } catch (err) {
-        throw new Error(`could not add PersistentVolume finalizer: ${errorText(err)}`, {
-          cause: err,
-        });
-      }
-    }
-    const source = this.#volumeSource(va, pv);
-    const volumeContext = { ...(source.csi.volumeAttributes ?? {}) };
-    const handle = getVolumeHandle(source.csi);
-    const readonly = this.#opts.supportsPublishReadOnly ? handle.readOnly : false;
-    const capability: VolumeCapability = getVolumeCapability(source.spec, {
-      supportsSingleNodeMultiWriter: this.#opts.supportsSingleNodeMultiWriter,
-      defaultFsType: this.#opts.defaultFsType,
-    });
-    const secrets = await this.#getCredentials(source.csi);
-    const nodeId = this.#getNodeId(va.spec.nodeName, undefined);
-
-    // Store the finalizer (and the node ID for detach) before the driver publishes anything.
-    const updated: VolumeAttachment = structuredClone(va);
-    const finalizers = updated.metadata.finalizers ?? [];
-    if (!finalizers.includes(this.#finalizer)) {
-      updated.metadata.finalizers = [...finalizers, this.#finalizer];
-    }
-    if (updated.metadata.annotations?.[NODE_ID_ANNOTATION] !== nodeId) {
-      updated.metadata.annotations = {
-        ...(updated.metadata.annotations ?? {}),
-        [NODE_ID_ANNOTATION]: nodeId,
-      };
-    }
+  ): Promise<StepResult<Record<string, string>>> {
     let current = va;
-    const metadataPatch = createMergePatch({ metadata: va.metadata }, {
-      metadata: updated.metadata,
-    });
-    if (Object.keys(metadataPatch).length > 0) {
-      try {
-        current = await this.#kube.patch<VolumeAttachment>(VOLUME_ATTACHMENTS, va.metadata.name, {
-          type: "merge",
-          body: metadataPatch,
-        });
-      } catch (err) {
-        throw new StepError(va, err, `could not save VolumeAttachment: ${errorText(err)}`);
-      }
-      log.v(4).info("VolumeAttachment finalizer added");
-    }
-
-    const volumeId = handle.volumeHandle;
-    log.v(4).info("Calling ControllerPublishVolume", { volumeHandle: volumeId, nodeID: nodeId });
     try {
+      const pvName = this.#checkSource(va);
+      let pv: PersistentVolume | undefined;
+      if (pvName !== undefined) {
+        pv = this.#getPersistentVolume(pvName);
+        // Refuse to attach volumes that are marked for deletion.
+        if (pv.metadata.deletionTimestamp) {
+          throw new Error(`PersistentVolume "${pv.metadata.name}" is marked for deletion`);
+        }
+        try {
+          pv = await this.#addPersistentVolumeFinalizer(pv, log);
+        } catch (err) {
+          throw new Error(`could not add PersistentVolume finalizer: ${errorText(err)}`, {
+            cause: err,
+          });
+        }
+      }
+      const source = this.#volumeSource(va, pv);
+      const volumeContext = { ...(source.csi.volumeAttributes ?? {}) };
+      const handle = getVolumeHandle(source.csi);
+      const readonly = this.#opts.supportsPublishReadOnly ? handle.readOnly : false;
+      const capability: VolumeCapability = getVolumeCapability(source.spec, {
+        supportsSingleNodeMultiWriter: this.#opts.supportsSingleNodeMultiWriter,
+        defaultFsType: this.#opts.defaultFsType,
+      });
+      const secrets = await this.#getCredentials(source.csi);
+      const nodeId = this.#getNodeId(va.spec.nodeName, undefined);
+
+      // Store the finalizer (and the node ID for detach) before the driver publishes anything.
+      const updated: VolumeAttachment = structuredClone(va);
+      const finalizers = updated.metadata.finalizers ?? [];
+      if (!finalizers.includes(this.#finalizer)) {
+        updated.metadata.finalizers = [...finalizers, this.#finalizer];
+      }
+      if (updated.metadata.annotations?.[NODE_ID_ANNOTATION] !== nodeId) {
+        updated.metadata.annotations = {
+          ...(updated.metadata.annotations ?? {}),
+          [NODE_ID_ANNOTATION]: nodeId,
+        };
+      }
+      const metadataPatch = createMergePatch({ metadata: va.metadata }, {
+        metadata: updated.metadata,
+      });
+      if (Object.keys(metadataPatch).length > 0) {
+        try {
+          current = await this.#kube.patch<VolumeAttachment>(
+            VOLUME_ATTACHMENTS,
+            va.metadata.name,
+            { type: "merge", body: metadataPatch },
+          );
+        } catch (err) {
+          throw new Error(`could not save VolumeAttachment: ${errorText(err)}`, { cause: err });
+        }
+        log.v(4).info("VolumeAttachment finalizer added");
+      }
+
+      const volumeId = handle.volumeHandle;
+      log.v(4).info("Calling ControllerPublishVolume", { volumeHandle: volumeId, nodeID: nodeId });
       const res = await this.#csi.controllerPublishVolume(
         {
           volumeId,
@@ -330,30 +328,37 @@ export class CsiHandler implements Handler {
         },
         this.#callOptions(source.migrated),
       );
-      return { va: current, publishContext: res.publishContext };
-    } catch (err) {
-      throw new StepError(current, err);
+      return { ok: true, va: current, value: res.publishContext };
+    } catch (error) {
+      return { ok: false, va: current, error };
     }
   }
 
-  async #csiDetach(va: VolumeAttachment, log: Logger): Promise<void> {
-    const pvName = this.#checkSource(va);
-    const pv = pvName === undefined ? undefined : this.#getPersistentVolume(pvName);
-    const source = this.#volumeSource(va, pv);
-    const { volumeHandle } = getVolumeHandle(source.csi);
-    const secrets = await this.#getCredentials(source.csi);
-    const nodeId = this.#getNodeId(va.spec.nodeName, va);
-    log.v(4).info("Calling ControllerUnpublishVolume", { volumeHandle, nodeID: nodeId });
-    await this.#csi.controllerUnpublishVolume(
-      { volumeId: volumeHandle, nodeId, secrets: secrets ?? {} },
-      this.#callOptions(source.migrated),
-    );
+  /** Everything of a detach: the source checks, ControllerUnpublishVolume, then the VA writes. */
+  async #csiDetach(va: VolumeAttachment, log: Logger): Promise<StepResult<void>> {
     try {
-      await this.#markAsDetached(va);
-    } catch (err) {
-      const base = err instanceof StepError ? err.va : va;
-      throw new StepError(base, err, `could not mark as detached: ${errorText(err)}`);
+      const pvName = this.#checkSource(va);
+      const pv = pvName === undefined ? undefined : this.#getPersistentVolume(pvName);
+      const source = this.#volumeSource(va, pv);
+      const { volumeHandle } = getVolumeHandle(source.csi);
+      const secrets = await this.#getCredentials(source.csi);
+      const nodeId = this.#getNodeId(va.spec.nodeName, va);
+      log.v(4).info("Calling ControllerUnpublishVolume", { volumeHandle, nodeID: nodeId });
+      await this.#csi.controllerUnpublishVolume(
+        { volumeId: volumeHandle, nodeId, secrets: secrets ?? {} },
+        this.#callOptions(source.migrated),
+      );
+    } catch (error) {
+      return { ok: false, va, error };
     }
+    const marked = await this.#markAsDetached(va);
+    if (!marked.ok) {
+      const error = new Error(`could not mark as detached: ${errorText(marked.error)}`, {
+        cause: marked.error,
+      });
+      return { ok: false, va: marked.va, error };
+    }
+    return marked;
   }
 
   #callOptions(migrated: boolean) {
@@ -464,7 +469,7 @@ export class CsiHandler implements Handler {
    * cannot lead to a second ControllerUnpublishVolume for a VA that is already gone
    * (https://github.com/kubernetes-csi/external-attacher/issues/587).
    */
-  async #markAsDetached(va: VolumeAttachment): Promise<void> {
+  async #markAsDetached(va: VolumeAttachment): Promise<StepResult<void>> {
     const finalizers = va.metadata.finalizers ?? [];
     const found = finalizers.includes(this.#finalizer);
     let current = va;
@@ -476,12 +481,17 @@ export class CsiHandler implements Handler {
       // deleted and created again under the same name: stripping the new VA's finalizer would
       // let it go without a detach. (The Go attacher patches by name only.)
       if (va.metadata.uid) (body.metadata as Record<string, unknown>).uid = va.metadata.uid;
-      current = await this.#kube.patch<VolumeAttachment>(VOLUME_ATTACHMENTS, va.metadata.name, {
-        type: "merge",
-        body,
-      });
+      try {
+        current = await this.#kube.patch<VolumeAttachment>(
+          VOLUME_ATTACHMENTS,
+          va.metadata.name,
+          { type: "merge", body },
+        );
+      } catch (error) {
+        return { ok: false, va, error };
+      }
     }
-    if (!found && !current.status?.attached) return;
+    if (!found && !current.status?.attached) return { ok: true, va: current, value: undefined };
     const next = {
       ...(current.status ?? {}),
       attached: false,
@@ -493,10 +503,12 @@ export class CsiHandler implements Handler {
         type: "merge",
         body: createMergePatch({ status: current.status ?? {} }, { status: next }),
       }, { subresource: "status" });
-    } catch (err) {
-      if (isNotFound(err)) return; // the VA is gone: nothing left to mark
-      throw new StepError(current, err);
+    } catch (error) {
+      // The VA is gone: nothing left to mark.
+      if (isNotFound(error)) return { ok: true, va: current, value: undefined };
+      return { ok: false, va: current, error };
     }
+    return { ok: true, va: current, value: undefined };
   }
 
   /** Records a failure in the VA's status; a failure to record it is only logged. */

@@ -14,11 +14,11 @@
  */
 
 import { type Clock, realClock } from "../clock.ts";
-import { EVENTS, isNotFound, type KubeApi, LEASES } from "../kube/api.ts";
+import { isNotFound, type KubeApi, LEASES } from "../kube/api.ts";
 import type { Logger } from "../observe/logger.ts";
-import { formatMicroTime, formatTime } from "./micro_time.ts";
-import { sanitizeDriverName } from "../controller/names.ts";
-import type { KubeObject, Lease } from "../kube/types.ts";
+import { formatMicroTime } from "./micro_time.ts";
+import { LeaderEventRecorder } from "./events.ts";
+import type { Lease } from "../kube/types.ts";
 
 /** client-go's `JitterFactor`: acquire attempts are spread over 1–2.2 retry periods. */
 export const JITTER_FACTOR = 1.2;
@@ -28,10 +28,6 @@ export const JITTER_FACTOR = 1.2;
  * without renewing before {@link LeaderElector.healthCheck} reports it unhealthy.
  */
 export const DEFAULT_HEALTH_CHECK_TIMEOUT_MS = 20_000;
-
-/** The file holding the pod's namespace in a pod with a mounted service-account token. */
-export const SERVICE_ACCOUNT_NAMESPACE_FILE =
-  "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
 /** The leader-election metrics, as client-go reports them (`leader_election_*{name}`). */
 export interface LeaderElectionMetrics {
@@ -126,20 +122,6 @@ const EMPTY_RECORD: LeaderElectionRecord = Object.freeze({
   leaderTransitions: 0,
 });
 
-/** A core/v1 Event, as client-go's event recorder posts it. */
-interface CoreEvent extends KubeObject {
-  involvedObject: Record<string, string | undefined>;
-  reason: string;
-  message: string;
-  type: string;
-  source: { component: string };
-  firstTimestamp: string;
-  lastTimestamp: string;
-  count: number;
-  reportingComponent: string;
-  reportingInstance: string;
-}
-
 /** How one renewal round (a poll of up to `renewDeadline`) ended. */
 type RenewOutcome = "renewed" | "failed" | "stopped";
 
@@ -216,8 +198,8 @@ export class LeaderElector {
   /** The holder last passed to onNewLeader. */
   #reportedLeader = "";
   #running = false;
-  /** Event posts in flight; run() waits for them before it returns. */
-  #pendingEvents = new Set<Promise<void>>();
+  /** Posts the `LeaderElection` Events; run() waits for its posts before it returns. */
+  #events: LeaderEventRecorder;
 
   /**
    * Validates the timing as client-go's `NewLeaderElector` does.
@@ -268,6 +250,14 @@ export class LeaderElector {
       : undefined;
     this.#releaseOnCancel = opts.releaseOnCancel;
     this.#emitEvents = opts.emitEvents ?? true;
+    this.#events = new LeaderEventRecorder(
+      { kube: this.#kube, clock: this.#clock, log: this.#log },
+      {
+        name: opts.name,
+        namespace: opts.namespace,
+        identity: opts.identity,
+      },
+    );
     this.#healthCheckTimeoutMs = healthCheckTimeoutMs;
   }
 
@@ -320,7 +310,7 @@ export class LeaderElector {
       if (await this.#acquire(signal, callbacks)) await this.#lead(signal, callbacks);
     } finally {
       this.#running = false;
-      await Promise.allSettled([...this.#pendingEvents]);
+      await this.#events.flush();
     }
   }
 
@@ -656,49 +646,12 @@ export class LeaderElector {
     if (outcome.failed) this.#log.error(outcome.error, "Leader work failed while stopping");
   }
 
-  /** Posts a `LeaderElection` Event about the Lease; failures are only logged. */
+  /** Posts a `LeaderElection` Event about the Lease (when enabled); failures are only logged. */
   #recordEvent(what: string): void {
     const lease = this.#lease;
     if (!this.#emitEvents || lease === undefined) return;
-    const nowMs = this.#clock.now();
-    const component = `${this.#name}/${this.#identity}`;
-    const event: CoreEvent = {
-      apiVersion: "v1",
-      kind: "Event",
-      metadata: {
-        name: `${this.#name}.${(BigInt(Math.floor(nowMs)) * 1_000_000n).toString(16)}`,
-        namespace: this.#namespace,
-      },
-      involvedObject: {
-        kind: "Lease",
-        apiVersion: "coordination.k8s.io/v1",
-        namespace: this.#namespace,
-        name: this.#name,
-        uid: lease.metadata.uid,
-        resourceVersion: lease.metadata.resourceVersion,
-      },
-      reason: "LeaderElection",
-      message: `${this.#identity} ${what}`,
-      type: "Normal",
-      source: { component },
-      firstTimestamp: formatTime(nowMs),
-      lastTimestamp: formatTime(nowMs),
-      count: 1,
-      reportingComponent: component,
-      reportingInstance: "",
-    };
     const request = this.#requestSignal();
-    const posted = this.#kube.create<CoreEvent>(EVENTS, event, {
-      namespace: this.#namespace,
-      signal: request.signal,
-    }).then(
-      () => {},
-      (err) => this.#log.error(err, "Failed to emit leader election event", { message: what }),
-    ).finally(() => {
-      request.done();
-      this.#pendingEvents.delete(posted);
-    });
-    this.#pendingEvents.add(posted);
+    this.#events.record(lease, what, request.signal).finally(() => request.done());
   }
 
   /** A signal that aborts after the renew deadline, or when `parent` aborts. */
@@ -769,52 +722,4 @@ function abortPromise(signal: AbortSignal): { promise: Promise<void>; dispose():
     else signal.addEventListener("abort", onAbort, { once: true });
   });
   return { promise, dispose: () => signal.removeEventListener("abort", onAbort) };
-}
-
-/** Where {@link leaderElectionNamespace} looks for the Lease namespace. */
-export interface NamespaceSources {
-  /** `--leader-election-namespace`; "" when not set. */
-  flag: string;
-  /** The `POD_NAMESPACE` environment variable, if set. */
-  podNamespaceEnv?: string;
-  /**
-   * Reads {@link SERVICE_ACCOUNT_NAMESPACE_FILE}; returns undefined when it cannot be read.
-   * Called only when the flag and the environment variable are empty.
-   */
-  readServiceAccountNamespace?: () => string | undefined;
-}
-
-/**
- * The Lease namespace, in csi-lib-utils' order: the flag, else `POD_NAMESPACE`, else the
- * trimmed service-account namespace file, else `default`. Empty values are skipped.
- *
- * @example
- * ```ts
- * leaderElectionNamespace({ flag: "", podNamespaceEnv: "kube-system" }); // "kube-system"
- * leaderElectionNamespace({ flag: "", readServiceAccountNamespace: () => "ns1\n" }); // "ns1"
- * leaderElectionNamespace({ flag: "" }); // "default"
- * ```
- */
-export function leaderElectionNamespace(sources: NamespaceSources): string {
-  if (sources.flag !== "") return sources.flag;
-  if (sources.podNamespaceEnv !== undefined && sources.podNamespaceEnv !== "") {
-    return sources.podNamespaceEnv;
-  }
-  const fromFile = sources.readServiceAccountNamespace?.()?.trim();
-  if (fromFile !== undefined && fromFile !== "") return fromFile;
-  return "default";
-}
-
-/**
- * This replica's identity: the hostname with every character outside `[a-zA-Z0-9-]` replaced
- * by `-` and an `X` appended after a trailing `-` (csi-lib-utils' `sanitizeName`, the same rule
- * as for driver names). An empty hostname gives "", which {@link LeaderElector} rejects.
- *
- * @example
- * ```ts
- * leaderIdentity("node-1.example.com"); // "node-1-example-com"
- * ```
- */
-export function leaderIdentity(hostname: string): string {
-  return hostname === "" ? "" : sanitizeDriverName(hostname);
 }

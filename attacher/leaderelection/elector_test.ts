@@ -4,10 +4,8 @@ import { ApiError } from "../kube/api.ts";
 import {
   DEFAULT_HEALTH_CHECK_TIMEOUT_MS,
   type LeaderElectionMetrics,
-  leaderElectionNamespace,
   LeaderElector,
   type LeaderElectorOptions,
-  leaderIdentity,
 } from "./elector.ts";
 import { nullLogger } from "../observe/logger.ts";
 import { formatMicroTime } from "./micro_time.ts";
@@ -646,53 +644,4 @@ Deno.test("LeaderElector validates its timing as client-go does", () => {
   }
   // 1.2 × 5 s = 6 s: a renew deadline just above is fine.
   new LeaderElector(deps, { ...base, renewDeadlineMs: 6_001 });
-});
-
-Deno.test("leaderElectionNamespace() falls back from the flag to POD_NAMESPACE, the service-account file and default", () => {
-  let reads = 0;
-  const file = (content: string | undefined) => () => {
-    reads++;
-    return content;
-  };
-  assert.equal(
-    leaderElectionNamespace({
-      flag: "ns-flag",
-      podNamespaceEnv: "ns-env",
-      readServiceAccountNamespace: file("x"),
-    }),
-    "ns-flag",
-  );
-  assert.equal(
-    leaderElectionNamespace({
-      flag: "",
-      podNamespaceEnv: "ns-env",
-      readServiceAccountNamespace: file("x"),
-    }),
-    "ns-env",
-  );
-  assert.equal(reads, 0, "the file is read only when needed");
-  assert.equal(
-    leaderElectionNamespace({
-      flag: "",
-      podNamespaceEnv: "",
-      readServiceAccountNamespace: file(" ns-sa\n"),
-    }),
-    "ns-sa",
-  );
-  assert.equal(
-    leaderElectionNamespace({ flag: "", readServiceAccountNamespace: file(" \n") }),
-    "default",
-  );
-  assert.equal(
-    leaderElectionNamespace({ flag: "", readServiceAccountNamespace: file(undefined) }),
-    "default",
-  );
-  assert.equal(leaderElectionNamespace({ flag: "" }), "default");
-});
-
-Deno.test("leaderIdentity() sanitises the hostname like driver names", () => {
-  assert.equal(leaderIdentity("node-1"), "node-1");
-  assert.equal(leaderIdentity("node_1.example.com"), "node-1-example-com");
-  assert.equal(leaderIdentity("host."), "host-X");
-  assert.equal(leaderIdentity(""), "");
 });

@@ -15,7 +15,7 @@ import {
   PERSISTENT_VOLUMES,
   VOLUME_ATTACHMENTS,
 } from "../../attacher/kube/api.ts";
-import { leaderIdentity } from "../../attacher/leaderelection/elector.ts";
+import { leaderIdentity } from "../../attacher/leaderelection/config.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import { finalizerName, leaseName } from "../../attacher/controller/names.ts";
 import type { Lease, PersistentVolume, VolumeAttachment } from "../../attacher/kube/types.ts";

@@ -1,5 +1,6 @@
 /**
- * The Go attacher's TestCSIHandlerReconcileVA scenarios (REFERENCE §3.4, §2.7), by their reference
+ * The Go attacher's TestCSIHandlerReconcileVA scenarios (external-attacher
+ * `pkg/controller/csi_handler_test.go`; `ReconcileVA` in `csi_handler.go`), by their Go test
  * names, plus paging and filtering rows. The reconciler compares ListVolumes' published nodes with
  * `status.attached` and force-syncs the VAs that differ; it writes nothing itself.
  */

@@ -1,0 +1,20 @@
+import assert from "node:assert/strict";
+import { resolveFeatureGates } from "./feature_gates.ts";
+
+Deno.test("resolveFeatureGates() applies AllAlpha and AllBeta below explicit settings", () => {
+  assert.deepEqual(resolveFeatureGates({ AllAlpha: true }), {
+    ReleaseLeaderElectionOnExit: true,
+    MutableCSINodeAllocatableCount: true,
+  });
+  assert.deepEqual(resolveFeatureGates({ AllAlpha: true, ReleaseLeaderElectionOnExit: false }), {
+    ReleaseLeaderElectionOnExit: false,
+    MutableCSINodeAllocatableCount: true,
+  });
+  assert.deepEqual(resolveFeatureGates({ AllBeta: false }), {
+    ReleaseLeaderElectionOnExit: true,
+    MutableCSINodeAllocatableCount: true,
+  });
+  assert.throws(() => resolveFeatureGates({ releaseleaderelectiononexit: true }), {
+    message: "unrecognized feature gate: releaseleaderelectiononexit",
+  });
+});
