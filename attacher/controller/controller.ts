@@ -125,6 +125,7 @@ export class AttachController {
       vaStore: deps.vaInformer,
       pvStore: deps.pvInformer,
       csiNodeStore: deps.csiNodeStore,
+      isVolumeAttachmentBusy: (name) => deps.vaQueue.isQueuedOrProcessing(name),
     });
     deps.vaInformer.addHandlers({
       add: (va) => this.#vaAdded(va),

@@ -163,6 +163,15 @@ export class WorkQueue implements Queue {
   }
 
   /**
+   * True while `key` is ready to be handed out or is being processed (including a key added
+   * again while it is processed). A key waiting for a delayed add is neither. For callers that
+   * must leave a key's work to its worker (the ListVolumes reconciler); do not gate `add` on it.
+   */
+  isQueuedOrProcessing(key: string): boolean {
+    return this.#dirty.has(key) || this.#processing.has(key);
+  }
+
+  /**
    * How many keys are ready to be handed out. For information only: do not gate `add` or `get`
    * on it.
    */

@@ -20,6 +20,8 @@ export interface Queue {
   tryGet(): string | undefined;
   /** Ends the processing of `key`; if it was added meanwhile it becomes ready again. */
   done(key: string): void;
+  /** True while `key` is ready to be handed out or is being processed (not while delayed). */
+  isQueuedOrProcessing(key: string): boolean;
   /** Keys waiting to be processed (informational only). */
   len(): number;
   /** Stops handing out keys; `get` resolves undefined once no key is ready. */

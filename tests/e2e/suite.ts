@@ -124,6 +124,7 @@ Deno.test({
             await scenario.run(ctx);
           } finally {
             await ctx.close();
+            log(`scenario ${scenario.id}: ${await ctx.repeatedCallsSummary()}`);
           }
           log(
             `scenario ${scenario.id} took ${((performance.now() - started) / 1000).toFixed(1)} s`,
