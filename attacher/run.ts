@@ -10,7 +10,12 @@
 
 import type { Clock } from "./clock.ts";
 import { realClock } from "./clock.ts";
-import { AttachController } from "./controller/controller.ts";
+import {
+  ATTACH_LANE,
+  AttachController,
+  DETACH_LANE,
+  volumeAttachmentLanes,
+} from "./controller/controller.ts";
 import type { CsiClient } from "./csi/api.ts";
 import type { CsiCallInfo } from "./csi/client.ts";
 import { connect, getCapabilities, getDriverName, probeForever } from "./csi/connection.ts";
@@ -32,6 +37,7 @@ import { MIGRATION_DRIVER_NAMES } from "./controller/migration.ts";
 import { leaseName } from "./controller/names.ts";
 import { ItemExponentialFailureRateLimiter } from "./workqueue/rate_limiters.ts";
 import { RateLimitingWorkQueue } from "./workqueue/rate_limiting_queue.ts";
+import type { QueueLanes } from "./workqueue/queue.ts";
 
 /** The message written to the termination log when the driver connection is lost. */
 export const CONNECTION_LOST_MESSAGE = "Lost connection to CSI driver, exiting";
@@ -252,7 +258,7 @@ async function runController(run: ControllerRun): Promise<void> {
     resyncMs: options.resyncMs,
     name: "csinodes",
   });
-  const queue = (name: string) =>
+  const queue = (name: string, lanes?: QueueLanes) =>
     new RateLimitingWorkQueue({
       clock,
       metricsProvider: metrics.queueMetricsProvider,
@@ -260,8 +266,9 @@ async function runController(run: ControllerRun): Promise<void> {
         baseMs: options.retryIntervalStartMs,
         maxMs: options.retryIntervalMaxMs,
       }),
-    }, { name });
-  const vaQueue = queue("csi-attacher-va");
+    }, lanes === undefined ? { name } : { name, lanes });
+  // Attaches and detaches have their own workers (beyond the Go attacher; README "Scheduling").
+  const vaQueue = queue("csi-attacher-va", volumeAttachmentLanes(vaInformer));
   const pvQueue = queue("csi-attacher-pv");
   const controller = new AttachController({
     vaInformer,
@@ -275,6 +282,10 @@ async function runController(run: ControllerRun): Promise<void> {
   }, {
     driverName: setup.driverName,
     workers: options.workerThreads,
+    laneWorkers: {
+      [ATTACH_LANE]: options.attachWorkerThreads,
+      [DETACH_LANE]: options.detachWorkerThreads,
+    },
     reconcile: setup.reconcile,
     reconcileSyncMs: options.reconcileSyncMs,
   });
