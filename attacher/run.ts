@@ -20,6 +20,9 @@ import type { CsiClient } from "./csi/api.ts";
 import type { CsiCallInfo } from "./csi/client.ts";
 import { connect, getCapabilities, getDriverName, probeForever } from "./csi/connection.ts";
 import { CsiHandler } from "./controller/csi_handler.ts";
+import { OperationLatency } from "./controller/operation_latency.ts";
+import { pendingVolumeAttachments } from "./controller/pending.ts";
+import { BacklogReporter } from "./controller/backlog.ts";
 import type { Handler } from "./controller/handler.ts";
 import { Informer } from "./kube/informer.ts";
 import type { KubeApi } from "./kube/api.ts";
@@ -83,6 +86,8 @@ interface DriverSetup {
   handler: Handler;
   reconcile: boolean;
   csi?: CsiClient;
+  /** Times attaches and detaches end to end (CSI handler only). */
+  latency?: OperationLatency;
 }
 
 async function setUpDriver(
@@ -126,7 +131,14 @@ async function setUpDriver(
       });
       return { driverName, handler: new TrivialHandler({ kube, log }), reconcile: false, csi };
     }
-    const handler = new CsiHandler({ kube, csi, log, clock }, {
+    const latency = new OperationLatency({
+      clock,
+      sink: {
+        observeAttachDuration: (seconds) => metrics.current.observeAttachDuration(seconds),
+        observeDetachDuration: (seconds) => metrics.current.observeDetachDuration(seconds),
+      },
+    });
+    const handler = new CsiHandler({ kube, csi, log, clock, latency }, {
       driverName,
       timeoutMs: options.timeoutMs,
       supportsPublishReadOnly: caps.publishReadonly,
@@ -135,7 +147,7 @@ async function setUpDriver(
       attachErrorCodes: options.featureGates.MutableCSINodeAllocatableCount,
       maxEntries: options.maxEntries,
     });
-    return { driverName, handler, reconcile: caps.reconcile, csi };
+    return { driverName, handler, reconcile: caps.reconcile, csi, latency };
   } catch (err) {
     csi.close();
     throw err;
@@ -279,6 +291,7 @@ async function runController(run: ControllerRun): Promise<void> {
     handler: setup.handler,
     log,
     clock,
+    latency: setup.latency,
   }, {
     driverName: setup.driverName,
     workers: options.workerThreads,
@@ -296,5 +309,22 @@ async function runController(run: ControllerRun): Promise<void> {
   ]);
   const synced = Promise.all([vaInformer.waitForSync(signal), pvInformer.waitForSync(signal)])
     .then(onReady, () => {});
-  await Promise.all([controller.run(signal), informers, synced]);
+  // Beyond the Go attacher: the backlog as gauges and as a periodic log line.
+  metrics.setPendingSource(() =>
+    pendingVolumeAttachments(vaInformer.list(), {
+      driverName: setup.driverName,
+      nowMs: Date.now(),
+    })
+  );
+  const backlog = options.logBacklogIntervalMs > 0
+    ? new BacklogReporter({ clock, log }, {
+      queues: [{ name: vaQueue.name, queue: vaQueue }, { name: pvQueue.name, queue: pvQueue }],
+      intervalMs: options.logBacklogIntervalMs,
+    }).run(signal)
+    : undefined;
+  try {
+    await Promise.all([controller.run(signal), informers, synced, backlog]);
+  } finally {
+    metrics.setPendingSource(undefined);
+  }
 }

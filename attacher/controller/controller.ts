@@ -10,6 +10,7 @@
 import type { Clock } from "../clock.ts";
 import { realClock } from "../clock.ts";
 import type { Handler } from "./handler.ts";
+import type { OperationLatency } from "./operation_latency.ts";
 import type { Logger } from "../observe/logger.ts";
 import { jsonEqual } from "../kube/json_patch.ts";
 import { isMigratablePersistentVolume } from "./migration.ts";
@@ -62,6 +63,8 @@ export interface ControllerDeps {
   handler: Handler;
   log: Logger;
   clock?: Clock;
+  /** Told of every VA event of this driver, to time attaches and detaches end to end. */
+  latency?: OperationLatency;
 }
 
 /** Options of {@link AttachController}. */
@@ -187,10 +190,16 @@ export class AttachController {
   }
 
   #vaAdded(va: VolumeAttachment): void {
+    this.#noteSeen(va);
     this.#deps.vaQueue.add(va.metadata.name);
   }
 
+  #noteSeen(va: VolumeAttachment): void {
+    if (va.spec?.attacher === this.#opts.driverName) this.#deps.latency?.seen(va);
+  }
+
   #vaUpdated(oldVA: VolumeAttachment, newVA: VolumeAttachment): void {
+    this.#noteSeen(newVA);
     if (shouldEnqueueVAChange(oldVA, newVA)) {
       this.#deps.vaQueue.add(newVA.metadata.name);
     } else {
@@ -201,6 +210,7 @@ export class AttachController {
   }
 
   #vaDeleted(va: VolumeAttachment): void {
+    this.#deps.latency?.forget(va);
     // A deleted VA may have been the last user of its PV: let the PV queue decide whether the
     // PV finalizer can go.
     const pvName = va.spec?.source?.persistentVolumeName;

@@ -18,6 +18,7 @@ import { realClock } from "../clock.ts";
 import type { CsiClient, VolumeCapability } from "../csi/api.ts";
 import { CsiError } from "../csi/api.ts";
 import type { Handler, HandlerContext } from "./handler.ts";
+import type { OperationLatency } from "./operation_latency.ts";
 import type { KubeApi } from "../kube/api.ts";
 import {
   CSI_NODES,
@@ -52,6 +53,8 @@ export interface CsiHandlerDeps {
   csi: CsiClient;
   log: Logger;
   clock?: Clock;
+  /** Told when an attach or a detach is finished, for the end-to-end latency histograms. */
+  latency?: OperationLatency;
 }
 
 /** Options of {@link CsiHandler}; the capabilities come from ControllerGetCapabilities. */
@@ -111,6 +114,7 @@ export class CsiHandler implements Handler {
   #csi: CsiClient;
   #log: Logger;
   #clock: Clock;
+  #latency: OperationLatency | undefined;
   #opts: CsiHandlerOptions;
   #finalizer: string;
   #ctx: HandlerContext | undefined;
@@ -124,6 +128,7 @@ export class CsiHandler implements Handler {
     this.#csi = deps.csi;
     this.#log = deps.log;
     this.#clock = deps.clock ?? realClock;
+    this.#latency = deps.latency;
     this.#opts = opts;
     this.#finalizer = finalizerName(opts.driverName);
   }
@@ -434,6 +439,7 @@ export class CsiHandler implements Handler {
       { type: "merge", body: createMergePatch({ status: va.status ?? {} }, { status: next }) },
       { subresource: "status" },
     );
+    this.#latency?.attached(va);
     const rv = parseResourceVersion(written?.metadata?.resourceVersion);
     if (rv !== undefined && written.metadata.uid) {
       this.#attachedWrites.set(va.metadata.name, {
@@ -489,6 +495,7 @@ export class CsiHandler implements Handler {
       } catch (error) {
         return { ok: false, va, error };
       }
+      this.#latency?.detached(va);
     }
     if (!found && !current.status?.attached) return { ok: true, va: current, value: undefined };
     const next = {

@@ -12,6 +12,7 @@
 import assert from "node:assert/strict";
 import { AttachController, volumeAttachmentLanes } from "../../attacher/controller/controller.ts";
 import { CsiHandler } from "../../attacher/controller/csi_handler.ts";
+import { OperationLatency } from "../../attacher/controller/operation_latency.ts";
 import type {
   CallOptions,
   ControllerPublishVolumeRequest,
@@ -133,7 +134,7 @@ async function floodedWorld(opts: { lanes: boolean }) {
     })));
   }
   for (const p of pvs) server.create(PERSISTENT_VOLUMES, structuredClone(p));
-  for (const v of deleting) server.create(VOLUME_ATTACHMENTS, structuredClone(v));
+  const stored = deleting.map((v) => server.create(VOLUME_ATTACHMENTS, structuredClone(v)));
   const vaInformer = new FakeInformer<VolumeAttachment>([]);
   const pvInformer = new FakeInformer<PersistentVolume>(pvs);
   const csiNodeInformer = new FakeInformer<CsiNode>([node]);
@@ -146,7 +147,15 @@ async function floodedWorld(opts: { lanes: boolean }) {
     clock,
     rateLimiter: new ItemExponentialFailureRateLimiter({ baseMs: 5, maxMs: 1000 }),
   }, { name: "pv" });
-  const handler = new CsiHandler({ kube, csi: driver, log: nullLogger, clock }, {
+  const durations = { attach: [] as number[], detach: [] as number[] };
+  const latency = new OperationLatency({
+    clock,
+    sink: {
+      observeAttachDuration: (seconds) => durations.attach.push(seconds),
+      observeDetachDuration: (seconds) => durations.detach.push(seconds),
+    },
+  });
+  const handler = new CsiHandler({ kube, csi: driver, log: nullLogger, clock, latency }, {
     driverName: DRIVER,
     timeoutMs: 1000,
     supportsPublishReadOnly: false,
@@ -164,6 +173,7 @@ async function floodedWorld(opts: { lanes: boolean }) {
     handler,
     log: nullLogger,
     clock,
+    latency,
   }, {
     driverName: DRIVER,
     workers: WORKERS,
@@ -173,11 +183,13 @@ async function floodedWorld(opts: { lanes: boolean }) {
   });
   const stop = new AbortController();
   const running = controller.run(stop.signal);
-  for (const v of deleting) vaInformer.emitAdd(structuredClone(v));
+  for (const v of stored) vaInformer.emitAdd(structuredClone(v));
   await settle(server);
   return {
     server,
     driver,
+    durations,
+    clock,
     vaInformer,
     vaQueue,
     /** Creates the new VA in the server and tells the controller. */
@@ -204,11 +216,22 @@ Deno.test("detach flood: a new VolumeAttachment is attached while every detach w
   try {
     assert.equal(world.driver.unpublishStarted.length, WORKERS, "detach workers all busy");
     assert.equal(world.vaQueue.len("detach"), FLOOD - WORKERS, "a detach backlog waits");
+    world.clock.advance(7_000); // the detaches have waited 7 s
     world.addNew();
     await settle(world.server);
     assert.deepEqual(world.driver.published, ["handle-pv-new"]);
     assert.ok(world.newIsAttached(), "va-new attached during the flood");
     assert.equal(world.driver.unpublishStarted.length, WORKERS, "no detach finished meanwhile");
+    assert.deepEqual(world.durations.attach, [0], "csi_attacher_attach_duration_seconds");
+    world.clock.advance(3_000);
+    world.driver.open();
+    await settle(world.server);
+    assert.equal(world.driver.unpublishStarted.length, FLOOD);
+    assert.deepEqual(
+      world.durations.detach,
+      Array(FLOOD).fill(10),
+      "csi_attacher_detach_duration_seconds: from first sight of the deletion",
+    );
   } finally {
     await world.close();
   }
