@@ -278,7 +278,7 @@ async function runController(run: ControllerRun): Promise<void> {
         baseMs: options.retryIntervalStartMs,
         maxMs: options.retryIntervalMaxMs,
       }),
-    }, lanes === undefined ? { name } : { name, lanes });
+    }, { name, lanes });
   // Attaches and detaches have their own workers (beyond the Go attacher; README "Scheduling").
   const vaQueue = queue("csi-attacher-va", volumeAttachmentLanes(vaInformer));
   const pvQueue = queue("csi-attacher-pv");

@@ -44,7 +44,7 @@ function controller(laneWorkers: Record<string, number> | undefined, lanes?: Que
   const queue = (name: string, l?: QueueLanes) =>
     new RateLimitingWorkQueue({
       rateLimiter: new ItemExponentialFailureRateLimiter({ baseMs: 1, maxMs: 1 }),
-    }, l === undefined ? { name } : { name, lanes: l });
+    }, { name, lanes: l });
   return new AttachController({
     vaInformer: new FakeInformer<VolumeAttachment>(),
     pvInformer: new FakeInformer<PersistentVolume>(),

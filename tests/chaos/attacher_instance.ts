@@ -103,7 +103,7 @@ export class AttacherInstance {
           baseMs: RETRY_INTERVAL_START_MS,
           maxMs: RETRY_INTERVAL_MAX_MS,
         }),
-      }, lanes === undefined ? { name } : { name, lanes });
+      }, { name, lanes });
     // As in production: attach and detach lanes (the sweep takes keys of either, oldest first).
     this.vaQueue = queue("csi-attacher-va", volumeAttachmentLanes(this.vaInformer));
     this.pvQueue = queue("csi-attacher-pv");
