@@ -26,11 +26,11 @@ Deno.test("main.ts logs the backlog line when a VolumeAttachment waits longer th
     address: `${dir}/csi.sock`,
     pluginName: DRIVER,
     controllerCapabilities: ["PUBLISH_UNPUBLISH_VOLUME"],
-    // The first publish holds the only attach worker for 3 s; the rest answer at once.
+    // The first publish holds the only attach worker for 4 s; the rest answer at once.
     script: [{
       method: "ControllerPublishVolume",
       respond: { publishContext: {} },
-      delayMs: 3000,
+      delayMs: 4000,
     }],
     permissive: example,
   });
