@@ -45,15 +45,24 @@ const FLOOD = 20;
 /** Workers per pool. */
 const WORKERS = 2;
 
-/** A driver whose publishes answer at once and whose unpublishes wait until {@link open}. */
+/**
+ * A driver whose unpublishes wait until {@link open}, and whose publishes wait until
+ * {@link openPublishes} when it was made with `gatePublishes`.
+ */
 class GatedDriver implements CsiClient {
   published: string[] = [];
+  publishStarted: string[] = [];
   unpublishStarted: string[] = [];
   #gate: Promise<void>;
   open!: () => void;
+  #publishGate: Promise<void> = Promise.resolve();
+  openPublishes: () => void = () => {};
 
-  constructor() {
+  constructor(opts: { gatePublishes?: boolean } = {}) {
     this.#gate = new Promise((resolve) => this.open = resolve);
+    if (opts.gatePublishes) {
+      this.#publishGate = new Promise((resolve) => this.openPublishes = resolve);
+    }
   }
 
   probe(_o: CallOptions) {
@@ -73,9 +82,11 @@ class GatedDriver implements CsiClient {
   }
   close() {}
 
-  controllerPublishVolume(req: ControllerPublishVolumeRequest, _o: CallOptions) {
+  async controllerPublishVolume(req: ControllerPublishVolumeRequest, _o: CallOptions) {
+    this.publishStarted.push(req.volumeId);
+    await this.#publishGate;
     this.published.push(req.volumeId);
-    return Promise.resolve({ publishContext: {} });
+    return { publishContext: {} };
   }
 
   async controllerUnpublishVolume(req: ControllerUnpublishVolumeRequest, _o: CallOptions) {
@@ -110,8 +121,9 @@ async function settle(server: MemoryApiServer): Promise<void> {
   }
 }
 
-/** A controller with `FLOOD` VAs being deleted and their detaches stuck in the driver. */
-async function floodedWorld(opts: { lanes: boolean }) {
+/** A controller with `flood` VAs being deleted and their detaches stuck in the driver. */
+async function floodedWorld(opts: { lanes: boolean; flood?: number; gatePublishes?: boolean }) {
+  const flood = opts.flood ?? FLOOD;
   const server = await MemoryApiServer.start();
   const dir = await Deno.makeTempDir({ prefix: "attacher-flood-" });
   await Deno.writeTextFile(`${dir}/kubeconfig`, server.kubeconfig());
@@ -124,7 +136,7 @@ async function floodedWorld(opts: { lanes: boolean }) {
   server.create("csinodes", node);
   const pvs: PersistentVolume[] = [volume("pv-new", null)];
   const deleting: VolumeAttachment[] = [];
-  for (let i = 0; i < FLOOD; i++) {
+  for (let i = 0; i < flood; i++) {
     const p = volume(`pv-${i}`, [FIN]);
     pvs.push(p);
     deleting.push(deleted(with_(attachment(`va-${i}`, p.metadata.name), (o) => {
@@ -138,7 +150,7 @@ async function floodedWorld(opts: { lanes: boolean }) {
   const vaInformer = new FakeInformer<VolumeAttachment>([]);
   const pvInformer = new FakeInformer<PersistentVolume>(pvs);
   const csiNodeInformer = new FakeInformer<CsiNode>([node]);
-  const driver = new GatedDriver();
+  const driver = new GatedDriver({ gatePublishes: opts.gatePublishes });
   const vaQueue = new RateLimitingWorkQueue({
     clock,
     rateLimiter: new ItemExponentialFailureRateLimiter({ baseMs: 5, maxMs: 1000 }),
@@ -196,6 +208,19 @@ async function floodedWorld(opts: { lanes: boolean }) {
     addNew() {
       const created = server.create(VOLUME_ATTACHMENTS, attachment("va-new", "pv-new"));
       vaInformer.emitAdd(structuredClone(created));
+    },
+    /** Deletes the new VA in the server (it keeps our finalizer) and tells the controller. */
+    deleteNew() {
+      const before = server.get<VolumeAttachment>(VOLUME_ATTACHMENTS, "va-new");
+      server.delete(VOLUME_ATTACHMENTS, "va-new");
+      const after = server.get<VolumeAttachment>(VOLUME_ATTACHMENTS, "va-new");
+      vaInformer.emitUpdate(structuredClone(before), structuredClone(after));
+    },
+    /** Delivers the new VA as the server has it now, as a watch would. */
+    watchNew() {
+      const cached = vaInformer.get("va-new")!;
+      const now = server.get<VolumeAttachment>(VOLUME_ATTACHMENTS, "va-new");
+      vaInformer.emitUpdate(structuredClone(cached), structuredClone(now));
     },
     newIsAttached() {
       return server.find<VolumeAttachment>(VOLUME_ATTACHMENTS, "va-new")?.status?.attached ===
@@ -267,6 +292,35 @@ Deno.test("detach flood: a key queued behind the detaches moves to the attach la
     assert.ok(world.newIsAttached());
     assert.equal(world.vaQueue.len("detach"), FLOOD - WORKERS, "no stale detach entry left");
     assert.equal(world.vaQueue.isQueuedOrInFlight(key), false);
+  } finally {
+    await world.close();
+  }
+});
+
+Deno.test("detach flood: a VA deleted while its attach runs is detached only after the attach, once", async () => {
+  const world = await floodedWorld({ lanes: true, flood: 0, gatePublishes: true });
+  try {
+    world.addNew();
+    await settle(world.server);
+    assert.deepEqual(world.driver.publishStarted, ["handle-pv-new"], "the attach is in the driver");
+    world.deleteNew();
+    await settle(world.server);
+    assert.deepEqual(
+      world.driver.unpublishStarted,
+      [],
+      "an idle detach worker must not take the key while the attach worker has it",
+    );
+    assert.equal(world.vaQueue.isQueuedOrInFlight("va-new"), true);
+    world.driver.open();
+    world.driver.openPublishes();
+    await settle(world.server);
+    assert.deepEqual(world.driver.published, ["handle-pv-new"]);
+    // The cached VA predates the attached write, so its detach waits for that write's event.
+    assert.deepEqual(world.driver.unpublishStarted, []);
+    world.watchNew();
+    await settle(world.server);
+    assert.deepEqual(world.driver.unpublishStarted, ["handle-pv-new"], "then detached, once");
+    assert.equal(world.vaQueue.isQueuedOrInFlight("va-new"), false);
   } finally {
     await world.close();
   }
