@@ -10,11 +10,19 @@
 
 import type { Clock } from "./clock.ts";
 import { realClock } from "./clock.ts";
-import { AttachController } from "./controller/controller.ts";
+import {
+  ATTACH_LANE,
+  AttachController,
+  DETACH_LANE,
+  volumeAttachmentLanes,
+} from "./controller/controller.ts";
 import type { CsiClient } from "./csi/api.ts";
 import type { CsiCallInfo } from "./csi/client.ts";
 import { connect, getCapabilities, getDriverName, probeForever } from "./csi/connection.ts";
 import { CsiHandler } from "./controller/csi_handler.ts";
+import { OperationLatency } from "./controller/operation_latency.ts";
+import { pendingVolumeAttachments } from "./controller/pending.ts";
+import { BacklogReporter } from "./controller/backlog.ts";
 import type { Handler } from "./controller/handler.ts";
 import { Informer } from "./kube/informer.ts";
 import type { KubeApi } from "./kube/api.ts";
@@ -32,6 +40,7 @@ import { MIGRATION_DRIVER_NAMES } from "./controller/migration.ts";
 import { leaseName } from "./controller/names.ts";
 import { ItemExponentialFailureRateLimiter } from "./workqueue/rate_limiters.ts";
 import { RateLimitingWorkQueue } from "./workqueue/rate_limiting_queue.ts";
+import type { QueueLanes } from "./workqueue/queue.ts";
 
 /** The message written to the termination log when the driver connection is lost. */
 export const CONNECTION_LOST_MESSAGE = "Lost connection to CSI driver, exiting";
@@ -77,6 +86,8 @@ interface DriverSetup {
   handler: Handler;
   reconcile: boolean;
   csi?: CsiClient;
+  /** Times attaches and detaches end to end (CSI handler only). */
+  latency?: OperationLatency;
 }
 
 async function setUpDriver(
@@ -120,7 +131,14 @@ async function setUpDriver(
       });
       return { driverName, handler: new TrivialHandler({ kube, log }), reconcile: false, csi };
     }
-    const handler = new CsiHandler({ kube, csi, log, clock }, {
+    const latency = new OperationLatency({
+      clock,
+      sink: {
+        observeAttachDuration: (seconds) => metrics.current.observeAttachDuration(seconds),
+        observeDetachDuration: (seconds) => metrics.current.observeDetachDuration(seconds),
+      },
+    });
+    const handler = new CsiHandler({ kube, csi, log, clock, latency }, {
       driverName,
       timeoutMs: options.timeoutMs,
       supportsPublishReadOnly: caps.publishReadonly,
@@ -129,7 +147,7 @@ async function setUpDriver(
       attachErrorCodes: options.featureGates.MutableCSINodeAllocatableCount,
       maxEntries: options.maxEntries,
     });
-    return { driverName, handler, reconcile: caps.reconcile, csi };
+    return { driverName, handler, reconcile: caps.reconcile, csi, latency };
   } catch (err) {
     csi.close();
     throw err;
@@ -252,7 +270,7 @@ async function runController(run: ControllerRun): Promise<void> {
     resyncMs: options.resyncMs,
     name: "csinodes",
   });
-  const queue = (name: string) =>
+  const queue = (name: string, lanes?: QueueLanes) =>
     new RateLimitingWorkQueue({
       clock,
       metricsProvider: metrics.queueMetricsProvider,
@@ -260,8 +278,9 @@ async function runController(run: ControllerRun): Promise<void> {
         baseMs: options.retryIntervalStartMs,
         maxMs: options.retryIntervalMaxMs,
       }),
-    }, { name });
-  const vaQueue = queue("csi-attacher-va");
+    }, { name, lanes });
+  // Attaches and detaches have their own workers (beyond the Go attacher; README "Scheduling").
+  const vaQueue = queue("csi-attacher-va", volumeAttachmentLanes(vaInformer));
   const pvQueue = queue("csi-attacher-pv");
   const controller = new AttachController({
     vaInformer,
@@ -272,9 +291,14 @@ async function runController(run: ControllerRun): Promise<void> {
     handler: setup.handler,
     log,
     clock,
+    latency: setup.latency,
   }, {
     driverName: setup.driverName,
     workers: options.workerThreads,
+    laneWorkers: {
+      [ATTACH_LANE]: options.attachWorkerThreads,
+      [DETACH_LANE]: options.detachWorkerThreads,
+    },
     reconcile: setup.reconcile,
     reconcileSyncMs: options.reconcileSyncMs,
   });
@@ -285,5 +309,22 @@ async function runController(run: ControllerRun): Promise<void> {
   ]);
   const synced = Promise.all([vaInformer.waitForSync(signal), pvInformer.waitForSync(signal)])
     .then(onReady, () => {});
-  await Promise.all([controller.run(signal), informers, synced]);
+  // Beyond the Go attacher: the backlog as gauges and as a periodic log line.
+  metrics.setPendingSource(() =>
+    pendingVolumeAttachments(vaInformer.list(), {
+      driverName: setup.driverName,
+      nowMs: Date.now(),
+    })
+  );
+  const backlog = options.logBacklogIntervalMs > 0
+    ? new BacklogReporter({ clock, log }, {
+      queues: [{ name: vaQueue.name, queue: vaQueue }, { name: pvQueue.name, queue: pvQueue }],
+      intervalMs: options.logBacklogIntervalMs,
+    }).run(signal)
+    : undefined;
+  try {
+    await Promise.all([controller.run(signal), informers, synced, backlog]);
+  } finally {
+    metrics.setPendingSource(undefined);
+  }
 }

@@ -19,6 +19,7 @@ import { realClock } from "../clock.ts";
 import type { CsiClient, VolumeCapability } from "../csi/api.ts";
 import { CsiError } from "../csi/api.ts";
 import type { Handler, HandlerContext } from "./handler.ts";
+import type { OperationLatency } from "./operation_latency.ts";
 import type { KubeApi } from "../kube/api.ts";
 import {
   CSI_NODES,
@@ -53,6 +54,8 @@ export interface CsiHandlerDeps {
   csi: CsiClient;
   log: Logger;
   clock?: Clock;
+  /** Told when an attach or a detach is finished, for the end-to-end latency histograms. */
+  latency?: OperationLatency;
 }
 
 /** Options of {@link CsiHandler}; the capabilities come from ControllerGetCapabilities. */
@@ -120,6 +123,7 @@ export class CsiHandler implements Handler {
   #csi: CsiClient;
   #log: Logger;
   #clock: Clock;
+  #latency: OperationLatency | undefined;
   #opts: CsiHandlerOptions;
   #finalizer: string;
   #ctx: HandlerContext | undefined;
@@ -137,6 +141,7 @@ export class CsiHandler implements Handler {
     this.#csi = deps.csi;
     this.#log = deps.log;
     this.#clock = deps.clock ?? realClock;
+    this.#latency = deps.latency;
     this.#opts = opts;
     this.#finalizer = finalizerName(opts.driverName);
   }
@@ -449,6 +454,7 @@ export class CsiHandler implements Handler {
       { type: "merge", body: createMergePatch({ status: va.status ?? {} }, { status: next }) },
       { subresource: "status" },
     );
+    this.#latency?.attached(va);
     this.#recordOwnWrite(va.metadata.name, written);
   }
 
@@ -516,6 +522,7 @@ export class CsiHandler implements Handler {
         return { ok: false, va, error };
       }
       this.#recordOwnWrite(va.metadata.name, current);
+      this.#latency?.detached(va);
     }
     if (!found && !current.status?.attached) return { ok: true, va: current, value: undefined };
     const next = {

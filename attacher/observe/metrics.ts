@@ -9,6 +9,14 @@
  * - component-base's leader-election metrics (`leader_election_master_status{name}`,
  *   `leader_election_slowpath_total{name}`).
  *
+ * Beyond the Go attacher (README "Metrics"):
+ * - `csi_attacher_attach_duration_seconds{driver_name}` and
+ *   `csi_attacher_detach_duration_seconds{driver_name}`: end-to-end latency, with the buckets of
+ *   `csi_sidecar_operations_seconds`;
+ * - `csi_attacher_pending_volumeattachments{operation}` and
+ *   `csi_attacher_oldest_pending_seconds{operation}` (`attach`, `detach`): the backlog in the
+ *   informer cache, computed at each scrape from {@link Metrics.setPendingSource}.
+ *
  * Metrics that component-base registers carry its stability marker at the start of their help
  * text (`[ALPHA] `), exactly as the Go binary prints them. The global default registry and
  * `collectDefaultMetrics()` are never used: the default metrics rely on Node-specific APIs
@@ -90,7 +98,33 @@ export const METRIC_HELP: Readonly<Record<string, string>> = Object.freeze({
   leader_election_slowpath_total: ALPHA +
     "Total number of slow path exercised in renewing leader leases. 'name' is the string " +
     "used to identify the lease. Please make sure to group by name.",
+  csi_attacher_attach_duration_seconds:
+    "Time from a VolumeAttachment's creation (or when the attacher first saw it, if later) " +
+    "until the attacher marked it attached",
+  csi_attacher_detach_duration_seconds:
+    "Time from a VolumeAttachment's deletion (or when the attacher first saw it deleted, if " +
+    "later) until the attacher removed its finalizer",
+  csi_attacher_pending_volumeattachments:
+    "VolumeAttachments of this driver waiting for the attacher: operation=attach not yet " +
+    "attached, operation=detach being deleted and not yet detached",
+  csi_attacher_oldest_pending_seconds:
+    "Age of the oldest pending VolumeAttachment of this driver, per operation: since its " +
+    "creation (attach) or deletion (detach); 0 when none is pending",
 });
+
+/** The operations of the pending-VolumeAttachment gauges. */
+export type PendingOperation = "attach" | "detach";
+
+/** The backlog of one operation. */
+export interface PendingFigures {
+  /** How many VolumeAttachments wait for it. */
+  count: number;
+  /** Age of the oldest of them, seconds; 0 when none. */
+  oldestSeconds: number;
+}
+
+/** The backlog, as {@link Metrics.setPendingSource} reads it at each scrape. */
+export type PendingVolumeAttachments = Record<PendingOperation, PendingFigures>;
 
 /** Options of {@link createMetrics}. */
 export interface MetricsOptions {
@@ -140,6 +174,15 @@ export interface Metrics {
    * @throws {RangeError} when `seconds` is negative or not a finite number.
    */
   observeCsiCall(call: CsiCallObservation): void;
+  /** Records one end-to-end attach in `csi_attacher_attach_duration_seconds`. */
+  observeAttachDuration(seconds: number): void;
+  /** Records one end-to-end detach in `csi_attacher_detach_duration_seconds`. */
+  observeDetachDuration(seconds: number): void;
+  /**
+   * Sets where the pending-VolumeAttachment gauges come from (read at each scrape); undefined:
+   * they read 0 (e.g. while not leading).
+   */
+  setPendingSource(source: (() => PendingVolumeAttachments) | undefined): void;
   /** Sets `leader_election_master_status{name}` to 1 (leading) or 0. */
   setLeader(name: string, leading: boolean): void;
   /** Counts a renewal that took the slow path in `leader_election_slowpath_total{name}`. */
@@ -199,6 +242,33 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     registers,
   });
 
+  const durationHistogram = (name: string) =>
+    new Histogram({
+      name,
+      help: METRIC_HELP[name]!,
+      labelNames: ["driver_name"],
+      buckets: [...CSI_OPERATION_BUCKETS],
+      registers,
+    });
+  const attachDuration = durationHistogram("csi_attacher_attach_duration_seconds");
+  const detachDuration = durationHistogram("csi_attacher_detach_duration_seconds");
+  let pendingSource: (() => PendingVolumeAttachments) | undefined;
+  const pendingGauge = (name: string, pick: (f: PendingFigures) => number) =>
+    new Gauge({
+      name,
+      help: METRIC_HELP[name]!,
+      labelNames: ["operation"],
+      registers,
+      collect() {
+        const pending = pendingSource?.();
+        for (const operation of ["attach", "detach"] as const) {
+          this.set({ operation }, pending === undefined ? 0 : pick(pending[operation]));
+        }
+      },
+    });
+  pendingGauge("csi_attacher_pending_volumeattachments", (f) => f.count);
+  pendingGauge("csi_attacher_oldest_pending_seconds", (f) => f.oldestSeconds);
+
   return {
     registry,
     contentType: registry.contentType,
@@ -219,6 +289,15 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
       };
       if (migratedLabel) labels.migrated = call.migrated === true ? "true" : "false";
       csiOperations.observe(labels, call.seconds);
+    },
+    observeAttachDuration(seconds: number): void {
+      attachDuration.observe({ driver_name: driverName }, seconds);
+    },
+    observeDetachDuration(seconds: number): void {
+      detachDuration.observe({ driver_name: driverName }, seconds);
+    },
+    setPendingSource(source: (() => PendingVolumeAttachments) | undefined): void {
+      pendingSource = source;
     },
     setLeader(name: string, leading: boolean): void {
       leaderStatus.set({ name }, leading ? 1 : 0);
