@@ -10,7 +10,7 @@
 
 import { runAttacher } from "./attacher/run.ts";
 import { KubeClient } from "./attacher/kube/client.ts";
-import { loadKubeConfig } from "./attacher/kube/config.ts";
+import { loadConnection } from "./attacher/kube/config.ts";
 import { SERVICE_ACCOUNT_NAMESPACE_FILE } from "./attacher/leaderelection/config.ts";
 import { createLogger } from "./attacher/observe/log.ts";
 import { errorText } from "./attacher/observe/errors.ts";
@@ -46,17 +46,17 @@ function writeTerminationMessage(message: string): void {
   }
 }
 
-function kubeFactory(options: Options, log: Logger): () => KubeClient {
+async function kubeFactory(options: Options, log: Logger): Promise<() => KubeClient> {
   const host = env("KUBERNETES_SERVICE_HOST");
-  const kubeConfig = loadKubeConfig({
+  const connection = await loadConnection({
     kubeconfigPath: options.kubeconfig,
     inCluster: host ? { host, port: env("KUBERNETES_SERVICE_PORT") ?? "443" } : undefined,
     kubeconfigEnv: env("KUBECONFIG"),
     home: env("HOME"),
-  });
+  }, { log });
   return () =>
     new KubeClient({
-      kubeConfig,
+      connection,
       log,
       rateLimiter: new TokenBucket({}, { qps: options.kubeApiQps, burst: options.kubeApiBurst }),
     }, {
@@ -121,7 +121,7 @@ async function main(argv: string[]): Promise<number> {
   Deno.addSignalListener("SIGINT", sigint);
 
   try {
-    const kube = kubeFactory(options, log);
+    const kube = await kubeFactory(options, log);
     await runAttacher(options, {
       log,
       signal: stop.signal,

@@ -25,6 +25,11 @@ import { pendingVolumeAttachments } from "./controller/pending.ts";
 import { BacklogReporter } from "./controller/backlog.ts";
 import type { Handler } from "./controller/handler.ts";
 import { Informer } from "./kube/informer.ts";
+import {
+  cachedCsiNode,
+  cachedPersistentVolume,
+  cachedVolumeAttachment,
+} from "./controller/cache_fields.ts";
 import type { KubeApi } from "./kube/api.ts";
 import { CSI_NODES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "./kube/api.ts";
 import type { Logger } from "./observe/logger.ts";
@@ -259,16 +264,19 @@ async function runController(run: ControllerRun): Promise<void> {
     resource: VOLUME_ATTACHMENTS,
     resyncMs: options.resyncMs,
     name: "volumeattachments",
+    transform: cachedVolumeAttachment,
   });
   const pvInformer = new Informer<PersistentVolume>(informerDeps, {
     resource: PERSISTENT_VOLUMES,
     resyncMs: options.resyncMs,
     name: "persistentvolumes",
+    transform: cachedPersistentVolume,
   });
   const csiNodeInformer = new Informer<CsiNode>(informerDeps, {
     resource: CSI_NODES,
     resyncMs: options.resyncMs,
     name: "csinodes",
+    transform: cachedCsiNode(setup.driverName),
   });
   const queue = (name: string, lanes?: QueueLanes) =>
     new RateLimitingWorkQueue({

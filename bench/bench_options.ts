@@ -19,7 +19,7 @@ export interface BenchOptions {
    * {@link DETACH_FLOOD_UNPUBLISH_MS}, and a new VA is created while the N detaches run.
    */
   detachFlood: boolean;
-  /** Attacher command lines; empty means our `main.ts`. At most two. */
+  /** Attacher command lines; empty means ours as shipped (`shipped_form.ts`). At most two. */
   attacherCommands: string[];
   /** Runs per attacher and scenario. */
   runs: number;
@@ -54,7 +54,9 @@ per attach and detach, CPU and memory. Writes bench/results/<date>.json.
   --attacher-cmd='CMD'    the attacher's command line (shell text); --kubeconfig, --csi-address,
                           --worker-threads, --kube-api-qps, --kube-api-burst and --v=1 are
                           appended. Give it twice to compare two attachers (runs alternate
-                          A B A B; the table shows both and B/A). Default: this repo's main.ts
+                          A B A B; the table shows both and B/A). Default: ours as shipped:
+                          the compiled binary when DENORT_BIN is set, else the bundle run
+                          with the compile task's permissions and V8 flags
   --runs=N                runs per attacher and scenario (default 1, or 3 with two attachers);
                           the table shows medians
   --workers=10            --worker-threads of the attacher

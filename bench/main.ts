@@ -19,6 +19,7 @@ import { FakeEnvironment } from "./fake_environment.ts";
 import { ProcReader } from "./proc_stats.ts";
 import { type FigureRow, figureRows, renderScenario } from "./report.ts";
 import { type AttacherUnderTest, runOnce, type RunResult, type Scenario } from "./run.ts";
+import { buildShippedForm } from "./shipped_form.ts";
 
 const REPO = new URL("../", import.meta.url).pathname;
 const DEFAULT_OUT = new URL("./results", import.meta.url).pathname;
@@ -62,12 +63,13 @@ export function scenariosFor(options: BenchOptions): Scenario[] {
 const WRAPPERS = new Set(["env", "exec", "nice", "setsid", "time", "taskset", "chrt"]);
 
 /**
- * A short name for a command line: the `.ts` entry point for a Deno program, else the base name
- * of the first word that is not a wrapper (`env`, `nice`…), an option or a variable assignment.
+ * A short name for a command line: the `.ts` or `.js` entry point for a Deno program, else the
+ * base name of the first word that is not a wrapper (`env`, `nice`…), an option or a variable
+ * assignment.
  */
 export function shortName(commandLine: string): string {
   const words = commandLine.trim().split(/\s+/);
-  const ts = words.find((w) => w.endsWith(".ts"));
+  const ts = words.find((w) => w.endsWith(".ts") || w.endsWith(".js"));
   if (ts !== undefined) return ts.split("/").at(-1) as string;
   const program =
     words.find((w) =>
@@ -150,8 +152,22 @@ async function main(args: string[]): Promise<number> {
     console.log(BENCH_USAGE);
     return 0;
   }
-  const ourCommand = `${Deno.execPath()} run --allow-all ${REPO}main.ts`;
-  const attachers = attachersFor(options, ourCommand);
+  let ourCommand = "";
+  let shippedDir: string | undefined;
+  if (options.attacherCommands.length === 0) {
+    shippedDir = await Deno.makeTempDir({ prefix: "csi-attacher-bench-" });
+    const shipped = await buildShippedForm(REPO, shippedDir, Deno.env.get("DENORT_BIN"));
+    ourCommand = shipped.commandLine;
+    progress(`Ours: ${shipped.description}`);
+  }
+  try {
+    return await runAll(options, attachersFor(options, ourCommand));
+  } finally {
+    if (shippedDir !== undefined) await Deno.remove(shippedDir, { recursive: true });
+  }
+}
+
+async function runAll(options: BenchOptions, attachers: AttacherUnderTest[]): Promise<number> {
   const scenarios = scenariosFor(options);
 
   let environment: EnvironmentFactory;

@@ -1,21 +1,12 @@
 /**
  * The production {@link KubeApi}: REST over `node:https` / `node:http`, with raw JSON in and out.
  *
- * client-node's `KubeConfig` supplies configuration and authentication only. What its 1.4.0
- * `applyToHTTPSOptions(opts)` does (read in `dist/config.js`): it fills `ca` / `cert` / `key` (read
- * from files or decoded from `*-data`, on every call), `rejectUnauthorized: false` for
- * `insecure-skip-tls-verify`, `servername`, and `headers` (`Authorization` from the token, token
- * file, exec or OIDC provider, refreshed by the provider; `Impersonate-User`), `auth` for basic
- * auth, and then sets `opts.agent` to a NEW non-keep-alive agent on every call, throwing for
- * `http://` servers without `insecure-skip-tls-verify`. Using that agent per request is the file
- * descriptor leak of https://github.com/kubernetes-client/javascript/issues/2893, so this client:
- * - builds ONE keep-alive agent per client, from the TLS material of a single
- *   `applyToHTTPSOptions` call on a view of the config without credentials (or, with a
- *   `proxy-url`, keeps the one proxy agent client-node built);
- * - gets fresh credentials per request from a second view of the config that has the user's
- *   credentials but no TLS files and a dummy `http://` server, so no CA or certificate file is
- *   re-read and the `http://` check never fires. The agent client-node builds there has never
- *   had a socket and is dropped.
+ * Where to connect and how to authenticate comes from a {@link ClusterConnection}
+ * (`./config.ts`): the client builds ONE keep-alive agent from its TLS material (or uses the
+ * proxy agent the connection builds for a `proxy-url`) on first use, and asks the connection for
+ * the credential headers of every request, so rotated tokens are picked up. A new agent per
+ * request would leak file descriptors (client-node 1.x did that:
+ * https://github.com/kubernetes-client/javascript/issues/2893).
  *
  * @module
  */
@@ -23,7 +14,6 @@
 import { Buffer } from "node:buffer";
 import http from "node:http";
 import https from "node:https";
-import { KubeConfig, type User } from "@kubernetes/client-node";
 import {
   ApiError,
   type KubeApi,
@@ -35,6 +25,7 @@ import {
   type WatchOptions,
 } from "./api.ts";
 import type { Logger } from "../observe/logger.ts";
+import type { ClusterConnection } from "./config.ts";
 import type { KubeObject, Status } from "./types.ts";
 
 /** Something that paces requests (client-go's QPS/burst token bucket). */
@@ -61,8 +52,8 @@ export interface RequestInfo {
 
 /** Collaborators of a {@link KubeClient}. */
 export interface KubeClientDeps {
-  /** Connection and credentials, e.g. from {@link import("./config.ts").loadKubeConfig}. */
-  kubeConfig: KubeConfig;
+  /** Server, TLS and credentials, e.g. from {@link import("./config.ts").loadConnection}. */
+  connection: ClusterConnection;
   /** Awaited before every request except watches. */
   rateLimiter?: RequestRateLimiter;
   /** Called once per request when it ends (watch: when its response headers arrive). */
@@ -178,18 +169,6 @@ export function errorFromResponse(code: number, text: string): ApiError {
   );
 }
 
-/** A user with only what is needed to authenticate (no client certificate). */
-function credentialsOnly(user: User | null): User {
-  if (user === null) return { name: "anonymous" };
-  return {
-    ...user,
-    certData: undefined,
-    certFile: undefined,
-    keyData: undefined,
-    keyFile: undefined,
-  };
-}
-
 /**
  * A {@link KubeApi} over HTTP(S). One keep-alive connection pool per client; call
  * {@link KubeClient.close} when done. The constructor does no I/O.
@@ -200,9 +179,7 @@ function credentialsOnly(user: User | null): User {
  */
 export class KubeClient implements KubeApi {
   readonly #server: URL;
-  readonly #tlsView: KubeConfig;
-  readonly #authView: KubeConfig;
-  readonly #proxied: boolean;
+  readonly #connection: ClusterConnection;
   readonly #rateLimiter: RequestRateLimiter | undefined;
   readonly #onRequest: ((info: RequestInfo) => void) | undefined;
   readonly #log: Logger | undefined;
@@ -212,38 +189,20 @@ export class KubeClient implements KubeApi {
   #agent: Promise<http.Agent> | undefined;
   #closed = false;
 
-  /** @throws {TypeError} when the config has no current cluster or its server URL is invalid. */
+  /** @throws {TypeError} when the server URL is invalid. */
   constructor(deps: KubeClientDeps, options: KubeClientOptions = {}) {
-    const kc = deps.kubeConfig;
-    const cluster = kc.getCurrentCluster();
-    if (cluster === null) throw new TypeError("kubeconfig has no current cluster");
+    const connection = deps.connection;
     let server: URL;
     try {
-      server = new URL(cluster.server);
+      server = new URL(connection.server);
     } catch (err) {
-      throw new TypeError(`invalid API server URL "${cluster.server}"`, { cause: err });
+      throw new TypeError(`invalid API server URL "${connection.server}"`, { cause: err });
     }
     if (server.protocol !== "https:" && server.protocol !== "http:") {
       throw new TypeError(`unsupported API server URL scheme "${server.protocol}"`);
     }
     this.#server = server;
-    this.#proxied = cluster.proxyUrl !== undefined && cluster.proxyUrl !== null &&
-      cluster.proxyUrl !== "";
-    const user = kc.getCurrentUser();
-
-    this.#tlsView = new KubeConfig();
-    this.#tlsView.loadFromClusterAndUser(cluster, {
-      name: user?.name ?? "anonymous",
-      certData: user?.certData,
-      certFile: user?.certFile,
-      keyData: user?.keyData,
-      keyFile: user?.keyFile,
-    });
-    this.#authView = new KubeConfig();
-    this.#authView.loadFromClusterAndUser(
-      { name: "credentials", server: "http://credentials.invalid", skipTLSVerify: true },
-      credentialsOnly(user),
-    );
+    this.#connection = connection;
 
     this.#rateLimiter = deps.rateLimiter;
     this.#onRequest = deps.onRequest;
@@ -409,40 +368,24 @@ export class KubeClient implements KubeApi {
   }
 
   async #buildAgent(): Promise<http.Agent> {
-    if (this.#proxied || this.#server.protocol === "https:") {
-      const opts: https.RequestOptions = {};
-      await this.#tlsView.applyToHTTPSOptions(opts);
-      if (this.#proxied) {
-        if (opts.agent instanceof http.Agent) return opts.agent;
-        throw new TypeError("client-node built no agent for the proxy-url");
-      }
+    if (this.#connection.proxyAgent !== undefined) return await this.#connection.proxyAgent();
+    if (this.#server.protocol === "https:") {
+      const tls = this.#connection.tls;
       return new https.Agent({
         keepAlive: true,
-        ca: opts.ca,
-        cert: opts.cert,
-        key: opts.key,
-        rejectUnauthorized: opts.rejectUnauthorized,
-        servername: opts.servername,
+        ca: tls.ca && Buffer.from(tls.ca),
+        cert: tls.cert && Buffer.from(tls.cert),
+        key: tls.key && Buffer.from(tls.key),
+        rejectUnauthorized: !tls.insecureSkipTlsVerify,
+        servername: tls.serverName,
       });
     }
     return new http.Agent({ keepAlive: true });
   }
 
   /** Request headers with fresh credentials. */
-  async #headers(body?: Body): Promise<Record<string, string>> {
-    const opts: https.RequestOptions = {};
-    await this.#authView.applyToHTTPSOptions(opts);
-    const headers: Record<string, string> = {};
-    const given = opts.headers;
-    if (given !== undefined && !Array.isArray(given)) {
-      for (const [key, value] of Object.entries(given)) {
-        if (value === undefined) continue;
-        headers[key] = Array.isArray(value) ? value.join(", ") : String(value);
-      }
-    }
-    if (typeof opts.auth === "string" && opts.auth !== "") {
-      headers.Authorization = `Basic ${Buffer.from(opts.auth).toString("base64")}`;
-    }
+  async #headers(body?: Body): Promise<Record<string, string | string[]>> {
+    const headers: Record<string, string | string[]> = { ...await this.#connection.headers() };
     headers.Accept = "application/json";
     headers["User-Agent"] = this.#userAgent;
     if (body !== undefined) {

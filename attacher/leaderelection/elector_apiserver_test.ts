@@ -5,10 +5,10 @@
  */
 
 import assert from "node:assert/strict";
-import { KubeConfig } from "@kubernetes/client-node";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { EVENTS, type KubeApi, LEASES } from "../kube/api.ts";
 import { KubeClient } from "../kube/client.ts";
+import { connectionFromKubeconfigs } from "../kube/config.ts";
 import { LeaderElector } from "./elector.ts";
 import { nullLogger } from "../observe/logger.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
@@ -52,10 +52,11 @@ class InFlight {
 
 Deno.test("LeaderElector over HTTP: one leader, release on cancel, takeover by the standby", async () => {
   await using server = await MemoryApiServer.start();
-  const kc = new KubeConfig();
-  kc.loadFromString(server.kubeconfig());
-  await using clientA = new KubeClient({ kubeConfig: kc }, {});
-  await using clientB = new KubeClient({ kubeConfig: kc }, {});
+  const connection = await connectionFromKubeconfigs([
+    { file: "memory-apiserver", text: server.kubeconfig() },
+  ]);
+  await using clientA = new KubeClient({ connection }, {});
+  await using clientB = new KubeClient({ connection }, {});
   const clock = new FakeClock(T0);
   const inFlight = new InFlight();
 

@@ -37,7 +37,7 @@ import {
   VOLUME_ATTACHMENTS,
 } from "../../attacher/kube/api.ts";
 import { KubeClient } from "../../attacher/kube/client.ts";
-import { loadKubeConfig } from "../../attacher/kube/config.ts";
+import { loadConnection } from "../../attacher/kube/config.ts";
 import { createLogger } from "../../attacher/observe/log.ts";
 import type { Logger } from "../../attacher/observe/logger.ts";
 import type { ApiServerEvent, FaultSpec, ResourceRef } from "../apiserver/server.ts";
@@ -511,8 +511,10 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
     }
     for (const obj of seeds) server.create(resourceOf(obj), structuredClone(obj));
     checks.timeline.length = 0; // the seeding is not part of the run
-    const kubeConfig = loadKubeConfig({ kubeconfigPath: await writeKubeconfig(dir, server) });
-    const kube = new CheckingKubeApi(new KubeClient({ kubeConfig, log }, {}), checks);
+    const connection = await loadConnection({
+      kubeconfigPath: await writeKubeconfig(dir, server),
+    });
+    const kube = new CheckingKubeApi(new KubeClient({ connection, log }, {}), checks);
     const csiClient = new CheckingCsiClient(grpcClient, checks);
 
     const vaInformer = new FakeInformer<VolumeAttachment>(

@@ -21,7 +21,7 @@ import type {
 } from "../../attacher/csi/api.ts";
 import { PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../attacher/kube/api.ts";
 import { KubeClient } from "../../attacher/kube/client.ts";
-import { loadKubeConfig } from "../../attacher/kube/config.ts";
+import { loadConnection } from "../../attacher/kube/config.ts";
 import type { CsiNode, PersistentVolume, VolumeAttachment } from "../../attacher/kube/types.ts";
 import { nullLogger } from "../../attacher/observe/logger.ts";
 import { ItemExponentialFailureRateLimiter } from "../../attacher/workqueue/rate_limiters.ts";
@@ -128,7 +128,7 @@ async function floodedWorld(opts: { lanes: boolean; flood?: number; gatePublishe
   const dir = await Deno.makeTempDir({ prefix: "attacher-flood-" });
   await Deno.writeTextFile(`${dir}/kubeconfig`, server.kubeconfig());
   const kube = new KubeClient({
-    kubeConfig: loadKubeConfig({ kubeconfigPath: `${dir}/kubeconfig` }),
+    connection: await loadConnection({ kubeconfigPath: `${dir}/kubeconfig` }),
     log: nullLogger,
   }, {});
   const clock = new FakeClock();
