@@ -152,6 +152,9 @@ export class AttachController {
   }
 
   #vaDeleted(va: VolumeAttachment): void {
+    // Nothing is kept for a VA that is gone (client-go's Forget ends its backoff record).
+    this.#deps.vaQueue.forget(va.metadata.name);
+    this.#deps.handler.forgetVolumeAttachment(va.metadata.name);
     // A deleted VA may have been the last user of its PV: let the PV queue decide whether the
     // PV finalizer can go.
     const pvName = va.spec?.source?.persistentVolumeName;
@@ -195,6 +198,10 @@ export class AttachController {
     const va = this.#deps.vaInformer.get(name);
     if (!va) {
       log.v(4).info("VolumeAttachment was deleted in the meantime, ignoring");
+      // A sync that failed while the VA was being deleted may have recorded a retry after
+      // the delete event: this last sync of the key ends its records.
+      this.#deps.vaQueue.forget(name);
+      this.#deps.handler.forgetVolumeAttachment(name);
       return;
     }
     if (va.spec?.attacher !== this.#opts.driverName) {
@@ -217,6 +224,7 @@ export class AttachController {
     const pv = this.#deps.pvInformer.get(name);
     if (!pv) {
       log.v(4).info("PersistentVolume was deleted in the meantime, ignoring");
+      this.#deps.pvQueue.forget(name);
       return;
     }
     try {

@@ -137,6 +137,11 @@ export class CsiHandler implements Handler {
     return this.#ctx;
   }
 
+  forgetVolumeAttachment(name: string): void {
+    this.#forceSync.delete(name);
+    this.#attachedWrites.delete(name);
+  }
+
   #consumeForceSync(name: string): boolean {
     return this.#forceSync.delete(name);
   }
