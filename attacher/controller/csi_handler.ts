@@ -524,7 +524,7 @@ export class CsiHandler implements Handler {
   ): Promise<void> {
     const error: { message: string; time: string; errorCode?: number } = {
       message: errorText(err),
-      time: new Date(this.#clock.now()).toISOString().replace(/\.\d+Z$/, "Z"),
+      time: new Date(this.#clock.wallNow()).toISOString().replace(/\.\d+Z$/, "Z"),
     };
     const code = grpcCode(err);
     if (field === "attachError" && this.#opts.attachErrorCodes && code !== undefined) {

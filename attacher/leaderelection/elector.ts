@@ -446,8 +446,10 @@ export class LeaderElector {
    * holds the lease afterwards. Never throws: failures are logged and give false.
    */
   async #tryAcquireOrRenew(signal: AbortSignal): Promise<boolean> {
+    // The lease's validity is judged on the monotonic clock, from our own observations (as
+    // client-go does); the times written into the Lease are wall time.
     const now = this.#clock.now();
-    const nowText = formatMicroTime(now);
+    const nowText = formatMicroTime(this.#clock.wallNow());
     const desired: LeaderElectionRecord = {
       holderIdentity: this.#identity,
       leaseDurationSeconds: Math.floor(this.#leaseDurationMs / 1000),
@@ -561,7 +563,7 @@ export class LeaderElector {
       });
       return;
     }
-    const now = formatMicroTime(this.#clock.now());
+    const now = formatMicroTime(this.#clock.wallNow());
     const record: LeaderElectionRecord = {
       holderIdentity: "",
       leaseDurationSeconds: 1,
