@@ -167,11 +167,19 @@ export class AttachController {
     }
   }
 
-  /** Syncs one VolumeAttachment key taken from the queue; false when the queue had none. */
+  /**
+   * Syncs one VolumeAttachment key taken from the queue; false when the queue had none. With
+   * `wait`, a key that arrives once the queue is shutting down is handed back unsynced (it
+   * reached this worker after the stop) and the result is false.
+   */
   async processNextVolumeAttachment(wait = false): Promise<boolean> {
     const queue = this.#deps.vaQueue;
     const key = wait ? await queue.get() : queue.tryGet();
     if (key === undefined) return false;
+    if (wait && queue.shuttingDown()) {
+      queue.done(key);
+      return false;
+    }
     try {
       await this.#syncVolumeAttachment(key);
     } finally {
@@ -180,11 +188,15 @@ export class AttachController {
     return true;
   }
 
-  /** Syncs one PersistentVolume key taken from the queue; false when the queue had none. */
+  /** Syncs one PersistentVolume key taken from the queue; like processNextVolumeAttachment. */
   async processNextPersistentVolume(wait = false): Promise<boolean> {
     const queue = this.#deps.pvQueue;
     const key = wait ? await queue.get() : queue.tryGet();
     if (key === undefined) return false;
+    if (wait && queue.shuttingDown()) {
+      queue.done(key);
+      return false;
+    }
     try {
       await this.#syncPersistentVolume(key);
     } finally {
@@ -237,8 +249,9 @@ export class AttachController {
 
   /**
    * Waits for the caches, then runs the workers (and the reconcile loop) until `signal` aborts.
-   * On abort the queues stop handing out keys, and this resolves once every sync in flight has
-   * finished, so no CSI call is cut short by shutdown.
+   * On abort the queues shut down and no worker takes another key; this resolves once every
+   * sync in flight has finished, so no CSI call is cut short by shutdown (each is bounded by
+   * `--timeout`) and none starts after it.
    */
   async run(signal: AbortSignal): Promise<void> {
     const { vaInformer, pvInformer, vaQueue, pvQueue } = this.#deps;
@@ -256,17 +269,23 @@ export class AttachController {
     }
     const loops: Promise<void>[] = [];
     for (let i = 0; i < this.#opts.workers; i++) {
-      loops.push(this.#worker(() => this.processNextVolumeAttachment(true)));
-      loops.push(this.#worker(() => this.processNextPersistentVolume(true)));
+      loops.push(this.#worker(signal, () => this.processNextVolumeAttachment(true)));
+      loops.push(this.#worker(signal, () => this.processNextPersistentVolume(true)));
     }
     if (this.#opts.reconcile) loops.push(this.#reconcileLoop(signal));
     await Promise.all(loops);
     this.#log.info("Shutting down CSI attacher");
   }
 
-  async #worker(step: () => Promise<boolean>): Promise<void> {
-    while (await step()) {
-      // keep going until the queue shuts down
+  /**
+   * Runs `step` until `signal` aborts, checking it before each key, as the Go attacher's
+   * workers run under `wait.Until(..., ctx.Done())`: after a stop no worker takes another key,
+   * even though the queue would still hand out the keys it holds (client-go's queue `Get`
+   * drains after `ShutDown`). Those keys are simply the next leader's work.
+   */
+  async #worker(signal: AbortSignal, step: () => Promise<boolean>): Promise<void> {
+    while (!signal.aborted && await step()) {
+      // keep going until stopped or the queue shuts down
     }
   }
 
