@@ -321,7 +321,7 @@ async function runController(run: ControllerRun): Promise<void> {
   metrics.setPendingSource(() =>
     pendingVolumeAttachments(vaInformer.list(), {
       driverName: setup.driverName,
-      nowMs: Date.now(),
+      nowMs: clock.wallNow(),
     })
   );
   const backlog = options.logBacklogIntervalMs > 0

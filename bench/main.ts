@@ -138,6 +138,10 @@ function summaryLine(r: RunResult): string {
 }
 
 async function main(args: string[]): Promise<number> {
+  if (args.some((a) => a === "--soak" || a.startsWith("--soak="))) {
+    const { runSoak } = await import("./soak.ts");
+    return await runSoak(args);
+  }
   let options: BenchOptions;
   try {
     options = parseBenchOptions(args, DEFAULT_OUT);

@@ -212,6 +212,9 @@ export class AttachController {
 
   #vaDeleted(va: VolumeAttachment): void {
     this.#deps.latency?.forget(va);
+    // Nothing is kept for a VA that is gone (client-go's Forget ends its backoff record).
+    this.#deps.vaQueue.forget(va.metadata.name);
+    this.#deps.handler.forgetVolumeAttachment(va.metadata.name);
     // A deleted VA may have been the last user of its PV: let the PV queue decide whether the
     // PV finalizer can go.
     const pvName = va.spec?.source?.persistentVolumeName;
@@ -226,12 +229,17 @@ export class AttachController {
 
   /**
    * Syncs one VolumeAttachment key taken from the queue (from `lane` only, when given); false
-   * when the queue had none.
+   * when the queue had none. With `wait`, a key that arrives once the queue is shutting down is
+   * handed back unsynced (it reached this worker after the stop) and the result is false.
    */
   async processNextVolumeAttachment(wait = false, lane?: string): Promise<boolean> {
     const queue = this.#deps.vaQueue;
     const key = wait ? await queue.get(lane) : queue.tryGet(lane);
     if (key === undefined) return false;
+    if (wait && queue.shuttingDown()) {
+      queue.done(key);
+      return false;
+    }
     try {
       await this.#syncVolumeAttachment(key);
     } finally {
@@ -240,11 +248,15 @@ export class AttachController {
     return true;
   }
 
-  /** Syncs one PersistentVolume key taken from the queue; false when the queue had none. */
+  /** Syncs one PersistentVolume key taken from the queue; like processNextVolumeAttachment. */
   async processNextPersistentVolume(wait = false): Promise<boolean> {
     const queue = this.#deps.pvQueue;
     const key = wait ? await queue.get() : queue.tryGet();
     if (key === undefined) return false;
+    if (wait && queue.shuttingDown()) {
+      queue.done(key);
+      return false;
+    }
     try {
       await this.#syncPersistentVolume(key);
     } finally {
@@ -258,6 +270,10 @@ export class AttachController {
     const va = this.#deps.vaInformer.get(name);
     if (!va) {
       log.v(4).info("VolumeAttachment was deleted in the meantime, ignoring");
+      // A sync that failed while the VA was being deleted may have recorded a retry after
+      // the delete event: this last sync of the key ends its records.
+      this.#deps.vaQueue.forget(name);
+      this.#deps.handler.forgetVolumeAttachment(name);
       return;
     }
     if (va.spec?.attacher !== this.#opts.driverName) {
@@ -280,6 +296,7 @@ export class AttachController {
     const pv = this.#deps.pvInformer.get(name);
     if (!pv) {
       log.v(4).info("PersistentVolume was deleted in the meantime, ignoring");
+      this.#deps.pvQueue.forget(name);
       return;
     }
     try {
@@ -292,8 +309,9 @@ export class AttachController {
 
   /**
    * Waits for the caches, then runs the workers (and the reconcile loop) until `signal` aborts.
-   * On abort the queues stop handing out keys, and this resolves once every sync in flight has
-   * finished, so no CSI call is cut short by shutdown.
+   * On abort the queues shut down and no worker takes another key; this resolves once every
+   * sync in flight has finished, so no CSI call is cut short by shutdown (each is bounded by
+   * `--timeout`) and none starts after it.
    */
   async run(signal: AbortSignal): Promise<void> {
     const { vaInformer, pvInformer, vaQueue, pvQueue } = this.#deps;
@@ -312,13 +330,13 @@ export class AttachController {
     const loops: Promise<void>[] = [];
     for (let i = 0; i < this.#opts.workers; i++) {
       if (this.#opts.laneWorkers === undefined) {
-        loops.push(this.#worker(() => this.processNextVolumeAttachment(true)));
+        loops.push(this.#worker(signal, () => this.processNextVolumeAttachment(true)));
       }
-      loops.push(this.#worker(() => this.processNextPersistentVolume(true)));
+      loops.push(this.#worker(signal, () => this.processNextPersistentVolume(true)));
     }
     for (const [lane, n] of Object.entries(this.#opts.laneWorkers ?? {})) {
       for (let i = 0; i < n; i++) {
-        loops.push(this.#worker(() => this.processNextVolumeAttachment(true, lane)));
+        loops.push(this.#worker(signal, () => this.processNextVolumeAttachment(true, lane)));
       }
     }
     if (this.#opts.reconcile) loops.push(this.#reconcileLoop(signal));
@@ -326,9 +344,15 @@ export class AttachController {
     this.#log.info("Shutting down CSI attacher");
   }
 
-  async #worker(step: () => Promise<boolean>): Promise<void> {
-    while (await step()) {
-      // keep going until the queue shuts down
+  /**
+   * Runs `step` until `signal` aborts, checking it before each key, as the Go attacher's
+   * workers run under `wait.Until(..., ctx.Done())`: after a stop no worker takes another key,
+   * even though the queue would still hand out the keys it holds (client-go's queue `Get`
+   * drains after `ShutDown`). Those keys are simply the next leader's work.
+   */
+  async #worker(signal: AbortSignal, step: () => Promise<boolean>): Promise<void> {
+    while (!signal.aborted && await step()) {
+      // keep going until stopped or the queue shuts down
     }
   }
 

@@ -155,6 +155,11 @@ export class CsiHandler implements Handler {
     return this.#ctx;
   }
 
+  forgetVolumeAttachment(name: string): void {
+    this.#forceSync.delete(name);
+    this.#ownWrites.delete(name);
+  }
+
   #consumeForceSync(name: string): boolean {
     return this.#forceSync.delete(name);
   }
@@ -559,7 +564,7 @@ export class CsiHandler implements Handler {
   ): Promise<void> {
     const error: { message: string; time: string; errorCode?: number } = {
       message: errorText(err),
-      time: new Date(this.#clock.now()).toISOString().replace(/\.\d+Z$/, "Z"),
+      time: new Date(this.#clock.wallNow()).toISOString().replace(/\.\d+Z$/, "Z"),
     };
     const code = grpcCode(err);
     if (field === "attachError" && this.#opts.attachErrorCodes && code !== undefined) {

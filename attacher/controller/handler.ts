@@ -35,4 +35,9 @@ export interface Handler {
   syncPersistentVolume(pv: PersistentVolume): Promise<void>;
   /** Compares the driver's published volumes with the VolumeAttachments (ListVolumes). */
   reconcile(signal: AbortSignal): Promise<void>;
+  /**
+   * Drops everything kept for the VolumeAttachment `name`: it was deleted, or a sync found it
+   * gone. Later syncs of a VolumeAttachment with that name start afresh.
+   */
+  forgetVolumeAttachment(name: string): void;
 }

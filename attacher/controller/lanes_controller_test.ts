@@ -38,6 +38,7 @@ const noopHandler: Handler = {
   syncVolumeAttachment: () => Promise.resolve(),
   syncPersistentVolume: () => Promise.resolve(),
   reconcile: () => Promise.resolve(),
+  forgetVolumeAttachment() {},
 };
 
 function controller(laneWorkers: Record<string, number> | undefined, lanes?: QueueLanes) {

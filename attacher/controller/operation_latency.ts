@@ -26,10 +26,10 @@ export interface OperationLatencySink {
 
 /** Dependencies of {@link OperationLatency}. */
 export interface OperationLatencyDeps {
-  /** The monotonic clock durations are measured on. */
+  /**
+   * The clock: durations on its monotonic `now()`, API timestamps compared with its `wallNow()`.
+   */
   clock: Clock;
-  /** Wall-clock epoch ms, to compare with API timestamps; default `Date.now`. */
-  wallNow?: () => number;
   sink: OperationLatencySink;
 }
 
@@ -56,7 +56,7 @@ export class OperationLatency {
 
   constructor(deps: OperationLatencyDeps) {
     this.#clock = deps.clock;
-    this.#wallNow = deps.wallNow ?? Date.now;
+    this.#wallNow = () => deps.clock.wallNow();
     this.#sink = deps.sink;
   }
 

@@ -8,21 +8,17 @@ const WALL = Date.parse("2026-01-01T00:00:10Z");
 
 function setup() {
   const clock = new FakeClock(5_000);
-  let wall = WALL;
+  clock.stepWall(WALL - clock.wallNow());
   const attaches: number[] = [];
   const detaches: number[] = [];
   const latency = new OperationLatency({
     clock,
-    wallNow: () => wall,
     sink: {
       observeAttachDuration: (s) => attaches.push(s),
       observeDetachDuration: (s) => detaches.push(s),
     },
   });
-  const step = (ms: number) => {
-    clock.advance(ms);
-    wall += ms;
-  };
+  const step = (ms: number) => clock.advance(ms);
   return { latency, attaches, detaches, step };
 }
 

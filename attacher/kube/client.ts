@@ -24,6 +24,7 @@ import {
   type WatchEvent,
   type WatchOptions,
 } from "./api.ts";
+import { ABORTED, raceAbort } from "../abort.ts";
 import type { Logger } from "../observe/logger.ts";
 import type { ClusterConnection } from "./config.ts";
 import type { KubeObject, Status } from "./types.ts";
@@ -547,13 +548,11 @@ export class KubeClient implements KubeApi {
       );
       req.destroy(guardError);
     }, guardMs);
-    // Resolves on abort, so that reads racing it end even when the runtime never ends a
-    // destroyed stream.
+    // Every wait below also ends on abort (even when the runtime never ends a destroyed
+    // stream), through raceAbort: its listener goes away with each read, so the signal, which
+    // lives as long as the watch, keeps no chunk alive.
     let response: http.IncomingMessage | undefined;
-    let aborted!: () => void;
-    const abortedPromise = new Promise<undefined>((resolve) => aborted = () => resolve(undefined));
     const onAbort = () => {
-      aborted();
       req.destroy();
       response?.destroy();
     };
@@ -563,16 +562,18 @@ export class KubeClient implements KubeApi {
     let reported = false;
     let finished = false;
     try {
-      response = await Promise.race([
+      const answer = await raceAbort(
         new Promise<http.IncomingMessage>((resolve, reject) => {
           req.on("response", resolve);
           req.on("error", reject);
           req.end();
         }),
-        abortedPromise,
-      ]);
-      if (response === undefined || signal.aborted) {
-        response?.destroy();
+        signal,
+      );
+      if (answer === ABORTED) return;
+      response = answer;
+      if (signal.aborted) {
+        response.destroy();
         return;
       }
       reported = true;
@@ -586,8 +587,8 @@ export class KubeClient implements KubeApi {
       let buffer = "";
       const chunks = response[Symbol.asyncIterator]();
       for (;;) {
-        const next = await Promise.race([chunks.next(), abortedPromise]);
-        if (next === undefined) return; // aborted
+        const next = await raceAbort(chunks.next(), signal);
+        if (next === ABORTED) return;
         if (next.done) break;
         const chunk = next.value as Uint8Array;
         buffer += decoder.decode(chunk, { stream: true });
