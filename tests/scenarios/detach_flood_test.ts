@@ -36,6 +36,7 @@ import {
   DRIVER,
   FIN,
   pv,
+  TIME,
   va,
   with_,
 } from "../../testkit/harness/fixtures.ts";
@@ -132,6 +133,8 @@ async function floodedWorld(opts: { lanes: boolean; flood?: number; gatePublishe
     log: nullLogger,
   }, {});
   const clock = new FakeClock();
+  // The deletions were written a minute before the attacher starts (wall time).
+  clock.stepWall(Date.parse(TIME) + 60_000 - clock.wallNow());
   const node: CsiNode = csiNode();
   server.create("csinodes", node);
   const pvs: PersistentVolume[] = [volume("pv-new", null)];
