@@ -8,7 +8,7 @@
  * @module
  */
 
-import { runAttacher } from "./attacher/run.ts";
+import { type KubeRequestObserver, runAttacher } from "./attacher/run.ts";
 import { KubeClient } from "./attacher/kube/client.ts";
 import { loadKubeConfig } from "./attacher/kube/config.ts";
 import { SERVICE_ACCOUNT_NAMESPACE_FILE } from "./attacher/leaderelection/elector.ts";
@@ -46,7 +46,10 @@ function writeTerminationMessage(message: string): void {
   }
 }
 
-function kubeFactory(options: Options, log: Logger): () => KubeClient {
+function kubeFactory(
+  options: Options,
+  log: Logger,
+): (observer?: KubeRequestObserver) => KubeClient {
   const host = env("KUBERNETES_SERVICE_HOST");
   const kubeConfig = loadKubeConfig({
     kubeconfigPath: options.kubeconfig,
@@ -54,11 +57,13 @@ function kubeFactory(options: Options, log: Logger): () => KubeClient {
     kubeconfigEnv: env("KUBECONFIG"),
     home: env("HOME"),
   });
-  return () =>
+  return (observer) =>
     new KubeClient({
       kubeConfig,
       log,
       rateLimiter: new TokenBucket({}, { qps: options.kubeApiQps, burst: options.kubeApiBurst }),
+      onRequest: observer?.onRequest,
+      onRetry: observer?.onRetry,
     }, {
       userAgent: `csi-attacher/${VERSION}`,
     });

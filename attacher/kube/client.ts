@@ -36,6 +36,7 @@ import {
 } from "./api.ts";
 import type { Logger } from "../observe/logger.ts";
 import type { KubeObject, Status } from "./types.ts";
+import { type Clock, realClock } from "../clock.ts";
 
 /** Something that paces requests (client-go's QPS/burst token bucket). */
 export interface RequestRateLimiter {
@@ -53,11 +54,50 @@ export interface RequestInfo {
   resource: string;
   /** `status` or "". */
   subresource: string;
+  /** `host:port` of the API server. */
+  host: string;
   /** HTTP status code; 0 when no answer came. For a watch, the code of the response headers. */
   code: number;
   /** Duration until the answer (for a watch: until the response headers). */
   seconds: number;
 }
+
+/** What {@link KubeClientDeps.onRetry} learns about each retry. */
+export interface RetryInfo {
+  /** HTTP method of the request. */
+  method: string;
+  /** API verb: get, list, create, update, patch, delete. */
+  verb: string;
+  /** Plural resource name. */
+  resource: string;
+  /** `host:port` of the API server, as client-go's `host` label. */
+  host: string;
+  /** HTTP status code of the answer that is retried; 0 for a broken connection. */
+  code: number;
+  /** 1 for the first retry, up to {@link MAX_RETRIES}. */
+  attempt: number;
+  /** The wait before the retry, in milliseconds. */
+  delayMs: number;
+}
+
+/**
+ * Retries of one request after a retryable answer, as client-go's `rest.Request` (`maxRetries`
+ * 10 in `rest/request.go`, counted in `rest/with_retry.go` `IsNextRetry`): up to 11 tries.
+ */
+export const MAX_RETRIES = 10;
+
+/**
+ * The longest wait a `Retry-After` header can impose on one retry. client-go waits whatever the
+ * server says; a capped wait keeps one answer from parking a worker for minutes (the retry still
+ * ends at the caller's signal or after {@link MAX_RETRIES}).
+ */
+export const MAX_RETRY_AFTER_MS = 30_000;
+
+/**
+ * The wait client-go makes up for a broken connection of a GET (`retryAfterResponse()` in
+ * `rest/with_retry.go`: an artificial `Retry-After: 1`).
+ */
+const CONNECTION_RETRY_MS = 1_000;
 
 /** Collaborators of a {@link KubeClient}. */
 export interface KubeClientDeps {
@@ -65,8 +105,15 @@ export interface KubeClientDeps {
   kubeConfig: KubeConfig;
   /** Awaited before every request except watches. */
   rateLimiter?: RequestRateLimiter;
-  /** Called once per request when it ends (watch: when its response headers arrive). */
+  /**
+   * Called once per try when it ends (watch: when its response headers arrive); a request that
+   * is retried reports each try.
+   */
   onRequest?: (info: RequestInfo) => void;
+  /** Called before each retry (see {@link KubeClient}); the retry is also logged at `--v=4`. */
+  onRetry?: (info: RetryInfo) => void;
+  /** Timers of retry waits and of the watch idle timeout. @default realClock */
+  clock?: Clock;
   /**
    * Request log at verbosity 6, as client-go's round tripper logs (`"HTTP" verb URL status
    * milliseconds`); never headers or bodies.
@@ -147,6 +194,11 @@ function reasonForCode(code: number): string {
   }
 }
 
+/** A response header as one string (the first value of a repeated one). */
+function headerText(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
 /** Parses JSON, or undefined when the text is not JSON. */
 function tryParseJson(text: string): unknown {
   try {
@@ -178,6 +230,52 @@ export function errorFromResponse(code: number, text: string): ApiError {
   );
 }
 
+/**
+ * The `Retry-After` of an answer in milliseconds (capped at {@link MAX_RETRY_AFTER_MS}), or
+ * undefined when the header is missing or not a number of seconds (client-go's
+ * `retryAfterSeconds` reads it with `strconv.Atoi`; an HTTP date is not understood either).
+ */
+export function retryAfterMs(header: string | undefined): number | undefined {
+  if (header === undefined || !/^\s*[+-]?[0-9]+\s*$/.test(header)) return undefined;
+  const seconds = Number(header.trim());
+  if (!Number.isSafeInteger(seconds)) return undefined;
+  return Math.min(Math.max(0, seconds) * 1000, MAX_RETRY_AFTER_MS);
+}
+
+/**
+ * True when a request failed because the connection broke: reset by the peer, closed before the
+ * answer (EOF), or a broken pipe (client-go's `net.IsConnectionReset` / `net.IsProbableEOF`).
+ * A timeout is not: the request may still be running on the server.
+ */
+export function isBrokenConnection(err: unknown): boolean {
+  if (!(err instanceof ApiError) || err.reason !== "ConnectionError") return false;
+  const cause = err.cause;
+  const code = typeof cause === "object" && cause !== null && "code" in cause
+    ? String(cause.code)
+    : "";
+  if (code === "ECONNRESET" || code === "EPIPE") return true;
+  const message = cause instanceof Error ? cause.message : "";
+  return /socket hang up|connection reset|broken pipe|unexpected eof|\bEOF\b/i.test(message);
+}
+
+/**
+ * The wait before retrying a try that ended with `answer` or `failure`, or undefined when it is
+ * not retried. As client-go (`rest/with_retry.go` `IsNextRetry` and `checkWait`): `429` and any
+ * `5xx` answer with a `Retry-After` in seconds, for every method (our bodies are strings, so
+ * always replayable); a broken connection of a GET after 1 s. Nothing else.
+ */
+function retryDelayMs(
+  method: string,
+  answer: { status: number; text: string; retryAfter?: string } | undefined,
+  failure: unknown,
+): number | undefined {
+  if (answer === undefined) {
+    return method === "GET" && isBrokenConnection(failure) ? CONNECTION_RETRY_MS : undefined;
+  }
+  if (answer.status !== 429 && answer.status < 500) return undefined;
+  return retryAfterMs(answer.retryAfter);
+}
+
 /** A user with only what is needed to authenticate (no client certificate). */
 function credentialsOnly(user: User | null): User {
   if (user === null) return { name: "anonymous" };
@@ -197,6 +295,13 @@ function credentialsOnly(user: User | null): User {
  * Guarantees: every method rejects with {@link ApiError} for an error answer (code, Status
  * reason and message) or a failed connection (code 0, reason `ConnectionError`, or `Timeout` when
  * the request timed out), and with the signal's reason when `opts.signal` aborts.
+ *
+ * Retries, as client-go's `rest.Request` makes them: a `429` or `5xx` answer with a
+ * `Retry-After` of whole seconds is sent again after that delay (capped at
+ * {@link MAX_RETRY_AFTER_MS}), for every method; a GET whose connection broke before the answer
+ * after 1 s; at most {@link MAX_RETRIES} times, each try taking a token from the rate limiter,
+ * reported to `onRetry` and logged at verbosity 4. The wait ends early when the caller's signal
+ * aborts (a Lease renewal retries only within its renew deadline).
  */
 export class KubeClient implements KubeApi {
   readonly #server: URL;
@@ -205,6 +310,8 @@ export class KubeClient implements KubeApi {
   readonly #proxied: boolean;
   readonly #rateLimiter: RequestRateLimiter | undefined;
   readonly #onRequest: ((info: RequestInfo) => void) | undefined;
+  readonly #onRetry: ((info: RetryInfo) => void) | undefined;
+  readonly #clock: Clock;
   readonly #log: Logger | undefined;
   readonly #userAgent: string;
   readonly #timeoutMs: number;
@@ -247,6 +354,8 @@ export class KubeClient implements KubeApi {
 
     this.#rateLimiter = deps.rateLimiter;
     this.#onRequest = deps.onRequest;
+    this.#onRetry = deps.onRetry;
+    this.#clock = deps.clock ?? realClock;
     this.#log = deps.log;
     this.#userAgent = options.userAgent ?? "csi-attacher/unknown";
     this.#timeoutMs = options.timeoutMs ?? 30_000;
@@ -475,12 +584,16 @@ export class KubeClient implements KubeApi {
       verb,
       resource: res.plural,
       subresource: subresource ?? "",
+      host: url.host,
       code,
       seconds,
     });
   }
 
-  /** One non-watch request: rate limit, send, parse. */
+  /**
+   * One non-watch request: rate limit, send, parse; retried as client-go retries (see
+   * {@link retryDelayMs}), each try taking its own token from the rate limiter.
+   */
   async #call(
     method: string,
     verb: string,
@@ -488,13 +601,30 @@ export class KubeClient implements KubeApi {
     target: Target,
     opts: { body?: Body; signal?: AbortSignal },
   ): Promise<unknown> {
-    await this.#rateLimiter?.take(opts.signal);
     const url = this.#url(res, target);
-    const start = performance.now();
-    let code = 0;
-    try {
-      const answer = await this.#send(method, url, opts.body, opts.signal);
-      code = answer.status;
+    for (let attempt = 1;; attempt++) {
+      await this.#rateLimiter?.take(opts.signal);
+      const start = performance.now();
+      let code = 0;
+      let answer: { status: number; text: string } | undefined;
+      let failure: unknown;
+      try {
+        answer = await this.#send(method, url, opts.body, opts.signal);
+        code = answer.status;
+      } catch (err) {
+        failure = err;
+      } finally {
+        this.#report(method, verb, res, url, target.subresource, code, start);
+      }
+      const delayMs = attempt > MAX_RETRIES || opts.signal?.aborted
+        ? undefined
+        : retryDelayMs(method, answer, failure);
+      if (delayMs !== undefined) {
+        this.#retrying(method, verb, res, url, code, attempt, delayMs);
+        await this.#clock.sleep(delayMs, opts.signal);
+        continue;
+      }
+      if (answer === undefined) throw failure;
       if (code < 200 || code > 299) throw errorFromResponse(code, answer.text);
       const parsed = tryParseJson(answer.text);
       if (parsed === undefined) {
@@ -505,9 +635,35 @@ export class KubeClient implements KubeApi {
         );
       }
       return parsed;
-    } finally {
-      this.#report(method, verb, res, url, target.subresource, code, start);
     }
+  }
+
+  /** Counts and logs one retry, as client-go logs it at level 4. */
+  #retrying(
+    method: string,
+    verb: string,
+    res: Resource,
+    url: URL,
+    code: number,
+    attempt: number,
+    delayMs: number,
+  ): void {
+    this.#log?.v(4).info("Got a Retry-After response, retrying", {
+      verb: method,
+      url: url.href,
+      status: code,
+      attempt,
+      retryAfterMs: delayMs,
+    });
+    this.#onRetry?.({
+      method,
+      verb,
+      resource: res.plural,
+      host: url.host,
+      code,
+      attempt,
+      delayMs,
+    });
   }
 
   /** Sends a request and reads the whole answer. */
@@ -516,7 +672,7 @@ export class KubeClient implements KubeApi {
     url: URL,
     body: Body | undefined,
     signal: AbortSignal | undefined,
-  ): Promise<{ status: number; text: string }> {
+  ): Promise<{ status: number; text: string; retryAfter?: string }> {
     signal?.throwIfAborted();
     const agent = await this.#getAgent();
     const headers = await this.#headers(body);
@@ -561,6 +717,7 @@ export class KubeClient implements KubeApi {
             resolve({
               status: response.statusCode ?? 0,
               text: Buffer.concat(chunks).toString("utf8"),
+              retryAfter: headerText(response.headers["retry-after"]),
             })
           ));
       });

@@ -124,6 +124,13 @@ export interface FaultSpec {
   applyChange?: boolean;
   /** Delay before handling the request, on the server's clock. */
   delayMs?: number;
+  /**
+   * Sends `Retry-After: <seconds>` with the error answer, as a throttling or overloaded server
+   * does. With status 429 the answer is then the one of kube-apiserver's max-in-flight and
+   * priority-and-fairness filters (`tooManyRequests` in `apiserver/pkg/server/filters`): plain
+   * text `Too many requests, please try again later.`, not a Status.
+   */
+  retryAfterSeconds?: number;
 }
 
 /** A change of one object, for timelines. */
@@ -292,6 +299,24 @@ function errorResponse(err: StatusError): Response {
   return res;
 }
 
+/** The answer of an injected fault (see {@link FaultSpec.retryAfterSeconds}). */
+function faultResponse(err: StatusError, retryAfterSeconds: number | undefined): Response {
+  if (retryAfterSeconds === undefined) return errorResponse(err);
+  if (err.status.code === 429) {
+    return new Response("Too many requests, please try again later.\n", {
+      status: 429,
+      headers: {
+        "content-type": "text/plain; charset=utf-8",
+        "x-content-type-options": "nosniff",
+        "retry-after": String(retryAfterSeconds),
+      },
+    });
+  }
+  const res = errorResponse(err);
+  res.headers.set("retry-after", String(retryAfterSeconds));
+  return res;
+}
+
 interface PendingFault {
   spec: FaultSpec;
   left: number;
@@ -403,6 +428,10 @@ export class MemoryApiServer {
     }
     const times = spec.times ?? 1;
     if (!(times > 0)) throw new TypeError(`failNext: times must be positive, got ${times}`);
+    const retryAfter = spec.retryAfterSeconds;
+    if (retryAfter !== undefined && !(Number.isInteger(retryAfter) && retryAfter >= 0)) {
+      throw new TypeError(`failNext: retryAfterSeconds must be a whole number, got ${retryAfter}`);
+    }
     this.#faults.push({ spec: { ...spec }, left: times });
   }
 
@@ -605,7 +634,9 @@ export class MemoryApiServer {
       const injected = fault?.status !== undefined
         ? errorForCode(fault.status, route.resource, route.name, fault.message)
         : undefined;
-      if (injected !== undefined && fault?.applyChange !== true) return errorResponse(injected);
+      if (injected !== undefined && fault?.applyChange !== true) {
+        return faultResponse(injected, fault?.retryAfterSeconds);
+      }
       if (req.method === "PATCH" && !PATCH_TYPES.includes(contentType)) {
         // The router refuses a patch type no route consumes before the body is read.
         throw unsupportedPatchType();
@@ -625,7 +656,7 @@ export class MemoryApiServer {
       );
       if (injected !== undefined) {
         await response.body?.cancel();
-        return errorResponse(injected);
+        return faultResponse(injected, fault?.retryAfterSeconds);
       }
       return response;
     } catch (err) {
