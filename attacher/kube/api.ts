@@ -118,6 +118,12 @@ export interface WatchOptions {
   allowWatchBookmarks: boolean;
   /** Aborting ends the iteration without an error. */
   signal: AbortSignal;
+  /**
+   * Liveness: a watch that delivered neither an event nor a bookmark (nor its response headers)
+   * for this long is closed and ends without an error, as if the server had closed it, so that
+   * the caller resumes from its last resourceVersion on a new connection. Unset: no limit.
+   */
+  idleTimeoutMs?: number;
 }
 
 /** The calls the attacher makes. Every method rejects with {@link ApiError} on an HTTP error. */

@@ -36,7 +36,7 @@ import {
 } from "./api.ts";
 import type { Logger } from "../observe/logger.ts";
 import type { KubeObject, Status } from "./types.ts";
-import { type Clock, realClock } from "../clock.ts";
+import { type Clock, realClock, type Timer } from "../clock.ts";
 
 /** Something that paces requests (client-go's QPS/burst token bucket). */
 export interface RequestRateLimiter {
@@ -274,6 +274,62 @@ function retryDelayMs(
   }
   if (answer.status !== 429 && answer.status < 500) return undefined;
   return retryAfterMs(answer.retryAfter);
+}
+
+/**
+ * Calls `onIdle` once when {@link IdleWatchdog.touch} has not been called for `ms` on `clock`.
+ * One timer at a time: a touch only notes the time, and the timer, when it fires early, waits
+ * for the rest.
+ */
+export class IdleWatchdog {
+  readonly ms: number;
+  readonly #clock: Clock;
+  readonly #onIdle: () => void;
+  #last: number;
+  #timer: Timer | undefined;
+  #fired = false;
+  #stopped = false;
+
+  /** @throws {RangeError} when `ms` is not a positive number. */
+  constructor(clock: Clock, ms: number, onIdle: () => void) {
+    if (!(ms > 0) || !Number.isFinite(ms)) {
+      throw new RangeError(`idle timeout must be a positive number of ms, got ${ms}`);
+    }
+    this.ms = ms;
+    this.#clock = clock;
+    this.#onIdle = onIdle;
+    this.#last = clock.now();
+    this.#arm(ms);
+  }
+
+  /** True once `onIdle` was called. */
+  get fired(): boolean {
+    return this.#fired;
+  }
+
+  /** Something arrived: the idle time starts again. */
+  touch(): void {
+    this.#last = this.#clock.now();
+  }
+
+  /** No more calls to `onIdle`. */
+  stop(): void {
+    this.#stopped = true;
+    this.#timer?.cancel();
+  }
+
+  #arm(ms: number): void {
+    this.#timer = this.#clock.setTimer(ms, () => {
+      if (this.#stopped) return;
+      const left = this.#last + this.ms - this.#clock.now();
+      if (left > 0) {
+        this.#arm(left);
+        return;
+      }
+      this.#fired = true;
+      this.#onIdle();
+    });
+  }
 }
 
 /** A user with only what is needed to authenticate (no client certificate). */
@@ -701,6 +757,8 @@ export class KubeClient implements KubeApi {
         );
         settle(() => reject(err));
         req.destroy(err);
+        // No answer on this connection: the pooled ones may have gone silent too.
+        this.#dropIdleSockets();
       }, timeoutMs);
       const onAbort = () => {
         settle(() => reject(signal?.reason));
@@ -723,6 +781,29 @@ export class KubeClient implements KubeApi {
       });
       req.end(body?.data);
     });
+  }
+
+  /**
+   * Closes the pooled connections no request is using, so that the next request opens a new
+   * one. Called when a connection stayed silent: the others to the same server (behind the same
+   * load balancer) are then suspect too, and a request sent on one of them would hang until its
+   * timeout. client-go gets the same from its HTTP/2 health check, which closes the one shared
+   * connection (kubernetes#95981).
+   */
+  #dropIdleSockets(): void {
+    this.#agent?.then((agent) => {
+      for (const sockets of Object.values(agent.freeSockets)) {
+        for (const socket of sockets ?? []) socket.destroy();
+      }
+    }, () => {});
+  }
+
+  #idleWatchClosed(url: URL, ms: number): void {
+    this.#log?.v(4).info("Watch delivered neither an event nor a bookmark, closing it", {
+      url: url.href,
+      idleMs: ms,
+    });
+    this.#dropIdleSockets();
   }
 
   #connectionError(method: string, url: URL, err: Error): ApiError {
@@ -773,6 +854,9 @@ export class KubeClient implements KubeApi {
     };
     signal.addEventListener("abort", onAbort, { once: true });
     if (signal.aborted) onAbort();
+    const idle = opts.idleTimeoutMs === undefined
+      ? undefined
+      : new IdleWatchdog(this.#clock, opts.idleTimeoutMs, onAbort);
     const start = performance.now();
     let reported = false;
     let finished = false;
@@ -785,7 +869,7 @@ export class KubeClient implements KubeApi {
         }),
         abortedPromise,
       ]);
-      if (response === undefined || signal.aborted) {
+      if (response === undefined || signal.aborted || idle?.fired) {
         response?.destroy();
         return;
       }
@@ -803,6 +887,7 @@ export class KubeClient implements KubeApi {
         const next = await Promise.race([chunks.next(), abortedPromise]);
         if (next === undefined) return; // aborted
         if (next.done) break;
+        idle?.touch();
         const chunk = next.value as Uint8Array;
         buffer += decoder.decode(chunk, { stream: true });
         let newline = buffer.indexOf("\n");
@@ -810,7 +895,7 @@ export class KubeClient implements KubeApi {
           const line = buffer.slice(0, newline).trim();
           buffer = buffer.slice(newline + 1);
           // Nothing is delivered once the caller aborted, even lines already received.
-          if (signal.aborted) return;
+          if (signal.aborted || idle?.fired) return;
           if (line !== "") yield this.#watchEvent<T>(line, url);
           newline = buffer.indexOf("\n");
         }
@@ -821,7 +906,7 @@ export class KubeClient implements KubeApi {
       if (buffer.trim() !== "") yield this.#watchEvent<T>(buffer.trim(), url);
       finished = true;
     } catch (err) {
-      if (signal.aborted) return;
+      if (signal.aborted || idle?.fired) return;
       if (guardError !== undefined) throw guardError;
       if (err instanceof ApiError) throw err;
       if (!reported) this.#report("GET", "watch", res, url, undefined, 0, start);
@@ -829,7 +914,9 @@ export class KubeClient implements KubeApi {
       throw this.#connectionError("GET", url, cause);
     } finally {
       clearTimeout(guard);
+      idle?.stop();
       signal.removeEventListener("abort", onAbort);
+      if (idle?.fired) this.#idleWatchClosed(url, idle.ms);
       // A stream that ended normally leaves its socket to the pool; anything else closes it.
       if (!finished) req.destroy();
     }

@@ -44,6 +44,15 @@ export interface InformerOptions<T> {
    */
   minWatchTimeoutMs?: number;
   /**
+   * Liveness: a watch that delivers neither an event nor a bookmark for this long is closed and
+   * resumed from the last resourceVersion on a new connection (the API client also drops its
+   * idle pooled connections). client-go notices a silent connection in about 45 s (HTTP/2 read
+   * idle 30 s + ping 15 s, kubernetes#95981); HTTP/1.1 has no ping, so a quiet but healthy watch
+   * (the server sends a bookmark about once a minute) is also renewed at this pace, at the cost
+   * of one watch request. 0 disables it. @default 30000
+   */
+  watchIdleTimeoutMs?: number;
+  /**
    * Applied to every object entering the cache, after `metadata.managedFields` has been removed.
    * It receives a shallow copy (its own `metadata` object) and may change it.
    */
@@ -64,6 +73,7 @@ const SHORT_WATCH_MS = 1_000;
  */
 const WATCH_DEADLINE_GRACE_MS = 30_000;
 const DEFAULT_MIN_WATCH_TIMEOUT_MS = 300_000;
+const DEFAULT_WATCH_IDLE_TIMEOUT_MS = 30_000;
 
 /** What ended one watch, and so what the loop does next. */
 type WatchOutcome =
@@ -176,6 +186,7 @@ export class Informer<T extends KubeObject> implements ObjectStore<T> {
   #resource: Resource;
   #resyncMs: number;
   #minWatchTimeoutMs: number;
+  #watchIdleTimeoutMs: number;
   #userTransform: ((obj: T) => T) | undefined;
 
   /** The cache. Invariant: every value has been through {@link Informer.#transform}. */
@@ -204,6 +215,13 @@ export class Informer<T extends KubeObject> implements ObjectStore<T> {
         `Cannot create informer as 'minWatchTimeoutMs' must be at least 1000: current value is ${minWatchTimeoutMs}`,
       );
     }
+    const watchIdleTimeoutMs = opts.watchIdleTimeoutMs ?? DEFAULT_WATCH_IDLE_TIMEOUT_MS;
+    if (!Number.isFinite(watchIdleTimeoutMs) || watchIdleTimeoutMs < 0) {
+      throw new RangeError(
+        `Cannot create informer as 'watchIdleTimeoutMs' must be zero or positive: current value is ${watchIdleTimeoutMs}`,
+      );
+    }
+    this.#watchIdleTimeoutMs = watchIdleTimeoutMs;
     this.#api = deps.api;
     this.#clock = deps.clock ?? realClock;
     this.#random = deps.random ?? Math.random;
@@ -395,6 +413,7 @@ export class Informer<T extends KubeObject> implements ObjectStore<T> {
         timeoutSeconds,
         allowWatchBookmarks: true,
         signal: ctl.signal,
+        ...(this.#watchIdleTimeoutMs > 0 ? { idleTimeoutMs: this.#watchIdleTimeoutMs } : {}),
       });
       for await (const event of stream) {
         events++;
