@@ -246,16 +246,19 @@ async function runController(
     resource: VOLUME_ATTACHMENTS,
     resyncMs: options.resyncMs,
     name: "volumeattachments",
+    watchList: true,
   });
   const pvInformer = new Informer<PersistentVolume>(informerDeps, {
     resource: PERSISTENT_VOLUMES,
     resyncMs: options.resyncMs,
     name: "persistentvolumes",
+    watchList: true,
   });
   const csiNodeInformer = new Informer<CsiNode>(informerDeps, {
     resource: CSI_NODES,
     resyncMs: options.resyncMs,
     name: "csinodes",
+    watchList: true,
   });
   const queue = (name: string) =>
     new RateLimitingWorkQueue({

@@ -27,6 +27,7 @@ import { KubeConfig, type User } from "@kubernetes/client-node";
 import {
   ApiError,
   type KubeApi,
+  type ListOptions,
   type ObjectList,
   type ObjectOptions,
   type Patch,
@@ -125,7 +126,10 @@ export interface KubeClientDeps {
 export interface KubeClientOptions {
   /** `User-Agent` header; default `csi-attacher/unknown`. */
   userAgent?: string;
-  /** Timeout of one non-watch request; default 30 s. */
+  /**
+   * Timeout of one non-watch request, counted from the last byte received (so a large answer
+   * that keeps arriving is not cut short); default 30 s.
+   */
   timeoutMs?: number;
   /** Extra time a watch may run past its `timeoutSeconds` before it is cut; default 30 s. */
   watchGraceMs?: number;
@@ -423,10 +427,12 @@ export class KubeClient implements KubeApi {
 
   async list<T extends KubeObject>(
     res: Resource,
-    opts: ObjectOptions & { resourceVersion?: string } = {},
+    opts: ListOptions = {},
   ): Promise<ObjectList<T>> {
     const query: Record<string, string> = {};
     if (opts.resourceVersion !== undefined) query.resourceVersion = opts.resourceVersion;
+    if (opts.limit !== undefined && opts.limit > 0) query.limit = String(opts.limit);
+    if (opts.continue !== undefined && opts.continue !== "") query.continue = opts.continue;
     const body = await this.#call("GET", "list", res, { namespace: opts.namespace, query }, {
       signal: opts.signal,
     });
@@ -447,7 +453,10 @@ export class KubeClient implements KubeApi {
       items.push(item as unknown as T);
     }
     const rv = typeof meta.resourceVersion === "string" ? meta.resourceVersion : "";
-    return { items, resourceVersion: rv };
+    const next = typeof meta.continue === "string" ? meta.continue : "";
+    return next === ""
+      ? { items, resourceVersion: rv }
+      : { items, resourceVersion: rv, continue: next };
   }
 
   watch<T extends KubeObject>(res: Resource, opts: WatchOptions): AsyncIterable<WatchEvent<T>> {
@@ -749,7 +758,15 @@ export class KubeClient implements KubeApi {
         settle(() =>
           reject(signal?.aborted ? signal.reason : this.#connectionError(method, url, err))
         );
-      const timer = setTimeout(() => {
+      // The timeout counts from the last byte received, so a large answer that keeps arriving
+      // (a big list) is never cut short; a silent connection is.
+      let lastProgress = performance.now();
+      const onTimer = () => {
+        const left = lastProgress + timeoutMs - performance.now();
+        if (left > 0) {
+          timer = setTimeout(onTimer, left);
+          return;
+        }
         const err = new ApiError(
           0,
           "Timeout",
@@ -759,7 +776,8 @@ export class KubeClient implements KubeApi {
         req.destroy(err);
         // No answer on this connection: the pooled ones may have gone silent too.
         this.#dropIdleSockets();
-      }, timeoutMs);
+      };
+      let timer = setTimeout(onTimer, timeoutMs);
       const onAbort = () => {
         settle(() => reject(signal?.reason));
         req.destroy();
@@ -768,7 +786,11 @@ export class KubeClient implements KubeApi {
       req.on("error", fail);
       req.on("response", (response: http.IncomingMessage) => {
         const chunks: Uint8Array[] = [];
-        response.on("data", (chunk: Uint8Array) => chunks.push(chunk));
+        lastProgress = performance.now();
+        response.on("data", (chunk: Uint8Array) => {
+          lastProgress = performance.now();
+          chunks.push(chunk);
+        });
         response.on("error", fail);
         response.on("end", () =>
           settle(() =>
@@ -825,6 +847,10 @@ export class KubeClient implements KubeApi {
       timeoutSeconds: String(opts.timeoutSeconds),
     };
     if (opts.allowWatchBookmarks) query.allowWatchBookmarks = "true";
+    if (opts.sendInitialEvents) {
+      query.sendInitialEvents = "true";
+      query.resourceVersionMatch = "NotOlderThan";
+    }
     const url = this.#url(res, { namespace: opts.namespace, query });
     const agent = await this.#getAgent();
     const headers = await this.#headers();

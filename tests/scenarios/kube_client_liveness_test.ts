@@ -225,3 +225,38 @@ Deno.test("an informer whose watch went silent resumes from its resourceVersion 
   ac.abort();
   await running;
 });
+
+Deno.test("a large answer that keeps arriving is not cut by the request timeout; a stalled one is", async () => {
+  const encoder = new TextEncoder();
+  let stall = false;
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, () => {
+    const body = new ReadableStream<Uint8Array>({
+      async start(controller) {
+        controller.enqueue(encoder.encode('{"kind":"PersistentVolumeList","apiVersion":"v1",'));
+        for (let i = 0; i < 12; i++) {
+          await tick(stall && i === 4 ? 2000 : 50);
+          controller.enqueue(encoder.encode(i === 0 ? '"items":[' : ""));
+          controller.enqueue(encoder.encode(" "));
+        }
+        controller.enqueue(encoder.encode('],"metadata":{"resourceVersion":"7"}}'));
+        controller.close();
+      },
+    });
+    return new Response(body, { headers: { "content-type": "application/json" } });
+  });
+  const client = new KubeClient({
+    kubeConfig: kubeConfig(`http://127.0.0.1:${server.addr.port}`),
+  }, { timeoutMs: 450 });
+  try {
+    const list = await client.list(PERSISTENT_VOLUMES);
+    assert.equal(list.resourceVersion, "7", "about 600 ms in all, never 450 ms without a byte");
+    stall = true;
+    await assert.rejects(
+      client.list(PERSISTENT_VOLUMES),
+      (err: unknown) => err instanceof ApiError && err.reason === "Timeout",
+    );
+  } finally {
+    await client.close();
+    await server.shutdown();
+  }
+});
