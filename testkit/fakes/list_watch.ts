@@ -17,6 +17,7 @@
 
 import type {
   KubeApi,
+  ListOptions,
   ObjectList,
   ObjectOptions,
   Resource,
@@ -37,13 +38,13 @@ export async function flushPromises(turns = 200): Promise<void> {
 export class PendingList {
   /** The resource and options the call was made with. */
   readonly resource: Resource;
-  readonly opts: (ObjectOptions & { resourceVersion?: string }) | undefined;
+  readonly opts: (ListOptions) | undefined;
   #resolve: (list: ObjectList<KubeObject>) => void;
   #reject: (err: unknown) => void;
 
   constructor(
     resource: Resource,
-    opts: (ObjectOptions & { resourceVersion?: string }) | undefined,
+    opts: (ListOptions) | undefined,
     resolve: (list: ObjectList<KubeObject>) => void,
     reject: (err: unknown) => void,
   ) {
@@ -157,7 +158,7 @@ export class FakeListWatch implements KubeApi {
 
   list<T extends KubeObject>(
     res: Resource,
-    opts?: ObjectOptions & { resourceVersion?: string },
+    opts?: ListOptions,
   ): Promise<ObjectList<T>> {
     return new Promise((resolve, reject) => {
       const signal = opts?.signal;
