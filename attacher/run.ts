@@ -40,7 +40,7 @@ import type { CsiNode, PersistentVolume, VolumeAttachment } from "./kube/types.t
 import { startHttpServer } from "./observe/http_server.ts";
 import { LeaderElector } from "./leaderelection/elector.ts";
 import { leaderElectionNamespace, leaderIdentity } from "./leaderelection/config.ts";
-import { createMetrics, type Metrics } from "./observe/metrics.ts";
+import { type ApiRequestObservation, createMetrics, type Metrics } from "./observe/metrics.ts";
 import { MIGRATION_DRIVER_NAMES } from "./controller/migration.ts";
 import { leaseName } from "./controller/names.ts";
 import { ItemExponentialFailureRateLimiter } from "./workqueue/rate_limiters.ts";
@@ -68,8 +68,12 @@ export interface AttacherEnv {
 export interface AttacherDeps {
   log: Logger;
   env: AttacherEnv;
-  /** Builds the API client (for the controller, and a second one for leader election). */
-  kube: () => KubeApi;
+  /**
+   * Builds the API client (for the controller, and a second one for leader election). A client
+   * that can report its requests and retries passes them to `observer`, which counts them in
+   * the metrics.
+   */
+  kube: (observer?: KubeRequestObserver) => KubeApi;
   clock?: Clock;
   /** Stops the attacher: workers finish what they are doing, then `runAttacher` resolves. */
   signal: AbortSignal;
@@ -79,10 +83,20 @@ export interface AttacherDeps {
   onReady?: () => void;
 }
 
+/** What an API client reports about its requests (see {@link AttacherDeps.kube}). */
+export interface KubeRequestObserver {
+  onRequest(info: ApiRequestObservation): void;
+  onRetry(info: ApiRequestObservation): void;
+}
+
 /** Metrics that can be swapped once the driver name is known (CSI migration adds a label). */
 class MetricsHolder {
   current: Metrics = createMetrics({});
   observe = (info: CsiCallInfo) => this.current.observeCsiCall(info);
+  kube: KubeRequestObserver = {
+    onRequest: (info) => this.current.observeApiRequest(info),
+    onRetry: (info) => this.current.observeApiRetry(info),
+  };
 }
 
 /** The driver name, handler and CSI client chosen at startup. */
@@ -168,8 +182,8 @@ async function setUpDriver(
 export async function runAttacher(options: Options, deps: AttacherDeps): Promise<void> {
   const { log } = deps;
   const clock = deps.clock ?? realClock;
-  const kube = deps.kube();
   const metrics = new MetricsHolder();
+  const kube = deps.kube(metrics.kube);
   const setup = await setUpDriver(options, deps, kube, metrics);
   const { driverName } = setup;
   metrics.current.setDriverName(driverName);
@@ -212,7 +226,12 @@ export async function runAttacher(options: Options, deps: AttacherDeps): Promise
       return;
     }
     const identity = leaderIdentity(deps.env.hostname());
-    elector = new LeaderElector({ kube: deps.kube(), clock, log, metrics: metrics.current }, {
+    elector = new LeaderElector({
+      kube: deps.kube(metrics.kube),
+      clock,
+      log,
+      metrics: metrics.current,
+    }, {
       name: leaseName(driverName),
       namespace: leaderElectionNamespace({
         flag: options.leaderElectionNamespace,
@@ -265,18 +284,21 @@ async function runController(run: ControllerRun): Promise<void> {
     resyncMs: options.resyncMs,
     name: "volumeattachments",
     transform: cachedVolumeAttachment,
+    watchList: true,
   });
   const pvInformer = new Informer<PersistentVolume>(informerDeps, {
     resource: PERSISTENT_VOLUMES,
     resyncMs: options.resyncMs,
     name: "persistentvolumes",
     transform: cachedPersistentVolume,
+    watchList: true,
   });
   const csiNodeInformer = new Informer<CsiNode>(informerDeps, {
     resource: CSI_NODES,
     resyncMs: options.resyncMs,
     name: "csinodes",
     transform: cachedCsiNode(setup.driverName),
+    watchList: true,
   });
   const queue = (name: string, lanes?: QueueLanes) =>
     new RateLimitingWorkQueue({

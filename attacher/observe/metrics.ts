@@ -7,7 +7,9 @@
  * - component-base's workqueue metrics (`workqueue_*{name}`), fed by the queues through
  *   {@link Metrics.queueMetricsProvider};
  * - component-base's leader-election metrics (`leader_election_master_status{name}`,
- *   `leader_election_slowpath_total{name}`).
+ *   `leader_election_slowpath_total{name}`);
+ * - client-go's REST client counters `rest_client_requests_total{code,host,method}` (every try)
+ *   and `rest_client_request_retries_total{code,host,verb}` (every retry), fed by the API client.
  *
  * Beyond the Go attacher (README "Metrics"):
  * - `csi_attacher_attach_duration_seconds{driver_name}` and
@@ -95,6 +97,10 @@ export const METRIC_HELP: Readonly<Record<string, string>> = Object.freeze({
     "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, " +
     "1 indicates master. 'name' is the string used to identify the lease. Please make sure " +
     "to group by name.",
+  rest_client_requests_total: ALPHA +
+    "Number of HTTP requests, partitioned by status code, method, and host.",
+  rest_client_request_retries_total: ALPHA +
+    "Number of request retries, partitioned by status code, verb, and host.",
   leader_election_slowpath_total: ALPHA +
     "Total number of slow path exercised in renewing leader leases. 'name' is the string " +
     "used to identify the lease. Please make sure to group by name.",
@@ -158,6 +164,16 @@ export interface CsiCallObservation {
   migrated?: boolean;
 }
 
+/** One try of an API request, or one retry, for {@link Metrics.observeApiRequest}. */
+export interface ApiRequestObservation {
+  /** HTTP method, e.g. `PATCH`. */
+  method: string;
+  /** `host:port` of the API server. */
+  host: string;
+  /** HTTP status code; 0 when no answer came (written `<error>`, as client-go does). */
+  code: number;
+}
+
 /** The attacher's metrics; see the module documentation. */
 export interface Metrics {
   /** The registry holding every metric below; nothing else is registered in it. */
@@ -187,6 +203,10 @@ export interface Metrics {
   setLeader(name: string, leading: boolean): void;
   /** Counts a renewal that took the slow path in `leader_election_slowpath_total{name}`. */
   slowpathExercised(name: string): void;
+  /** Counts one try of an API request in `rest_client_requests_total`. */
+  observeApiRequest(req: ApiRequestObservation): void;
+  /** Counts one retry of an API request in `rest_client_request_retries_total`. */
+  observeApiRetry(req: ApiRequestObservation): void;
   /** The text exposition of every metric. */
   metricsText(): Promise<string>;
 }
@@ -268,6 +288,18 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     });
   pendingGauge("csi_attacher_pending_volumeattachments", (f) => f.count);
   pendingGauge("csi_attacher_oldest_pending_seconds", (f) => f.oldestSeconds);
+  const apiRequests = new Counter({
+    name: "rest_client_requests_total",
+    help: METRIC_HELP.rest_client_requests_total!,
+    labelNames: ["code", "host", "method"],
+    registers,
+  });
+  const apiRetries = new Counter({
+    name: "rest_client_request_retries_total",
+    help: METRIC_HELP.rest_client_request_retries_total!,
+    labelNames: ["code", "host", "verb"],
+    registers,
+  });
 
   return {
     registry,
@@ -304,6 +336,12 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     },
     slowpathExercised(name: string): void {
       leaderSlowpath.inc({ name });
+    },
+    observeApiRequest(req: ApiRequestObservation): void {
+      apiRequests.inc({ code: httpCodeLabel(req.code), host: req.host, method: req.method });
+    },
+    observeApiRetry(req: ApiRequestObservation): void {
+      apiRetries.inc({ code: httpCodeLabel(req.code), host: req.host, verb: req.method });
     },
     metricsText(): Promise<string> {
       return registry.metrics();
@@ -391,6 +429,11 @@ function createQueueMetricsProvider(registers: Registry[]): QueueMetricsProvider
 
 function driverNameOrUnknown(name: string): string {
   return name === "" ? UNKNOWN_DRIVER_NAME : name;
+}
+
+/** client-go's `code` label: the status code, or `<error>` when no answer came. */
+function httpCodeLabel(code: number): string {
+  return code > 0 ? String(code) : "<error>";
 }
 
 function codeLabel(code: number | string | undefined): string {

@@ -311,3 +311,41 @@ Deno.test("createMetrics() reads the pending gauges from the source at each scra
   s = samples(await metrics.metricsText());
   assert.equal(gauge(s, "csi_attacher_oldest_pending_seconds", "detach"), 0);
 });
+
+Deno.test("createMetrics() counts API request tries and retries as client-go's rest_client metrics", async () => {
+  const metrics = createMetrics({});
+  const host = "10.0.0.1:6443";
+  metrics.observeApiRequest({ method: "PATCH", host, code: 429 });
+  metrics.observeApiRetry({ method: "PATCH", host, code: 429 });
+  metrics.observeApiRequest({ method: "PATCH", host, code: 429 });
+  metrics.observeApiRetry({ method: "PATCH", host, code: 429 });
+  metrics.observeApiRequest({ method: "PATCH", host, code: 200 });
+  metrics.observeApiRequest({ method: "GET", host, code: 0 });
+  metrics.observeApiRetry({ method: "GET", host, code: 0 });
+  const text = await metrics.metricsText();
+  const s = samples(text);
+  assert.equal(
+    s.get(series("rest_client_requests_total", { code: "429", host, method: "PATCH" })),
+    2,
+  );
+  assert.equal(
+    s.get(series("rest_client_requests_total", { code: "200", host, method: "PATCH" })),
+    1,
+  );
+  assert.equal(
+    s.get(series("rest_client_requests_total", { code: "<error>", host, method: "GET" })),
+    1,
+  );
+  assert.equal(
+    s.get(series("rest_client_request_retries_total", { code: "429", host, verb: "PATCH" })),
+    2,
+  );
+  assert.equal(
+    s.get(series("rest_client_request_retries_total", { code: "<error>", host, verb: "GET" })),
+    1,
+  );
+  assert.deepEqual(header(text, "rest_client_request_retries_total"), [
+    "# HELP rest_client_request_retries_total [ALPHA] Number of request retries, partitioned by status code, verb, and host.",
+    "# TYPE rest_client_request_retries_total counter",
+  ]);
+});

@@ -476,6 +476,11 @@ export class Registry {
     return this.#history.filter((ev) => ev.resourceVersion > rv).map(copyEvent);
   }
 
+  /** The resourceVersion of the last compaction: older states and events are gone. */
+  get compactedResourceVersion(): number {
+    return this.#compactedRv;
+  }
+
   /** Drops the whole history: a watch must then start from the current resourceVersion. */
   compact(): void {
     this.compactTo(this.#rv);
