@@ -17,7 +17,6 @@ import { errorText } from "./attacher/observe/errors.ts";
 import type { Logger } from "./attacher/observe/logger.ts";
 import { parseOptions, validateOptions } from "./attacher/cli/options.ts";
 import type { Options } from "./attacher/cli/options.ts";
-import { runSandbox } from "./sandbox/main.ts";
 import { TokenBucket } from "./attacher/workqueue/token_bucket.ts";
 import { VERSION } from "./attacher/version.ts";
 
@@ -70,6 +69,9 @@ async function main(argv: string[]): Promise<number> {
   // every flag after it, so a leading `--` is dropped.
   const args = argv[0] === "--" ? argv.slice(1) : argv;
   if (args[0] === "sandbox") {
+    // Loaded only for the subcommand: the sandbox brings the test kit's in-memory API server and
+    // example driver, which the attacher itself never needs.
+    const { runSandbox } = await import("./sandbox/main.ts");
     return await runSandbox(args.slice(1), { write: (line) => console.log(line) });
   }
   const parsed = parseOptions(args);

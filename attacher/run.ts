@@ -1,5 +1,5 @@
 /**
- * The attacher's startup sequence (REFERENCE §2.1): connect to the driver, learn its name and
+ * The attacher's startup sequence (external-attacher `cmd/csi-attacher/main.go`): connect to the driver, learn its name and
  * capabilities, pick a handler, then run the informers and the controller until stopped.
  *
  * Everything the process environment provides (files, environment variables, exit) comes in

@@ -21,7 +21,7 @@ function assertUsageError(result: ParseResult, message: string): void {
   assert.ok(result.usage.startsWith("Usage of csi-attacher:\n"));
 }
 
-Deno.test("parseOptions() defaults equal the Go attacher's (REFERENCE §1)", () => {
+Deno.test("parseOptions() defaults equal the Go attacher's (cmd/csi-attacher/main.go)", () => {
   assert.deepEqual(options([]), {
     kubeconfig: "",
     csiAddress: "/run/csi/socket",

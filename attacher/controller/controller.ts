@@ -2,7 +2,7 @@
  * The controller loop: informer events → keys → workqueues → cache lookup → handler.
  *
  * It owns no volume logic; see {@link Handler}. The behaviour follows the Go attacher's
- * `pkg/controller/controller.go` (REFERENCE §2.2).
+ * `pkg/controller/controller.go`.
  *
  * @module
  */
@@ -177,6 +177,7 @@ export class AttachController {
       vaStore: deps.vaInformer,
       pvStore: deps.pvInformer,
       csiNodeStore: deps.csiNodeStore,
+      isVolumeAttachmentBusy: (name) => deps.vaQueue.isQueuedOrProcessing(name),
     });
     deps.vaInformer.addHandlers({
       add: (va) => this.#vaAdded(va),

@@ -15,6 +15,11 @@ export interface HandlerContext {
   vaStore: ObjectStore<VolumeAttachment>;
   pvStore: ObjectStore<PersistentVolume>;
   csiNodeStore: ObjectStore<CsiNode>;
+  /**
+   * True while the VolumeAttachment `name` waits in a queue or is being synced. Its sync is then
+   * about to act on the newest state, so the ListVolumes reconciler leaves it alone.
+   */
+  isVolumeAttachmentBusy(name: string): boolean;
 }
 
 /**

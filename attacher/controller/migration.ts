@@ -1,6 +1,6 @@
 /**
  * CSI migration: in-tree PersistentVolume sources translated to the CSI source of the driver that
- * replaced them, as csi-translation-lib does (REFERENCE §2.9).
+ * replaced them, as csi-translation-lib does (k8s.io/csi-translation-lib `translate.go` and `plugins/`).
  *
  * Translation is implemented for GCE PD, AWS EBS, OpenStack Cinder and Portworx. The Azure Disk,
  * Azure File and vSphere translations need cloud-specific lookups; such PVs get the error

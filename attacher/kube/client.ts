@@ -8,7 +8,7 @@
  * file, exec or OIDC provider, refreshed by the provider; `Impersonate-User`), `auth` for basic
  * auth, and then sets `opts.agent` to a NEW non-keep-alive agent on every call, throwing for
  * `http://` servers without `insecure-skip-tls-verify`. Using that agent per request is the file
- * descriptor leak of PLATFORM.md §1.2, so this client:
+ * descriptor leak of https://github.com/kubernetes-client/javascript/issues/2893, so this client:
  * - builds ONE keep-alive agent per client, from the TLS material of a single
  *   `applyToHTTPSOptions` call on a view of the config without credentials (or, with a
  *   `proxy-url`, keeps the one proxy agent client-node built);

@@ -4,7 +4,8 @@
  * client-go's `tools/cache` reflector and shared informer do.
  *
  * We do not use client-node's `ListWatch`/`makeInformer`: it stops for good on any error other
- * than 410, sends no watch timeout and requests no bookmarks (PLATFORM.md §1.2, §1.3).
+ * than 410, sends no watch timeout and requests no bookmarks (client-node 1.4.0 `src/cache.ts`,
+ * `src/watch.ts`; https://github.com/kubernetes-client/javascript/issues/958).
  *
  * @module
  */
@@ -60,7 +61,8 @@ const BACKOFF_RESET_MS = 120_000;
 const SHORT_WATCH_MS = 1_000;
 /**
  * The watch is cancelled from our side this long after the server should have closed it, so a
- * half-open connection cannot hang the informer (PLATFORM.md §1.2).
+ * half-open connection cannot hang the informer
+ * (https://github.com/kubernetes-client/javascript/issues/1496).
  */
 const WATCH_DEADLINE_GRACE_MS = 30_000;
 const DEFAULT_MIN_WATCH_TIMEOUT_MS = 300_000;

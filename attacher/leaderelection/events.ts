@@ -48,6 +48,8 @@ export class LeaderEventRecorder {
   #deps: LeaderEventRecorderDeps;
   #opts: LeaderEventRecorderOptions;
   #pending = new Set<Promise<void>>();
+  /** Posts so far: the sub-millisecond digits of the next Event's name. */
+  #sequence = 0;
 
   constructor(deps: LeaderEventRecorderDeps, opts: LeaderEventRecorderOptions) {
     this.#deps = deps;
@@ -63,7 +65,13 @@ export class LeaderEventRecorder {
       apiVersion: "v1",
       kind: "Event",
       metadata: {
-        name: `${name}.${(BigInt(Math.floor(nowMs)) * 1_000_000n).toString(16)}`,
+        // client-go names an Event `<object>.<UnixNano in hex>`; our clock reads milliseconds, so
+        // a sequence fills the nanoseconds: two Events in one millisecond must not share a name
+        // (the second create would fail with AlreadyExists).
+        name: `${name}.${
+          (BigInt(Math.floor(nowMs)) * 1_000_000n + BigInt(this.#sequence++ % 1_000_000))
+            .toString(16)
+        }`,
         namespace,
       },
       involvedObject: {

@@ -19,7 +19,8 @@
  *
  * Metrics that component-base registers carry its stability marker at the start of their help
  * text (`[ALPHA] `), exactly as the Go binary prints them. The global default registry and
- * `collectDefaultMetrics()` are never used: the default metrics break on Deno (PLATFORM.md §4)
+ * `collectDefaultMetrics()` are never used: the default metrics rely on Node-specific APIs
+ * (https://github.com/prometheus/client_js/issues/570, /issues/651)
  * and a module-level registry would be shared by every test.
  *
  * @module

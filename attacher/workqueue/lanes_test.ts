@@ -72,12 +72,12 @@ Deno.test("WorkQueue lanes: a key in processing is not handed to the other lane'
     state.set("va-1", "detach");
     q.add("va-1");
     assert.equal(q.tryGet("detach"), undefined, "one worker at a time, across lanes");
-    assert.equal(q.isQueuedOrInFlight("va-1"), true);
+    assert.equal(q.isQueuedOrProcessing("va-1"), true);
     q.done("va-1");
     assert.equal(q.len("detach"), 1, "done puts it in the lane it belongs in now");
     assert.equal(q.tryGet("detach"), "va-1");
     q.done("va-1");
-    assert.equal(q.isQueuedOrInFlight("va-1"), false);
+    assert.equal(q.isQueuedOrProcessing("va-1"), false);
   } finally {
     q.shutDown();
   }

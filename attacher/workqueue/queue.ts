@@ -312,10 +312,12 @@ export class WorkQueue implements Queue {
   }
 
   /**
-   * True while `key` waits to be handed out or is being processed: a sync of it is coming or
-   * running. Keys waiting for a delayed add are not counted here.
+   * True while `key` is ready to be handed out or is being processed (including a key added
+   * again while it is processed): a sync of it is coming or running. A key waiting for a delayed
+   * add is neither. For callers that must leave a key's work to its worker (the ListVolumes
+   * reconciler); do not gate `add` on it.
    */
-  isQueuedOrInFlight(key: string): boolean {
+  isQueuedOrProcessing(key: string): boolean {
     return this.#dirty.has(key) || this.#processing.has(key);
   }
 

@@ -30,8 +30,8 @@ export interface Queue {
   lanes(): readonly string[];
   /** The key of `lane` that has waited longest and when it was added, or undefined. */
   oldestReady(lane: string): { key: string; addedAt: number } | undefined;
-  /** True while `key` waits to be handed out or is being processed. */
-  isQueuedOrInFlight(key: string): boolean;
+  /** True while `key` is ready to be handed out or is being processed (not while delayed). */
+  isQueuedOrProcessing(key: string): boolean;
   /** Stops handing out keys; `get` resolves undefined once no key is ready. */
   shutDown(): void;
   /** Resolves once every key handed out has been `done` (after {@link Queue.shutDown}). */

@@ -414,13 +414,17 @@ export class MemoryApiServer {
   /**
    * Stores an object directly, as test setup: unlike a create over HTTP it keeps the given
    * `status`, `deletionTimestamp`, `uid` and `creationTimestamp`. Sets kind, apiVersion and a new
-   * resourceVersion and emits ADDED.
+   * resourceVersion and emits ADDED. With `{ seed: false }` it is a client's create instead, with
+   * every check and default a create over HTTP has.
    *
-   * @throws {StatusError} 409 when it exists, 400 for a namespaced object without namespace.
+   * @throws {StatusError} 409 when it exists, 400 for a namespaced object without namespace; with
+   *   `seed: false` whatever a create over HTTP answers.
    */
-  create<T extends KubeObject>(res: ResourceRef, obj: T): T {
+  create<T extends KubeObject>(res: ResourceRef, obj: T, opts: { seed?: boolean } = {}): T {
     const r = resolveServedResource(res);
-    return this.#registry.create(r, obj.metadata.namespace ?? "", obj, { seed: true }) as T;
+    return this.#registry.create(r, obj.metadata.namespace ?? "", obj, {
+      seed: opts.seed ?? true,
+    }) as T;
   }
 
   /**

@@ -56,7 +56,7 @@ const SCENARIOS: Scenario[] = [
   { id: 6, name: "kube-apiserver restart: watches resume", run: (ctx) => apiserverRestart(ctx) },
   {
     id: 7,
-    name: "bad objects get the reference's attachError texts, then attach",
+    name: "bad objects get the Go attacher's attachError texts, then attach",
     run: badObjects,
   },
 ];
@@ -124,6 +124,7 @@ Deno.test({
             await scenario.run(ctx);
           } finally {
             await ctx.close();
+            log(`scenario ${scenario.id}: ${await ctx.repeatedCallsSummary()}`);
           }
           log(
             `scenario ${scenario.id} took ${((performance.now() - started) / 1000).toFixed(1)} s`,

@@ -291,7 +291,7 @@ Deno.test("detach flood: a key queued behind the detaches moves to the attach la
     await settle(world.server);
     assert.ok(world.newIsAttached());
     assert.equal(world.vaQueue.len("detach"), FLOOD - WORKERS, "no stale detach entry left");
-    assert.equal(world.vaQueue.isQueuedOrInFlight(key), false);
+    assert.equal(world.vaQueue.isQueuedOrProcessing(key), false);
   } finally {
     await world.close();
   }
@@ -310,7 +310,7 @@ Deno.test("detach flood: a VA deleted while its attach runs is detached only aft
       [],
       "an idle detach worker must not take the key while the attach worker has it",
     );
-    assert.equal(world.vaQueue.isQueuedOrInFlight("va-new"), true);
+    assert.equal(world.vaQueue.isQueuedOrProcessing("va-new"), true);
     world.driver.open();
     world.driver.openPublishes();
     await settle(world.server);
@@ -320,7 +320,7 @@ Deno.test("detach flood: a VA deleted while its attach runs is detached only aft
     world.watchNew();
     await settle(world.server);
     assert.deepEqual(world.driver.unpublishStarted, ["handle-pv-new"], "then detached, once");
-    assert.equal(world.vaQueue.isQueuedOrInFlight("va-new"), false);
+    assert.equal(world.vaQueue.isQueuedOrProcessing("va-new"), false);
   } finally {
     await world.close();
   }
