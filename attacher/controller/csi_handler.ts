@@ -80,6 +80,13 @@ interface VolumeSource {
   migrated: boolean;
 }
 
+/** What a successful publish gave: the driver's publish context, and the request it answered. */
+interface Published {
+  publishContext: Record<string, string>;
+  /** The request without its secrets, as a key ({@link CsiHandler} `#unrecordedPublishes`). */
+  request: string;
+}
+
 /**
  * How the driver step of an attach or detach ended. `va` is the newest VolumeAttachment the step
  * saw (after its own metadata patch, if any): the one whose status a failure is written to.
@@ -135,6 +142,13 @@ export class CsiHandler implements Handler {
    * until the cache has them.
    */
   #ownWrites = new Map<string, { uid: string; resourceVersion: bigint }>();
+  /**
+   * Publishes the driver confirmed but whose `attached: true` could not be written, by VA name.
+   * The retry sends the same request to an idempotent call, so it records the earlier answer
+   * instead of publishing again; any other request, a detach, or a VA the cache shows attached
+   * (a forced sync: the driver no longer lists it) calls the driver.
+   */
+  #unrecordedPublishes = new Map<string, { uid: string } & Published>();
 
   constructor(deps: CsiHandlerDeps, opts: CsiHandlerOptions) {
     this.#kube = deps.kube;
@@ -203,15 +217,23 @@ export class CsiHandler implements Handler {
     }
     log.v(2).info("Attached", { node: va.spec.nodeName });
     try {
-      await this.#markAsAttached(attached.va, attached.value);
+      await this.#markAsAttached(attached.va, attached.value.publishContext);
     } catch (err) {
+      if (va.metadata.uid) {
+        this.#unrecordedPublishes.set(va.metadata.name, {
+          uid: va.metadata.uid,
+          ...attached.value,
+        });
+      }
       throw new Error(`failed to mark as attached: ${errorText(err)}`, { cause: err });
     }
+    this.#unrecordedPublishes.delete(va.metadata.name);
     log.v(4).info("Fully attached");
   }
 
   async #syncDetach(va: VolumeAttachment, log: Logger): Promise<void> {
     const forced = this.#consumeForceSync(va.metadata.name);
+    this.#unrecordedPublishes.delete(va.metadata.name);
     if (!forced && !(va.metadata.finalizers ?? []).includes(this.#finalizer)) {
       log.v(4).info("VolumeAttachment is already detached");
       return;
@@ -281,7 +303,7 @@ export class CsiHandler implements Handler {
   async #csiAttach(
     va: VolumeAttachment,
     log: Logger,
-  ): Promise<StepResult<Record<string, string>>> {
+  ): Promise<StepResult<Published>> {
     let current = va;
     try {
       const pvName = this.#checkSource(va);
@@ -340,6 +362,19 @@ export class CsiHandler implements Handler {
       }
 
       const volumeId = handle.volumeHandle;
+      const request = JSON.stringify([volumeId, nodeId, capability, readonly, volumeContext]);
+      const earlier = this.#unrecordedPublishes.get(va.metadata.name);
+      this.#unrecordedPublishes.delete(va.metadata.name);
+      if (
+        earlier !== undefined && earlier.uid === va.metadata.uid && earlier.request === request &&
+        !va.status?.attached
+      ) {
+        log.v(4).info("ControllerPublishVolume already succeeded with this request, recording it", {
+          volumeHandle: volumeId,
+          nodeID: nodeId,
+        });
+        return { ok: true, va: current, value: earlier };
+      }
       log.v(4).info("Calling ControllerPublishVolume", { volumeHandle: volumeId, nodeID: nodeId });
       const res = await this.#csi.controllerPublishVolume(
         {
@@ -352,7 +387,7 @@ export class CsiHandler implements Handler {
         },
         this.#callOptions(source.migrated),
       );
-      return { ok: true, va: current, value: res.publishContext };
+      return { ok: true, va: current, value: { publishContext: res.publishContext, request } };
     } catch (error) {
       return { ok: false, va: current, error };
     }

@@ -348,6 +348,30 @@ const raceScenarios: Scenario[] = [
         "ControllerPublishVolume",
       ]),
   },
+  {
+    // The status write reached the server but its answer was lost: the handler keeps the
+    // publish as unrecorded, the cache then shows the VA attached. When the driver stops listing
+    // the volume, the forced sync must really publish, not reuse that earlier answer.
+    name: "real difference after a status write whose answer was lost -> the forced sync publishes",
+    initialObjects: [pv(), csiNode()],
+    addedVA: with_(va(false), (o) => o.metadata.uid = "uid-1"),
+    faults: [{
+      verb: "patch",
+      resource: "volumeattachments",
+      subresource: "status",
+      status: 500,
+      applyChange: true,
+    }],
+    between: (ctx) => ctx.deliverWatchEvents(),
+    expectedCsiCalls: [publish, listVolumes({}), publish],
+    expectedActions: [ADD_FIN_ANN, ATT, vaStatusPatch({})],
+    check: (result) =>
+      assert.deepEqual(driverCalls(result), [
+        "ControllerPublishVolume",
+        "ListVolumes",
+        "ControllerPublishVolume",
+      ]),
+  },
 ];
 
 for (const s of scenarios) {
