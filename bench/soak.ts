@@ -5,7 +5,9 @@
  * detached them and released the PVs. The in-memory API server and the example driver run in
  * this process; the attacher is a child process, alone in what is measured.
  *
- * Measured after the first (warm-up) cycle, every `--soak-report-every` cycles and at the end:
+ * Measured after the first cycle, every `--soak-report-every` cycles and at the end; the summary
+ * compares the end with the sample after `--soak-warmup` cycles (default 10: the first cycles
+ * still compile code and fill caches and pools), and also gives the figures from cycle 1:
  * - our attacher (`deno run --inspect=127.0.0.1:<port> main.ts`): live heap after a full GC,
  *   read over the V8 inspector (`HeapProfiler.collectGarbage`, then `Runtime.getHeapUsage`),
  *   and RSS (`/proc/<pid>/status` VmRSS) right after that GC;
@@ -36,6 +38,7 @@ export const SOAK_USAGE = `deno task bench -- --soak=N [options]
   --soak=N                 cycles of create / attach / delete / detach (unique names each cycle)
   --soak-vas=M             VolumeAttachments per cycle (default 50)
   --soak-report-every=K    also measure every K cycles (default 10)
+  --soak-warmup=W          the summary starts after W cycles (default 10; measured there too)
   --ours=PATH              our main.ts to run (default: this checkout's)
   --attacher-cmd='CMD'     another attacher to soak after ours, RSS only (repeatable)
   --kube-api-qps=Q         client QPS and burst of every attacher (default 200)
@@ -66,6 +69,7 @@ interface SoakOptions {
   cycles: number;
   vas: number;
   reportEvery: number;
+  warmup: number;
   ours: string;
   others: string[];
   qps: number;
@@ -81,6 +85,7 @@ function parseSoakOptions(args: string[]): SoakOptions {
       soak: { type: "string" },
       "soak-vas": { type: "string" },
       "soak-report-every": { type: "string" },
+      "soak-warmup": { type: "string" },
       ours: { type: "string" },
       "attacher-cmd": { type: "string", multiple: true },
       "kube-api-qps": { type: "string" },
@@ -101,6 +106,7 @@ function parseSoakOptions(args: string[]): SoakOptions {
     cycles: positive("soak", values.soak, 50),
     vas: positive("soak-vas", values["soak-vas"], 50),
     reportEvery: positive("soak-report-every", values["soak-report-every"], 10),
+    warmup: positive("soak-warmup", values["soak-warmup"], 10),
     ours: values.ours ?? `${REPO}main.ts`,
     others: values["attacher-cmd"] ?? [],
     qps: positive("kube-api-qps", values["kube-api-qps"], 200),
@@ -289,7 +295,10 @@ async function soakOne(
         exited,
       );
       for (const n of names) driver.deleteVolume(n.volume);
-      if (cycle === 1 || cycle === options.cycles || cycle % options.reportEvery === 0) {
+      if (
+        cycle === 1 || cycle === options.warmup || cycle === options.cycles ||
+        cycle % options.reportEvery === 0
+      ) {
         await measure(cycle);
       }
     }
@@ -316,12 +325,19 @@ function describe(s: SoakSample): string {
   return `${s.lifecycles} VA lifecycles, RSS ${(s.rssBytes / MIB).toFixed(1)} MiB${heap}`;
 }
 
-/** The start (after the warm-up cycle) → end lines of the report. */
-export function summarize(r: SoakResult): string {
+/** The report: end against the sample after `warmup` cycles, and against cycle 1. */
+export function summarize(r: SoakResult, warmup: number): string {
   if (!r.ok) return `${r.attacher}: FAILED: ${r.error}`;
-  const first = r.samples[0];
   const last = r.samples.at(-1);
-  if (first === undefined || last === undefined) return `${r.attacher}: no sample`;
+  const warm = r.samples.find((s) => s.cycle >= warmup);
+  const first = r.samples[0];
+  if (first === undefined || last === undefined || warm === undefined) {
+    return `${r.attacher}: no sample`;
+  }
+  return [compare(r, warm, last), compare(r, first, last)].join("\n");
+}
+
+function compare(r: SoakResult, first: SoakSample, last: SoakSample): string {
   const rss = `RSS ${(first.rssBytes / MIB).toFixed(1)} → ${
     (last.rssBytes / MIB).toFixed(1)
   } MiB (${((last.rssBytes / first.rssBytes - 1) * 100).toFixed(1)} %)`;
@@ -332,7 +348,7 @@ export function summarize(r: SoakResult): string {
     } MiB (${((last.liveHeapBytes - first.liveHeapBytes) / MIB).toFixed(2)} MiB)`;
   return `${r.attacher}: cycles ${first.cycle} → ${last.cycle} (${
     last.lifecycles - first.lifecycles
-  } VA lifecycles in between, ${r.seconds.toFixed(0)} s): ${rss}; ${heap}`;
+  } VA lifecycles in between): ${rss}; ${heap}`;
 }
 
 /** Runs the soak; resolves with the exit status (0 when every attacher completed). */
@@ -357,7 +373,7 @@ export async function runSoak(args: string[]): Promise<number> {
     progress(`${label} = ${cmd} (RSS only)`);
     results.push(await soakOne(label, cmd, undefined, options, proc, progress));
   }
-  const lines = results.map(summarize);
+  const lines = results.map((r) => summarize(r, options.warmup));
   console.log(lines.join("\n"));
   await Deno.mkdir(options.outDir, { recursive: true });
   const file = `${options.outDir}/soak-${new Date().toISOString().replace(/[:.]/g, "-")}.json`;
