@@ -41,7 +41,8 @@ export async function silentConnections(ctx: ScenarioContext): Promise<number> {
   await waitForLog(attacher, READY_LINE);
   const node = ctx.nodes[0]!;
   const before = await kit.makeVolume("vol0");
-  await kit.waitAttached(await kit.createVa("va0", node, before.pv));
+  const first = await kit.createVa("va0", node, before.pv);
+  await kit.waitAttached(first);
 
   proxy.silenceExisting();
   const silencedAt = performance.now();
@@ -60,6 +61,8 @@ export async function silentConnections(ctx: ScenarioContext): Promise<number> {
     `attached ${seconds.toFixed(1)} s after the connections went silent`,
   );
   assert.ok(await kit.publishedOnDriver(after.volumeId, ctx.nodeId));
+  // Detach while the proxy still forwards: the attacher reaches the server only through it.
+  await kit.deleteVas([first, va]);
   return seconds;
 }
 
