@@ -15,6 +15,7 @@ import type { CsiClient } from "./csi/api.ts";
 import type { CsiCallInfo } from "./csi/client.ts";
 import { connect, getCapabilities, getDriverName, probeForever } from "./csi/connection.ts";
 import { CsiHandler } from "./controller/csi_handler.ts";
+import { EventRecorder } from "./events/recorder.ts";
 import type { Handler } from "./controller/handler.ts";
 import { Informer } from "./kube/informer.ts";
 import type { KubeApi } from "./kube/api.ts";
@@ -77,7 +78,12 @@ interface DriverSetup {
   handler: Handler;
   reconcile: boolean;
   csi?: CsiClient;
+  /** Posts the CSI handler's Events while the controller runs. */
+  events?: EventRecorder;
 }
+
+/** `source.component` of the Events on VolumeAttachments. */
+export const EVENT_COMPONENT = "csi-attacher";
 
 async function setUpDriver(
   options: Options,
@@ -120,7 +126,13 @@ async function setUpDriver(
       });
       return { driverName, handler: new TrivialHandler({ kube, log }), reconcile: false, csi };
     }
-    const handler = new CsiHandler({ kube, csi, log, clock }, {
+    // Events get an API client of their own, so their requests never take the rate-limiter
+    // tokens of attach and detach.
+    const events = new EventRecorder({ kube: deps.kube(), clock, log }, {
+      component: EVENT_COMPONENT,
+      host: leaderIdentity(env.hostname()),
+    });
+    const handler = new CsiHandler({ kube, csi, log, clock, events }, {
       driverName,
       timeoutMs: options.timeoutMs,
       supportsPublishReadOnly: caps.publishReadonly,
@@ -129,7 +141,7 @@ async function setUpDriver(
       attachErrorCodes: options.featureGates.MutableCSINodeAllocatableCount,
       maxEntries: options.maxEntries,
     });
-    return { driverName, handler, reconcile: caps.reconcile, csi };
+    return { driverName, handler, reconcile: caps.reconcile, csi, events };
   } catch (err) {
     csi.close();
     throw err;
@@ -285,5 +297,5 @@ async function runController(run: ControllerRun): Promise<void> {
   ]);
   const synced = Promise.all([vaInformer.waitForSync(signal), pvInformer.waitForSync(signal)])
     .then(onReady, () => {});
-  await Promise.all([controller.run(signal), informers, synced]);
+  await Promise.all([controller.run(signal), informers, synced, setup.events?.run(signal)]);
 }

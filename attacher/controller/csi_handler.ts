@@ -45,6 +45,21 @@ import type {
   VolumeAttachment,
 } from "../kube/types.ts";
 import { getVolumeCapability, getVolumeHandle } from "./volume_capability.ts";
+import type { InvolvedObject } from "../events/correlator.ts";
+
+/** Where the handler reports attach and detach outcomes as Events (`events/recorder.ts`). */
+export interface VolumeAttachmentEventSink {
+  /** Queues an Event; must return at once (it runs on the attach and detach path). */
+  record(object: InvolvedObject, type: "Normal" | "Warning", reason: string, message: string): void;
+}
+
+/** Reasons of the Events on VolumeAttachments. */
+export const EVENT_REASONS = {
+  attachFailed: "AttachFailed",
+  detachFailed: "DetachFailed",
+  attached: "Attached",
+  detached: "Detached",
+} as const;
 
 /** Collaborators of {@link CsiHandler}. */
 export interface CsiHandlerDeps {
@@ -52,6 +67,8 @@ export interface CsiHandlerDeps {
   csi: CsiClient;
   log: Logger;
   clock?: Clock;
+  /** Events on VolumeAttachments (beyond the Go attacher, which records none); none if unset. */
+  events?: VolumeAttachmentEventSink;
 }
 
 /** Options of {@link CsiHandler}; the capabilities come from ControllerGetCapabilities. */
@@ -105,6 +122,18 @@ function secretValues(secret: Secret): Record<string, string> {
   return out;
 }
 
+/** The reference an Event on `va` carries. */
+function involvedObject(va: VolumeAttachment): InvolvedObject {
+  const ref: InvolvedObject = {
+    kind: "VolumeAttachment",
+    apiVersion: "storage.k8s.io/v1",
+    name: va.metadata.name,
+  };
+  if (va.metadata.uid) ref.uid = va.metadata.uid;
+  if (va.metadata.resourceVersion) ref.resourceVersion = va.metadata.resourceVersion;
+  return ref;
+}
+
 /** Attaches and detaches volumes through a CSI driver. */
 export class CsiHandler implements Handler {
   #kube: KubeApi;
@@ -118,12 +147,20 @@ export class CsiHandler implements Handler {
   #forceSync = new Set<string>();
   /** The `attached: true` writes not yet seen in the cache, by VA name. */
   #attachedWrites = new Map<string, { uid: string; resourceVersion: bigint }>();
+  #events: VolumeAttachmentEventSink | undefined;
+  /**
+   * The operation that last failed, by VA name, for the Normal Event of the success that follows
+   * even when the cache does not show the error yet (or saving it failed). An entry lives until
+   * the VA's next successful attach or detach.
+   */
+  #failed = new Map<string, "attach" | "detach">();
 
   constructor(deps: CsiHandlerDeps, opts: CsiHandlerOptions) {
     this.#kube = deps.kube;
     this.#csi = deps.csi;
     this.#log = deps.log;
     this.#clock = deps.clock ?? realClock;
+    this.#events = deps.events;
     this.#opts = opts;
     this.#finalizer = finalizerName(opts.driverName);
   }
@@ -174,6 +211,7 @@ export class CsiHandler implements Handler {
     const attached = await this.#csiAttach(va, log);
     if (!attached.ok) {
       await this.#saveError(attached.va, "attachError", attached.error, log);
+      this.#recordFailure(attached.va, "attach", attached.error);
       throw new Error(`failed to attach: ${errorText(attached.error)}`, { cause: attached.error });
     }
     log.v(2).info("Attached", { node: va.spec.nodeName });
@@ -182,6 +220,7 @@ export class CsiHandler implements Handler {
     } catch (err) {
       throw new Error(`failed to mark as attached: ${errorText(err)}`, { cause: err });
     }
+    this.#recordRecovery(va, "attach");
     log.v(4).info("Fully attached");
   }
 
@@ -195,9 +234,37 @@ export class CsiHandler implements Handler {
     const detached = await this.#csiDetach(va, log);
     if (!detached.ok) {
       await this.#saveError(detached.va, "detachError", detached.error, log);
+      this.#recordFailure(detached.va, "detach", detached.error);
       throw new Error(`failed to detach: ${errorText(detached.error)}`, { cause: detached.error });
     }
+    this.#recordRecovery(va, "detach");
     log.v(2).info("Fully detached", { node: va.spec.nodeName });
+  }
+
+  /**
+   * A Warning Event with the text just saved as `attachError`/`detachError` (errors never carry
+   * secret values: secrets are only read into the CSI request).
+   */
+  #recordFailure(va: VolumeAttachment, op: "attach" | "detach", err: unknown): void {
+    this.#failed.set(va.metadata.name, op);
+    const reason = op === "attach" ? EVENT_REASONS.attachFailed : EVENT_REASONS.detachFailed;
+    this.#events?.record(involvedObject(va), "Warning", reason, errorText(err));
+  }
+
+  /** A Normal Event when the attach or detach that just succeeded had failed before. */
+  #recordRecovery(va: VolumeAttachment, op: "attach" | "detach"): void {
+    const name = va.metadata.name;
+    const failedHere = this.#failed.get(name) === op;
+    this.#failed.delete(name);
+    const hadError = op === "attach"
+      ? va.status?.attachError != null
+      : va.status?.detachError != null;
+    if (!hadError && !failedHere) return;
+    const message = op === "attach"
+      ? `Volume attached to node ${va.spec.nodeName}`
+      : `Volume detached from node ${va.spec.nodeName}`;
+    const reason = op === "attach" ? EVENT_REASONS.attached : EVENT_REASONS.detached;
+    this.#events?.record(involvedObject(va), "Normal", reason, message);
   }
 
   /** The CSI source of the VA, with the source checks and PV lookups both paths share. */

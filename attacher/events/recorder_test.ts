@@ -1,0 +1,132 @@
+import assert from "node:assert/strict";
+import { KubeConfig } from "@kubernetes/client-node";
+import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
+import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
+import { EVENTS, type KubeApi } from "../kube/api.ts";
+import { KubeClient } from "../kube/client.ts";
+import { nullLogger } from "../observe/logger.ts";
+import type { CoreEvent, InvolvedObject } from "./correlator.ts";
+import { EventRecorder } from "./recorder.ts";
+
+const VA: InvolvedObject = {
+  kind: "VolumeAttachment",
+  apiVersion: "storage.k8s.io/v1",
+  name: "va1",
+  uid: "uid-1",
+};
+
+async function setUp() {
+  const server = await MemoryApiServer.start();
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromString(server.kubeconfig());
+  const clock = new FakeClock();
+  const kube = new KubeClient({ kubeConfig }, {});
+  const recorder = new EventRecorder(
+    { kube, clock, wallNow: () => clock.now(), log: nullLogger },
+    { component: "csi-attacher", host: "replica-1" },
+  );
+  const stop = new AbortController();
+  const running = recorder.run(stop.signal);
+  return {
+    server,
+    clock,
+    recorder,
+    eventRequests: () => server.requests.filter((r) => r.resource === "events"),
+    events: () => server.list<CoreEvent>(EVENTS, "default").items,
+    async [Symbol.asyncDispose]() {
+      stop.abort();
+      await running;
+      await server[Symbol.asyncDispose]();
+    },
+  };
+}
+
+Deno.test("EventRecorder posts a VolumeAttachment failing 100 times as one Event whose count grows, at a bounded rate", async () => {
+  await using t = await setUp();
+  for (let i = 0; i < 100; i++) {
+    t.recorder.record(VA, "Warning", "AttachFailed", "rpc error: code = Internal desc = boom");
+    await t.recorder.idle();
+    t.clock.advance(1000);
+  }
+  let events = t.events();
+  assert.equal(events.length, 1);
+  const [event] = events;
+  assert.equal(event!.metadata.namespace, "default");
+  assert.deepEqual(event!.involvedObject, VA);
+  assert.equal(event!.type, "Warning");
+  assert.equal(event!.reason, "AttachFailed");
+  assert.equal(event!.message, "rpc error: code = Internal desc = boom");
+  assert.deepEqual(event!.source, { component: "csi-attacher", host: "replica-1" });
+  // 25 requests (the per-object burst): one create, then patches of the same Event.
+  assert.equal(event!.count, 25);
+  assert.deepEqual(
+    t.eventRequests().map((r) => `${r.verb} ${r.name}`),
+    [
+      "create ",
+      ...Array.from({ length: 24 }, () => `patch ${event!.metadata.name}`),
+    ],
+  );
+
+  // Five minutes later one more gets through, with every occurrence counted.
+  t.clock.advance(300_000);
+  t.recorder.record(VA, "Warning", "AttachFailed", "rpc error: code = Internal desc = boom");
+  await t.recorder.idle();
+  events = t.events();
+  assert.equal(events.length, 1);
+  assert.equal(events[0]!.count, 101);
+  assert.equal(t.eventRequests().length, 26);
+});
+
+Deno.test("EventRecorder creates the Event again when the one it would patch is gone", async () => {
+  await using t = await setUp();
+  t.recorder.record(VA, "Warning", "DetachFailed", "boom");
+  await t.recorder.idle();
+  const [first] = t.events();
+  t.server.delete(EVENTS, first!.metadata.name, "default");
+  t.clock.advance(1000);
+  t.recorder.record(VA, "Warning", "DetachFailed", "boom");
+  await t.recorder.idle();
+  const events = t.events();
+  assert.equal(events.length, 1);
+  assert.deepEqual(t.eventRequests().map((r) => r.verb), ["create", "patch", "create"]);
+  // The re-created Event keeps the count of the occurrences seen.
+  assert.equal(events[0]!.count, 2);
+});
+
+Deno.test("EventRecorder.record() returns at once and drops Events beyond its queue while the API server does not answer", async () => {
+  const started: string[] = [];
+  let answer: (() => void) | undefined;
+  const slow = {
+    create(_res: unknown, obj: CoreEvent) {
+      started.push(obj.reason);
+      return new Promise((resolve) => answer = () => resolve(obj));
+    },
+  } as unknown as KubeApi;
+  const clock = new FakeClock();
+  const recorder = new EventRecorder(
+    { kube: slow, clock, wallNow: () => clock.now(), log: nullLogger },
+    { component: "csi-attacher", maxQueued: 2 },
+  );
+  const stop = new AbortController();
+  const running = recorder.run(stop.signal);
+  try {
+    recorder.record({ ...VA, name: "va-A" }, "Warning", "A", "boom");
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    assert.deepEqual(started, ["A"]); // being posted, and the server does not answer
+    for (const reason of ["B", "C", "D"]) {
+      recorder.record({ ...VA, name: `va-${reason}` }, "Warning", reason, "boom");
+    }
+    // "B" and "C" wait in the queue; "D" found it full and was dropped.
+    for (let i = 0; i < 3 && answer; i++) {
+      const release = answer;
+      answer = undefined;
+      release();
+      await new Promise((resolve) => setTimeout(resolve, 0));
+    }
+    await recorder.idle();
+    assert.deepEqual(started, ["A", "B", "C"]);
+  } finally {
+    stop.abort();
+    await running;
+  }
+});
