@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { KubeConfig } from "@kubernetes/client-node";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
-import { EVENTS, type KubeApi } from "../kube/api.ts";
+import { ApiError, EVENTS, type KubeApi } from "../kube/api.ts";
 import { KubeClient } from "../kube/client.ts";
 import { nullLogger } from "../observe/logger.ts";
 import type { CoreEvent, InvolvedObject } from "./correlator.ts";
@@ -125,6 +125,71 @@ Deno.test("EventRecorder.record() returns at once and drops Events beyond its qu
     }
     await recorder.idle();
     assert.deepEqual(started, ["A", "B", "C"]);
+  } finally {
+    stop.abort();
+    await running;
+  }
+});
+
+/** A KubeApi whose `create` answers with the scripted errors first, then succeeds. */
+function scriptedCreate(errors: Error[]): { kube: KubeApi; calls: () => number } {
+  let calls = 0;
+  const kube = {
+    create(_res: unknown, obj: CoreEvent) {
+      calls++;
+      const err = errors.shift();
+      return err ? Promise.reject(err) : Promise.resolve({ ...obj });
+    },
+  } as unknown as KubeApi;
+  return { kube, calls: () => calls };
+}
+
+async function untilTimerPending(clock: FakeClock): Promise<void> {
+  for (let i = 0; i < 100 && clock.pendingTimers() === 0; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 0));
+  }
+  assert.ok(clock.pendingTimers() > 0, "the recorder sleeps before its retry");
+}
+
+Deno.test("EventRecorder retries an Event while the API server cannot be reached", async () => {
+  const unreachable = () => new ApiError(0, "", "connect ECONNREFUSED");
+  const { kube, calls } = scriptedCreate([unreachable(), unreachable()]);
+  const clock = new FakeClock();
+  const recorder = new EventRecorder(
+    { kube, clock, wallNow: () => clock.now(), log: nullLogger },
+    { component: "csi-attacher", retrySleepMs: 10_000 },
+  );
+  const stop = new AbortController();
+  const running = recorder.run(stop.signal);
+  try {
+    recorder.record(VA, "Warning", "AttachFailed", "boom");
+    for (let retry = 1; retry <= 2; retry++) {
+      await untilTimerPending(clock);
+      assert.equal(calls(), retry);
+      clock.advanceToNextTimer();
+    }
+    await recorder.idle();
+    assert.equal(calls(), 3);
+  } finally {
+    stop.abort();
+    await running;
+  }
+});
+
+Deno.test("EventRecorder does not retry an Event the API server refused", async () => {
+  const { kube, calls } = scriptedCreate([new ApiError(422, "Invalid", "event is invalid")]);
+  const clock = new FakeClock();
+  const recorder = new EventRecorder(
+    { kube, clock, wallNow: () => clock.now(), log: nullLogger },
+    { component: "csi-attacher" },
+  );
+  const stop = new AbortController();
+  const running = recorder.run(stop.signal);
+  try {
+    recorder.record(VA, "Warning", "AttachFailed", "boom");
+    await recorder.idle();
+    assert.equal(calls(), 1);
+    assert.equal(clock.pendingTimers(), 0);
   } finally {
     stop.abort();
     await running;
