@@ -228,6 +228,7 @@ export class CsiHandler implements Handler {
     const forced = this.#consumeForceSync(va.metadata.name);
     if (!forced && !(va.metadata.finalizers ?? []).includes(this.#finalizer)) {
       log.v(4).info("VolumeAttachment is already detached");
+      this.#failed.delete(va.metadata.name); // it is going away: no Event will follow
       return;
     }
     log.v(2).info("Detaching", { node: va.spec.nodeName });
