@@ -174,3 +174,32 @@ Deno.test("events: a failing attach of a volume with publish secrets -> no secre
   assert.deepEqual(sink.summary(), [`Warning AttachFailed: ${MOCK_ERROR}`]);
   assert.ok(!JSON.stringify(sink.events).includes("bar"));
 });
+
+Deno.test("events: a VA re-created under the name of one that failed and went away -> no Normal Event", async () => {
+  let stage = 0;
+  const recreated = with_(va(false), (o) => o.metadata.uid = "uid-2");
+  const sink = await runWithEvents({
+    name: "failed VA deleted, re-created, attached at once",
+    initialObjects: [csiNode()],
+    addedVA: with_(va(false), (o) => o.metadata.uid = "uid-1"),
+    between: ({ actions, server, vaInformer, pvInformer }) => {
+      if (stage === 0 && actions().length === 1) {
+        // The failed VA is deleted before it got our finalizer: no detach to do.
+        stage = 1;
+        const gone = deleted(with_(va(false), (o) => o.metadata.uid = "uid-1"));
+        vaInformer.emitUpdate(vaInformer.get("pv1-node1")!, gone);
+      } else if (stage === 1) {
+        stage = 2;
+        server.create("persistentvolumes", pv());
+        pvInformer.set(pv());
+        vaInformer.emitUpdate(vaInformer.get("pv1-node1")!, recreated);
+      }
+    },
+    expectedActions: [attachError('persistentvolume "pv1" not found'), ADD_FIN_ANN, ATT_CLR],
+    expectedCsiCalls: [publish()],
+  });
+  assert.equal(stage, 2);
+  assert.deepEqual(sink.summary(), [
+    'Warning AttachFailed: persistentvolume "pv1" not found',
+  ]);
+});
