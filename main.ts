@@ -8,16 +8,15 @@
  * @module
  */
 
-import { runAttacher } from "./attacher/run.ts";
+import { type KubeRequestObserver, runAttacher } from "./attacher/run.ts";
 import { KubeClient } from "./attacher/kube/client.ts";
-import { loadKubeConfig } from "./attacher/kube/config.ts";
+import { loadConnection } from "./attacher/kube/config.ts";
 import { SERVICE_ACCOUNT_NAMESPACE_FILE } from "./attacher/leaderelection/config.ts";
 import { createLogger } from "./attacher/observe/log.ts";
 import { errorText } from "./attacher/observe/errors.ts";
 import type { Logger } from "./attacher/observe/logger.ts";
 import { parseOptions, validateOptions } from "./attacher/cli/options.ts";
 import type { Options } from "./attacher/cli/options.ts";
-import { runSandbox } from "./sandbox/main.ts";
 import { TokenBucket } from "./attacher/workqueue/token_bucket.ts";
 import { VERSION } from "./attacher/version.ts";
 
@@ -47,19 +46,24 @@ function writeTerminationMessage(message: string): void {
   }
 }
 
-function kubeFactory(options: Options, log: Logger): () => KubeClient {
+async function kubeFactory(
+  options: Options,
+  log: Logger,
+): Promise<(observer?: KubeRequestObserver) => KubeClient> {
   const host = env("KUBERNETES_SERVICE_HOST");
-  const kubeConfig = loadKubeConfig({
+  const connection = await loadConnection({
     kubeconfigPath: options.kubeconfig,
     inCluster: host ? { host, port: env("KUBERNETES_SERVICE_PORT") ?? "443" } : undefined,
     kubeconfigEnv: env("KUBECONFIG"),
     home: env("HOME"),
-  });
-  return () =>
+  }, { log });
+  return (observer) =>
     new KubeClient({
-      kubeConfig,
+      connection,
       log,
       rateLimiter: new TokenBucket({}, { qps: options.kubeApiQps, burst: options.kubeApiBurst }),
+      onRequest: observer?.onRequest,
+      onRetry: observer?.onRetry,
     }, {
       userAgent: `csi-attacher/${VERSION}`,
     });
@@ -70,6 +74,9 @@ async function main(argv: string[]): Promise<number> {
   // every flag after it, so a leading `--` is dropped.
   const args = argv[0] === "--" ? argv.slice(1) : argv;
   if (args[0] === "sandbox") {
+    // Loaded only for the subcommand: the sandbox brings the test kit's in-memory API server and
+    // example driver, which the attacher itself never needs.
+    const { runSandbox } = await import("./sandbox/main.ts");
     return await runSandbox(args.slice(1), { write: (line) => console.log(line) });
   }
   const parsed = parseOptions(args);
@@ -119,7 +126,7 @@ async function main(argv: string[]): Promise<number> {
   Deno.addSignalListener("SIGINT", sigint);
 
   try {
-    const kube = kubeFactory(options, log);
+    const kube = await kubeFactory(options, log);
     await runAttacher(options, {
       log,
       signal: stop.signal,

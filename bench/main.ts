@@ -11,6 +11,7 @@ import {
   BENCH_USAGE,
   type BenchOptions,
   BenchUsageError,
+  DETACH_FLOOD_UNPUBLISH_MS,
   parseBenchOptions,
 } from "./bench_options.ts";
 import type { EnvironmentFactory } from "./environment.ts";
@@ -18,6 +19,7 @@ import { FakeEnvironment } from "./fake_environment.ts";
 import { ProcReader } from "./proc_stats.ts";
 import { type FigureRow, figureRows, renderScenario } from "./report.ts";
 import { type AttacherUnderTest, runOnce, type RunResult, type Scenario } from "./run.ts";
+import { buildShippedForm } from "./shipped_form.ts";
 
 const REPO = new URL("../", import.meta.url).pathname;
 const DEFAULT_OUT = new URL("./results", import.meta.url).pathname;
@@ -30,6 +32,16 @@ const UNTHROTTLED = 10_000;
 export function scenariosFor(options: BenchOptions): Scenario[] {
   const out: Scenario[] = [];
   const base = { nodes: options.nodes, workers: options.workers };
+  if (options.detachFlood) {
+    return options.sizes.map((count) => ({
+      ...base,
+      name: `N=${count}, detach flood (unpublish ${DETACH_FLOOD_UNPUBLISH_MS} ms)`,
+      count,
+      qps: UNTHROTTLED,
+      burst: UNTHROTTLED,
+      unpublishDelayMs: DETACH_FLOOD_UNPUBLISH_MS,
+    }));
+  }
   if (!options.skipThrottled) {
     for (const count of options.sizes.filter((n) => n <= 100)) {
       out.push({ ...base, name: `N=${count}, qps 5, burst 10`, count, qps: 5, burst: 10 });
@@ -51,12 +63,13 @@ export function scenariosFor(options: BenchOptions): Scenario[] {
 const WRAPPERS = new Set(["env", "exec", "nice", "setsid", "time", "taskset", "chrt"]);
 
 /**
- * A short name for a command line: the `.ts` entry point for a Deno program, else the base name
- * of the first word that is not a wrapper (`env`, `nice`…), an option or a variable assignment.
+ * A short name for a command line: the `.ts` or `.js` entry point for a Deno program, else the
+ * base name of the first word that is not a wrapper (`env`, `nice`…), an option or a variable
+ * assignment.
  */
 export function shortName(commandLine: string): string {
   const words = commandLine.trim().split(/\s+/);
-  const ts = words.find((w) => w.endsWith(".ts"));
+  const ts = words.find((w) => w.endsWith(".ts") || w.endsWith(".js"));
   if (ts !== undefined) return ts.split("/").at(-1) as string;
   const program =
     words.find((w) =>
@@ -114,12 +127,21 @@ function progress(line: string): void {
 function summaryLine(r: RunResult): string {
   if (!r.ok) return `  FAILED: ${r.error}`;
   const f = (v: number, d = 2) => (Number.isFinite(v) ? v.toFixed(d) : "–");
-  return `  attached in ${f(r.attachSeconds)} s (${f(r.attachesPerSecond, 1)}/s), detached in ${
-    f(r.detachSeconds)
-  } s, CPU ${f(r.cpuSecondsTotal)} s, peak RSS ${f(r.peakRssBytes / 2 ** 20, 0)} MiB`;
+  const flood = Number.isNaN(r.floodAttachLatencySeconds)
+    ? ""
+    : `new attach during the flood in ${f(r.floodAttachLatencySeconds)} s, `;
+  return `  ${flood}attached in ${f(r.attachSeconds)} s (${
+    f(r.attachesPerSecond, 1)
+  }/s), detached in ${f(r.detachSeconds)} s, CPU ${f(r.cpuSecondsTotal)} s, peak RSS ${
+    f(r.peakRssBytes / 2 ** 20, 0)
+  } MiB`;
 }
 
 async function main(args: string[]): Promise<number> {
+  if (args.some((a) => a === "--soak" || a.startsWith("--soak="))) {
+    const { runSoak } = await import("./soak.ts");
+    return await runSoak(args);
+  }
   let options: BenchOptions;
   try {
     options = parseBenchOptions(args, DEFAULT_OUT);
@@ -134,8 +156,22 @@ async function main(args: string[]): Promise<number> {
     console.log(BENCH_USAGE);
     return 0;
   }
-  const ourCommand = `${Deno.execPath()} run --allow-all ${REPO}main.ts`;
-  const attachers = attachersFor(options, ourCommand);
+  let ourCommand = "";
+  let shippedDir: string | undefined;
+  if (options.attacherCommands.length === 0) {
+    shippedDir = await Deno.makeTempDir({ prefix: "csi-attacher-bench-" });
+    const shipped = await buildShippedForm(REPO, shippedDir, Deno.env.get("DENORT_BIN"));
+    ourCommand = shipped.commandLine;
+    progress(`Ours: ${shipped.description}`);
+  }
+  try {
+    return await runAll(options, attachersFor(options, ourCommand));
+  } finally {
+    if (shippedDir !== undefined) await Deno.remove(shippedDir, { recursive: true });
+  }
+}
+
+async function runAll(options: BenchOptions, attachers: AttacherUnderTest[]): Promise<number> {
   const scenarios = scenariosFor(options);
 
   let environment: EnvironmentFactory;

@@ -1,7 +1,8 @@
 /**
  * Build step: turns `proto/csi.proto` into the JSON descriptor `proto/csi_descriptor.json` that
  * `attacher/csi/proto.ts` imports, so the running program never reads a `.proto` file (it is bundled
- * into one file, where file reads are fragile; see PLATFORM.md §2).
+ * into one file by `deno bundle` and `deno compile`, where reading files beside the module is
+ * fragile).
  *
  * Run with `deno task proto`. `proto/generate_test.ts` fails when the committed JSON differs from
  * a fresh generation.

@@ -11,7 +11,6 @@
  * @module
  */
 
-import { KubeConfig } from "@kubernetes/client-node";
 import { runAttacher } from "../attacher/run.ts";
 import type { CsiDriverServer } from "../testkit/csi/server.ts";
 import { ExampleDriver, type Publication } from "../testkit/csi/example_driver.ts";
@@ -22,6 +21,7 @@ import {
   VOLUME_ATTACHMENTS,
 } from "../attacher/kube/api.ts";
 import { KubeClient } from "../attacher/kube/client.ts";
+import { connectionFromKubeconfigs } from "../attacher/kube/config.ts";
 import { createLogger } from "../attacher/observe/log.ts";
 import { errorText } from "../attacher/observe/errors.ts";
 import { type Logger, nullLogger } from "../attacher/observe/logger.ts";
@@ -326,14 +326,15 @@ export async function runScenario(config: ScenarioConfig, io: ScenarioIo): Promi
     }
     const options: Options = { ...parsedOptions, csiAddress: address };
 
-    const kubeConfig = new KubeConfig();
-    kubeConfig.loadFromString(server.kubeconfig());
+    const connection = await connectionFromKubeconfigs([
+      { file: "memory-apiserver", text: server.kubeconfig() },
+    ]);
     const ready = Promise.withResolvers<void>();
     running = runAttacher(options, {
       log,
       signal: stop.signal,
       kube: () => {
-        const client = new KubeClient({ kubeConfig, log }, {
+        const client = new KubeClient({ connection, log }, {
           userAgent: `csi-attacher/${VERSION}`,
         });
         clients.push(client);

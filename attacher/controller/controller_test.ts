@@ -1,6 +1,6 @@
 /**
- * The Go attacher's TestShouldEnqueueVAChange and TestProcessFinalizers tables (REFERENCE §3.6),
- * with the reference's row names and values.
+ * The Go attacher's TestShouldEnqueueVAChange and TestProcessFinalizers tables (external-attacher `pkg/controller/controller_test.go`),
+ * with the Go attacher's row names and values.
  */
 
 import assert from "node:assert/strict";

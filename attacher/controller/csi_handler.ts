@@ -1,7 +1,8 @@
 /**
  * The handler for drivers with ControllerPublishVolume: attach, detach, PV finalizers and the
  * ListVolumes reconciliation, call by call as the Go attacher's `csi_handler.go`
- * (REFERENCE §2.3–§2.7).
+ * (external-attacher `pkg/controller/csi_handler.go`: `syncAttach`, `csiAttach`, `syncDetach`,
+ * `csiDetach`, `markAsDetached`, `SyncNewOrUpdatedPersistentVolume`, `ReconcileVA`).
  *
  * Safety invariants, in the order the calls are made:
  * - ControllerPublishVolume is sent only after the VA finalizer is stored, so a published volume
@@ -18,6 +19,7 @@ import { realClock } from "../clock.ts";
 import type { CsiClient, VolumeCapability } from "../csi/api.ts";
 import { CsiError } from "../csi/api.ts";
 import type { Handler, HandlerContext } from "./handler.ts";
+import type { OperationLatency } from "./operation_latency.ts";
 import type { KubeApi } from "../kube/api.ts";
 import {
   CSI_NODES,
@@ -67,6 +69,8 @@ export interface CsiHandlerDeps {
   csi: CsiClient;
   log: Logger;
   clock?: Clock;
+  /** Told when an attach or a detach is finished, for the end-to-end latency histograms. */
+  latency?: OperationLatency;
   /** Events on VolumeAttachments (beyond the Go attacher, which records none); none if unset. */
   events?: VolumeAttachmentEventSink;
 }
@@ -106,6 +110,14 @@ function grpcCode(err: unknown): number | undefined {
   return err instanceof CsiError ? err.code : undefined;
 }
 
+/**
+ * The identity of one state of a VolumeAttachment in the cache: its uid and resourceVersion. Any
+ * write (ours or another's) and a delete and re-create under the same name change it.
+ */
+function cachedVersion(va: VolumeAttachment): string {
+  return `${va.metadata.uid ?? ""}/${va.metadata.resourceVersion ?? ""}`;
+}
+
 /** A resourceVersion as an integer, or undefined when it is not one. */
 function parseResourceVersion(rv: string | undefined): bigint | undefined {
   return rv !== undefined && /^[0-9]+$/.test(rv) ? BigInt(rv) : undefined;
@@ -140,18 +152,23 @@ export class CsiHandler implements Handler {
   #csi: CsiClient;
   #log: Logger;
   #clock: Clock;
+  #latency: OperationLatency | undefined;
   #opts: CsiHandlerOptions;
   #finalizer: string;
   #ctx: HandlerContext | undefined;
   /** VAs the reconciler found out of sync: their next sync calls the driver regardless. */
   #forceSync = new Set<string>();
-  /** The `attached: true` writes not yet seen in the cache, by VA name. */
-  #attachedWrites = new Map<string, { uid: string; resourceVersion: bigint }>();
+  /**
+   * This handler's last writes that make a sync of an older cached VA pointless (`attached: true`
+   * after a publish; the finalizer removal and `attached: false` after an unpublish), by VA name,
+   * until the cache has them.
+   */
+  #ownWrites = new Map<string, { uid: string; resourceVersion: bigint }>();
   #events: VolumeAttachmentEventSink | undefined;
   /**
    * The operation that last failed, by VA name, for the Normal Event of the success that follows
    * even when the cache does not show the error yet (or saving it failed). An entry lives until
-   * the VA's next successful attach or detach.
+   * the VA's next successful attach or detach, or until the VA is gone.
    */
   #failed = new Map<string, "attach" | "detach">();
 
@@ -160,6 +177,7 @@ export class CsiHandler implements Handler {
     this.#csi = deps.csi;
     this.#log = deps.log;
     this.#clock = deps.clock ?? realClock;
+    this.#latency = deps.latency;
     this.#events = deps.events;
     this.#opts = opts;
     this.#finalizer = finalizerName(opts.driverName);
@@ -174,6 +192,12 @@ export class CsiHandler implements Handler {
     return this.#ctx;
   }
 
+  forgetVolumeAttachment(name: string): void {
+    this.#forceSync.delete(name);
+    this.#ownWrites.delete(name);
+    this.#failed.delete(name);
+  }
+
   #consumeForceSync(name: string): boolean {
     return this.#forceSync.delete(name);
   }
@@ -183,7 +207,9 @@ export class CsiHandler implements Handler {
     const log = this.#log.with({ volumeAttachment: name });
     const queue = this.#context().vaQueue;
     if (this.#olderThanOwnWrite(va)) {
-      log.v(4).info("Cached VolumeAttachment is older than the attach just recorded, skipping");
+      log.v(4).info(
+        "Cached VolumeAttachment is older than the attach or detach just recorded, skipping",
+      );
       queue.forget(name);
       return;
     }
@@ -502,32 +528,44 @@ export class CsiHandler implements Handler {
       { type: "merge", body: createMergePatch({ status: va.status ?? {} }, { status: next }) },
       { subresource: "status" },
     );
+    this.#latency?.attached(va);
+    this.#recordOwnWrite(va.metadata.name, written);
+  }
+
+  /**
+   * Remembers a write of {@link #ownWrites}; `written` is the object the API server returned.
+   * Entries are dropped once the cache has the write (see {@link #olderThanOwnWrite}); those of
+   * VAs gone from the cache meanwhile are dropped here.
+   */
+  #recordOwnWrite(name: string, written: VolumeAttachment | undefined): void {
+    const { vaStore } = this.#context();
+    for (const other of this.#ownWrites.keys()) {
+      if (vaStore.get(other) === undefined) this.#ownWrites.delete(other);
+    }
     const rv = parseResourceVersion(written?.metadata?.resourceVersion);
-    if (rv !== undefined && written.metadata.uid) {
-      this.#attachedWrites.set(va.metadata.name, {
-        uid: written.metadata.uid,
-        resourceVersion: rv,
-      });
+    if (rv !== undefined && written?.metadata.uid) {
+      this.#ownWrites.set(name, { uid: written.metadata.uid, resourceVersion: rv });
     }
   }
 
   /**
-   * True when the cached VA is older than the `attached: true` this handler wrote for it. The
-   * VA is queued again by its own metadata patch, and that sync may start before the watch has
-   * delivered the status write: without this check it would publish the volume a second time.
-   * The watch event of the write queues the VA again, so nothing is lost by skipping. Like
+   * True when the cached VA is older than the `attached: true` this handler wrote for it, or
+   * than its finalizer removal or `attached: false` after an unpublish. The VA is queued again by
+   * its own metadata patch (or by the reconciler), and that sync may start before the watch has
+   * delivered the write: without this check it would publish (or unpublish) the volume a second
+   * time. The watch event of the write queues the VA again, so nothing is lost by skipping. Like
    * client-go's MutationCache, this compares resourceVersions as integers; a non-numeric one is
    * never treated as stale.
    */
   #olderThanOwnWrite(va: VolumeAttachment): boolean {
     const name = va.metadata.name;
-    const own = this.#attachedWrites.get(name);
+    const own = this.#ownWrites.get(name);
     if (own === undefined) return false;
     const cached = parseResourceVersion(va.metadata.resourceVersion);
     if (own.uid === va.metadata.uid && cached !== undefined && cached < own.resourceVersion) {
       return true;
     }
-    this.#attachedWrites.delete(name);
+    this.#ownWrites.delete(name);
     return false;
   }
 
@@ -557,6 +595,8 @@ export class CsiHandler implements Handler {
       } catch (error) {
         return { ok: false, va, error };
       }
+      this.#recordOwnWrite(va.metadata.name, current);
+      this.#latency?.detached(va);
     }
     if (!found && !current.status?.attached) return { ok: true, va: current, value: undefined };
     const next = {
@@ -566,10 +606,16 @@ export class CsiHandler implements Handler {
       attachmentMetadata: undefined,
     };
     try {
-      await this.#kube.patch(VOLUME_ATTACHMENTS, va.metadata.name, {
-        type: "merge",
-        body: createMergePatch({ status: current.status ?? {} }, { status: next }),
-      }, { subresource: "status" });
+      const written = await this.#kube.patch<VolumeAttachment>(
+        VOLUME_ATTACHMENTS,
+        va.metadata.name,
+        {
+          type: "merge",
+          body: createMergePatch({ status: current.status ?? {} }, { status: next }),
+        },
+        { subresource: "status" },
+      );
+      this.#recordOwnWrite(va.metadata.name, written);
     } catch (error) {
       // The VA is gone: nothing left to mark.
       if (isNotFound(error)) return { ok: true, va: current, value: undefined };
@@ -587,7 +633,7 @@ export class CsiHandler implements Handler {
   ): Promise<void> {
     const error: { message: string; time: string; errorCode?: number } = {
       message: errorText(err),
-      time: new Date(this.#clock.now()).toISOString().replace(/\.\d+Z$/, "Z"),
+      time: new Date(this.#clock.wallNow()).toISOString().replace(/\.\d+Z$/, "Z"),
     };
     const code = grpcCode(err);
     if (field === "attachError" && this.#opts.attachErrorCodes && code !== undefined) {
@@ -641,8 +687,24 @@ export class CsiHandler implements Handler {
     pvQueue.forget(name);
   }
 
+  /**
+   * One ListVolumes pass (external-attacher `pkg/controller/csi_handler.go, ReconcileVA`): every
+   * VA whose `status.attached` differs from what the driver reports for its volume and node is
+   * queued with a forced sync, which calls the driver even if the VA looks done.
+   *
+   * Unlike the Go attacher, a difference is acted on only when it is real. The driver's answer
+   * and the cache are read at different times, so a VA is left to its own sync when it
+   * - is queued or being synced (an attach or detach in flight: the driver may already show its
+   *   result while the cache does not), or
+   * - changed in the cache since the pass started (the answer may predate the change).
+   * Such a VA is looked at again in the next pass; a difference that remains is repaired then.
+   */
   async reconcile(signal: AbortSignal): Promise<void> {
-    const { vaStore, pvStore, vaQueue } = this.#context();
+    const { vaStore, pvStore, vaQueue, isVolumeAttachmentBusy } = this.#context();
+    // The state of every VA before the driver is asked: a VA whose cached state differs from
+    // this afterwards changed while ListVolumes ran.
+    const before = new Map<string, string>();
+    for (const va of vaStore.list()) before.set(va.metadata.name, cachedVersion(va));
     const deadline = this.#clock.now() + this.#opts.timeoutMs;
     const published = new Map<string, Set<string>>();
     let token = "";
@@ -690,16 +752,19 @@ export class CsiHandler implements Handler {
       }
       const found = published.get(volumeHandle)?.has(nodeId) ?? false;
       const attached = va.status?.attached ?? false;
-      if (found !== attached) {
-        log.v(2).info("Driver's published state differs from VolumeAttachment, requeueing", {
-          volumeHandle,
-          nodeID: nodeId,
-          attached,
-          published: found,
-        });
-        this.#forceSync.add(name);
-        vaQueue.add(name);
+      if (found === attached) continue;
+      const fields = { volumeHandle, nodeID: nodeId, attached, published: found };
+      if (isVolumeAttachmentBusy(name)) {
+        log.v(4).info("VolumeAttachment is queued or being synced, not reconciling it", fields);
+        continue;
       }
+      if (before.get(name) !== cachedVersion(va)) {
+        log.v(4).info("VolumeAttachment changed during ListVolumes, not reconciling it", fields);
+        continue;
+      }
+      log.v(2).info("Driver's published state differs from VolumeAttachment, requeueing", fields);
+      this.#forceSync.add(name);
+      vaQueue.add(name);
     }
   }
 }

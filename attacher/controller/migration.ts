@@ -1,8 +1,8 @@
 /**
  * CSI migration: in-tree PersistentVolume sources translated to the CSI source of the driver that
- * replaced them, as csi-translation-lib v0.34 does (`plugins/*.go`, REFERENCE §2.9), for all seven
- * plugins it knows: GCE PD, AWS EBS, OpenStack Cinder, Azure Disk, Azure File, vSphere and
- * Portworx.
+ * replaced them, as csi-translation-lib v0.34 does (k8s.io/csi-translation-lib `translate.go` and
+ * `plugins/*.go`), for all seven plugins it knows: GCE PD, AWS EBS, OpenStack Cinder, Azure Disk,
+ * Azure File, vSphere and Portworx.
  *
  * Only what the attacher reads is produced: `spec.csi`, and the access modes where the
  * translation rewrites them (GCE PD). The node-affinity rewrite that csi-translation-lib also
@@ -147,8 +147,11 @@ function azureDiskSource(disk: AzureDiskVolumeSource): CsiPersistentVolumeSource
 
 /** csi-translation-lib `plugins/azure_file.go`: the secret name the in-tree plugin generated. */
 const AZURE_STORAGE_ACCOUNT_SECRET = /azure-storage-account-(.+)-secret/;
-/** csi-translation-lib `plugins/azure_file.go`: where a PV names its resource group. */
-const AZURE_FILE_RESOURCE_GROUP_ANNOTATION = "kubernetes.io/azure-file-resource-group";
+/**
+ * csi-translation-lib `plugins/azure_file.go`: where a PV names its resource group (part of the
+ * translated volume handle, so the PV cache keeps it).
+ */
+export const AZURE_FILE_RESOURCE_GROUP_ANNOTATION = "kubernetes.io/azure-file-resource-group";
 
 /**
  * The CSI source of an in-tree Azure File share, as csi-translation-lib's

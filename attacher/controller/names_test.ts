@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { finalizerName, leaseName, sanitizeDriverName } from "./names.ts";
 
-Deno.test("sanitizeDriverName() matches the reference table", () => {
+Deno.test("sanitizeDriverName() matches the Go attacher's table", () => {
   const cases: [string, string][] = [
     ["csi/test", "csi-test"],
     ["trailing\\", "trailing-X"],

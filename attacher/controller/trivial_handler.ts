@@ -1,6 +1,6 @@
 /**
  * The handler for drivers without ControllerPublishVolume, and for dummy mode: it marks every
- * VolumeAttachment of the driver attached, with no finalizers and no CSI calls (REFERENCE §2.8).
+ * VolumeAttachment of the driver attached, with no finalizers and no CSI calls (external-attacher `pkg/controller/trivial_handler.go`).
  *
  * @module
  */
@@ -70,5 +70,9 @@ export class TrivialHandler implements Handler {
   #context(): HandlerContext {
     if (!this.#ctx) throw new Error("TrivialHandler used before init()");
     return this.#ctx;
+  }
+
+  forgetVolumeAttachment(_name: string): void {
+    // Nothing is kept per VolumeAttachment.
   }
 }

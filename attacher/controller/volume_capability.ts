@@ -1,6 +1,7 @@
 /**
  * The CSI volume capability, access mode, handle and attributes derived from a PersistentVolume
- * spec, as the Go attacher derives them (REFERENCE §2.4 steps 3–4; csi-lib-utils accessmodes).
+ * spec, as the Go attacher derives them (external-attacher `pkg/controller/util.go`
+ * `GetVolumeCapabilities`; csi-lib-utils `accessmodes`).
  *
  * @module
  */
@@ -11,7 +12,7 @@ import type { CsiPersistentVolumeSource, PersistentVolumeSpec } from "../kube/ty
 /**
  * Maps the PV's access modes to one CSI access mode.
  *
- * @throws {Error} for combinations CSI cannot express, with the reference's texts.
+ * @throws {Error} for combinations CSI cannot express, with the Go attacher's texts.
  */
 export function toCsiAccessMode(
   pvAccessModes: readonly string[] | null | undefined,

@@ -9,7 +9,7 @@ function spec(
   return { accessModes, csi: { driver: "d", volumeHandle: "h" }, ...extra };
 }
 
-// REFERENCE §3.7 TestGetVolumeCapabilities, default fsType ext4.
+// external-attacher pkg/controller/util_test.go TestGetVolumeCapabilities, default fsType ext4.
 const rows: {
   name: string;
   spec: PersistentVolumeSpec;

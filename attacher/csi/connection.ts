@@ -1,6 +1,7 @@
 /**
  * Connecting to the CSI driver at startup, as csi-lib-utils' `connection.Connect` and `rpc`
- * helpers do (REFERENCE §2.1 steps 4–6 and 9, §5.3): wait for the socket, watch for connection
+ * helpers do (csi-lib-utils `connection/connection.go`; external-attacher
+ * `cmd/csi-attacher/main.go`): wait for the socket, watch for connection
  * loss, probe until ready, read the driver name and the capabilities.
  *
  * Nothing here exits the process: failures are thrown and connection loss is reported through a
@@ -162,7 +163,7 @@ function watchForLoss(client: GrpcCsiClient, onLoss: () => void): void {
 
 function idleTimeoutExplains(client: GrpcCsiClient): boolean {
   return client.activeCalls === 0 &&
-    Date.now() - client.lastActivityMs >= MAX_IDLE_TIMEOUT_MS - 60_000;
+    performance.now() - client.lastActivityMs >= MAX_IDLE_TIMEOUT_MS - 60_000;
 }
 
 /** Options of {@link probeForever}. */
@@ -225,7 +226,7 @@ export async function getDriverName(client: CsiClient): Promise<string> {
   return info.name;
 }
 
-/** What the attacher needs to know about a driver's capabilities (REFERENCE §2.1 step 9). */
+/** What the attacher needs to know about a driver's capabilities (external-attacher `cmd/csi-attacher/main.go`). */
 export interface DriverCapabilities {
   /** Plugin capability CONTROLLER_SERVICE. Without it every other field is false. */
   controllerService: boolean;

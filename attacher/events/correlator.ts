@@ -155,7 +155,6 @@ interface EventLog {
 /** Decides, Event by Event, whether to create, patch or drop (see the module doc). */
 export class EventCorrelator {
   #clock: Clock;
-  #wallNow: () => number;
   #formatTime: (ms: number) => string;
   #spamBurst: number;
   #spamQps: number;
@@ -168,16 +167,15 @@ export class EventCorrelator {
   #lastNanos = 0n;
 
   /**
-   * @param deps.clock times the aggregation window and the spam filter.
-   * @param deps.wallNow wall time (ms) for the names and timestamps of aggregated Events.
+   * @param deps.clock times the aggregation window and the spam filter (`now`), and gives the
+   *   wall time of the names and timestamps of aggregated Events (`wallNow`).
    * @param deps.formatTime formats a wall time as an Event timestamp.
    */
   constructor(
-    deps: { clock: Clock; wallNow: () => number; formatTime: (ms: number) => string },
+    deps: { clock: Clock; formatTime: (ms: number) => string },
     opts: EventCorrelatorOptions = {},
   ) {
     this.#clock = deps.clock;
-    this.#wallNow = deps.wallNow;
     this.#formatTime = deps.formatTime;
     const size = opts.cacheSize ?? 4096;
     this.#spamBurst = opts.spamBurst ?? 25;
@@ -194,7 +192,7 @@ export class EventCorrelator {
    * nudged forward when it would repeat an earlier name (wall time here has ms resolution).
    */
   newEventName(objectName: string): string {
-    let nanos = BigInt(Math.floor(this.#wallNow())) * 1_000_000n;
+    let nanos = BigInt(Math.floor(this.#clock.wallNow())) * 1_000_000n;
     if (nanos <= this.#lastNanos) nanos = this.#lastNanos + 1n;
     this.#lastNanos = nanos;
     return `${objectName}.${nanos.toString(16)}`;
@@ -235,7 +233,7 @@ export class EventCorrelator {
     // Make room for one more distinct message, as client-go's PopAny does.
     const any = record.localKeys.values().next();
     if (!any.done) record.localKeys.delete(any.value);
-    const wall = this.#wallNow();
+    const wall = this.#clock.wallNow();
     const combined: CoreEvent = {
       ...event,
       metadata: {

@@ -9,7 +9,7 @@ import {
 } from "./correlator.ts";
 
 function correlator(clock: FakeClock, opts: EventCorrelatorOptions = {}): EventCorrelator {
-  return new EventCorrelator({ clock, wallNow: () => clock.now(), formatTime }, opts);
+  return new EventCorrelator({ clock, formatTime }, opts);
 }
 
 function event(clock: FakeClock, message: string, overrides: Partial<CoreEvent> = {}): CoreEvent {

@@ -24,10 +24,8 @@ import {
 export interface EventRecorderDeps {
   /** The client the Events are posted with; give it a rate limiter of its own. */
   kube: KubeApi;
-  /** Times the correlation and the retry sleeps. */
+  /** Times the correlation and the retry sleeps; its wall time stamps the Events. */
   clock: Clock;
-  /** Wall time (ms) for Event names and timestamps; defaults to `Date.now`. */
-  wallNow?: () => number;
   log: Logger;
 }
 
@@ -52,7 +50,6 @@ const CLUSTER_SCOPED_EVENT_NAMESPACE = "default";
 /** Queues Events and posts them from {@link run}; see the module doc. */
 export class EventRecorder {
   #deps: EventRecorderDeps;
-  #wallNow: () => number;
   #component: string;
   #host: string;
   #maxQueued: number;
@@ -68,7 +65,6 @@ export class EventRecorder {
 
   constructor(deps: EventRecorderDeps, opts: EventRecorderOptions) {
     this.#deps = deps;
-    this.#wallNow = deps.wallNow ?? Date.now;
     this.#component = opts.component;
     this.#host = opts.host ?? "";
     this.#maxQueued = opts.maxQueued ?? 1000;
@@ -76,7 +72,6 @@ export class EventRecorder {
     this.#retrySleepMs = opts.retrySleepMs ?? 10_000;
     this.#correlator = new EventCorrelator({
       clock: deps.clock,
-      wallNow: this.#wallNow,
       formatTime,
     }, opts.correlator);
   }
@@ -94,7 +89,7 @@ export class EventRecorder {
       });
       return;
     }
-    const wall = this.#wallNow();
+    const wall = this.#deps.clock.wallNow();
     const host = this.#host;
     const event: CoreEvent = {
       apiVersion: "v1",

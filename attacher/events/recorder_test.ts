@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
-import { KubeConfig } from "@kubernetes/client-node";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import { ApiError, EVENTS, type KubeApi } from "../kube/api.ts";
 import { KubeClient } from "../kube/client.ts";
+import { connectionFromKubeconfigs } from "../kube/config.ts";
 import { nullLogger } from "../observe/logger.ts";
 import type { CoreEvent, InvolvedObject } from "./correlator.ts";
 import { EventRecorder } from "./recorder.ts";
@@ -17,12 +17,13 @@ const VA: InvolvedObject = {
 
 async function setUp() {
   const server = await MemoryApiServer.start();
-  const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromString(server.kubeconfig());
+  const connection = await connectionFromKubeconfigs([
+    { file: "memory-apiserver", text: server.kubeconfig() },
+  ]);
   const clock = new FakeClock();
-  const kube = new KubeClient({ kubeConfig }, {});
+  const kube = new KubeClient({ connection }, {});
   const recorder = new EventRecorder(
-    { kube, clock, wallNow: () => clock.now(), log: nullLogger },
+    { kube, clock, log: nullLogger },
     { component: "csi-attacher", host: "replica-1" },
   );
   const stop = new AbortController();
@@ -104,7 +105,7 @@ Deno.test("EventRecorder.record() returns at once and drops Events beyond its qu
   } as unknown as KubeApi;
   const clock = new FakeClock();
   const recorder = new EventRecorder(
-    { kube: slow, clock, wallNow: () => clock.now(), log: nullLogger },
+    { kube: slow, clock, log: nullLogger },
     { component: "csi-attacher", maxQueued: 2 },
   );
   const stop = new AbortController();
@@ -156,7 +157,7 @@ Deno.test("EventRecorder retries an Event while the API server cannot be reached
   const { kube, calls } = scriptedCreate([unreachable(), unreachable()]);
   const clock = new FakeClock();
   const recorder = new EventRecorder(
-    { kube, clock, wallNow: () => clock.now(), log: nullLogger },
+    { kube, clock, log: nullLogger },
     { component: "csi-attacher", retrySleepMs: 10_000 },
   );
   const stop = new AbortController();
@@ -180,7 +181,7 @@ Deno.test("EventRecorder does not retry an Event the API server refused", async 
   const { kube, calls } = scriptedCreate([new ApiError(422, "Invalid", "event is invalid")]);
   const clock = new FakeClock();
   const recorder = new EventRecorder(
-    { kube, clock, wallNow: () => clock.now(), log: nullLogger },
+    { kube, clock, log: nullLogger },
     { component: "csi-attacher" },
   );
   const stop = new AbortController();

@@ -4,15 +4,7 @@
  */
 
 import assert from "node:assert/strict";
-import {
-  ApiException,
-  CoreV1Api,
-  KubeConfig,
-  PatchStrategy,
-  setHeaderOptions,
-  StorageV1Api,
-  Watch,
-} from "@kubernetes/client-node";
+import type { KubeConfig } from "@kubernetes/client-node";
 import {
   ApiError,
   isConflict,
@@ -24,8 +16,20 @@ import {
   type WatchEvent,
 } from "./api.ts";
 import { KubeClient, type RequestInfo } from "./client.ts";
+import { connectionFromKubeconfigs } from "./config.ts";
 import { MemoryApiServer, type MemoryApiServerOptions } from "../../testkit/apiserver/server.ts";
 import type { Lease, PersistentVolume, Secret, VolumeAttachment } from "./types.ts";
+import { importClientNode } from "../../testkit/client_node.ts";
+
+const {
+  ApiException,
+  CoreV1Api,
+  KubeConfig: ClientNodeKubeConfig,
+  PatchStrategy,
+  setHeaderOptions,
+  StorageV1Api,
+  Watch,
+} = await importClientNode();
 
 const FIN = "external-attacher/csi-test";
 
@@ -63,9 +67,12 @@ async function env(
   deps: Partial<ConstructorParameters<typeof KubeClient>[0]> = {},
 ): Promise<Env> {
   const server = await MemoryApiServer.start(serverOptions);
-  const kc = new KubeConfig();
+  const kc = new ClientNodeKubeConfig();
   kc.loadFromString(server.kubeconfig());
-  const client = new KubeClient({ kubeConfig: kc, ...deps }, { userAgent: "csi-attacher/test" });
+  const connection = await connectionFromKubeconfigs([
+    { file: "memory-apiserver", text: server.kubeconfig() },
+  ]);
+  const client = new KubeClient({ connection, ...deps }, { userAgent: "csi-attacher/test" });
   return {
     server,
     client,
@@ -456,7 +463,7 @@ Deno.test("KubeClient reports each request to onRequest", async () => {
   });
   await e.client.get(VOLUME_ATTACHMENTS, "nope").catch((err: unknown) => err);
   assert.deepEqual(
-    infos.map(({ seconds: _s, ...rest }) => rest),
+    infos.map(({ seconds: _s, host: _h, ...rest }) => rest),
     [
       {
         method: "PATCH",
@@ -469,6 +476,7 @@ Deno.test("KubeClient reports each request to onRequest", async () => {
     ],
   );
   assert.ok(infos.every((i) => i.seconds >= 0));
+  assert.ok(infos.every((i) => i.host === new URL(e.server.url).host));
 });
 
 Deno.test("KubeClient surfaces injected faults as the real errors", async () => {

@@ -1,9 +1,8 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { KubeConfig } from "@kubernetes/client-node";
 import { ApiError, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS, type WatchEvent } from "./api.ts";
 import { errorFromResponse, KubeClient } from "./client.ts";
-import { loadKubeConfig } from "./config.ts";
+import { type ClusterConnection, connectionFromKubeconfigs, loadConnection } from "./config.ts";
 import type { Fields, Logger } from "../observe/logger.ts";
 import type { KubeObject } from "./types.ts";
 
@@ -44,16 +43,18 @@ function serve(
   });
 }
 
-/** A kubeconfig for `server`; http servers get no insecure-skip-tls-verify on purpose. */
-function kubeConfigFor(server: string, user: Record<string, string> = {}): KubeConfig {
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: "c", server, skipTLSVerify: false }],
-    users: [{ name: "u", ...user }],
-    contexts: [{ name: "ctx", cluster: "c", user: "u" }],
-    currentContext: "ctx",
+/** The connection of a kubeconfig for `server` (no insecure-skip-tls-verify for http on purpose). */
+function connectionFor(
+  server: string,
+  user: Record<string, unknown> = {},
+): Promise<ClusterConnection> {
+  const text = JSON.stringify({
+    clusters: [{ name: "c", cluster: { server } }],
+    users: [{ name: "u", user }],
+    contexts: [{ name: "ctx", context: { cluster: "c", user: "u" } }],
+    "current-context": "ctx",
   });
-  return kc;
+  return connectionFromKubeconfigs([{ file: "/test/kubeconfig", text }]);
 }
 
 function json(body: unknown, status = 200): Response {
@@ -68,7 +69,7 @@ const PV = { apiVersion: "v1", kind: "PersistentVolume", metadata: { name: "pv1"
 Deno.test("KubeClient talks to an http:// server without insecure-skip-tls-verify, on one connection", async () => {
   await using server = await serve(() => json(PV));
   await using client = new KubeClient(
-    { kubeConfig: kubeConfigFor(server.url, { token: "t0k3n" }) },
+    { connection: await connectionFor(server.url, { token: "t0k3n" }) },
     { userAgent: "csi-attacher/v9.9.9" },
   );
   for (let i = 0; i < 3; i++) {
@@ -92,11 +93,14 @@ Deno.test("KubeClient logs each request at verbosity 6, without headers", async 
     with: () => logger(verbosity),
   });
   await using server = await serve(() => json(PV));
-  await using quiet = new KubeClient({ kubeConfig: kubeConfigFor(server.url), log: logger(5) });
+  await using quiet = new KubeClient({
+    connection: await connectionFor(server.url),
+    log: logger(5),
+  });
   await quiet.get(PERSISTENT_VOLUMES, "pv1");
   assert.equal(lines.length, 0);
   await using client = new KubeClient({
-    kubeConfig: kubeConfigFor(server.url, { token: "secret-token" }),
+    connection: await connectionFor(server.url, { token: "secret-token" }),
     log: logger(6),
   });
   await client.get(PERSISTENT_VOLUMES, "pv1");
@@ -114,23 +118,26 @@ Deno.test("KubeClient logs each request at verbosity 6, without headers", async 
 Deno.test("KubeClient sends basic auth and impersonation from the kubeconfig", async () => {
   await using server = await serve(() => json(PV));
   await using client = new KubeClient({
-    kubeConfig: kubeConfigFor(server.url, {
+    connection: await connectionFor(server.url, {
       username: "admin",
       password: "pw",
-      impersonateUser: "bob",
+      as: "bob",
+      "as-groups": ["g1", "g2"],
     }),
   });
   await client.get(PERSISTENT_VOLUMES, "pv1");
   const h = server.headers[0]!;
   assert.equal(h.get("authorization"), `Basic ${btoa("admin:pw")}`);
   assert.equal(h.get("impersonate-user"), "bob");
+  // Repeated headers, which the server reads as two groups (joined here by the Headers API).
+  assert.equal(h.get("impersonate-group"), "g1, g2");
 });
 
 Deno.test("KubeClient turns an error without a Status body into 'the server responded with HTTP <code>'", async () => {
   await using server = await serve(() =>
     new Response("<html>bad   gateway</html>\n", { status: 502 })
   );
-  await using client = new KubeClient({ kubeConfig: kubeConfigFor(server.url) });
+  await using client = new KubeClient({ connection: await connectionFor(server.url) });
   await assert.rejects(
     client.get(PERSISTENT_VOLUMES, "pv1"),
     (err: unknown) =>
@@ -146,7 +153,9 @@ Deno.test("KubeClient reports a refused connection as ApiError(0, ConnectionErro
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = listener.addr.port;
   listener.close();
-  await using client = new KubeClient({ kubeConfig: kubeConfigFor(`http://127.0.0.1:${port}`) });
+  await using client = new KubeClient({
+    connection: await connectionFor(`http://127.0.0.1:${port}`),
+  });
   await assert.rejects(client.get(PERSISTENT_VOLUMES, "pv1"), (err: unknown) => {
     assert.ok(err instanceof ApiError);
     assert.equal(err.code, 0);
@@ -180,7 +189,7 @@ Deno.test("KubeClient times out a request that gets no answer, and aborts on its
     return json(PV);
   });
   try {
-    await using client = new KubeClient({ kubeConfig: kubeConfigFor(server.url) }, {
+    await using client = new KubeClient({ connection: await connectionFor(server.url) }, {
       timeoutMs: 50,
     });
     await assert.rejects(
@@ -219,7 +228,7 @@ Deno.test("KubeClient watch parses lines split across chunks, multi-byte charact
       { headers: { "content-type": "application/json" } },
     )
   );
-  await using client = new KubeClient({ kubeConfig: kubeConfigFor(server.url) });
+  await using client = new KubeClient({ connection: await connectionFor(server.url) });
   const events: WatchEvent<KubeObject>[] = [];
   for await (
     const ev of client.watch(VOLUME_ATTACHMENTS, {
@@ -257,7 +266,7 @@ Deno.test("KubeClient watch rejects when the connection breaks mid-stream", asyn
   })();
   try {
     await using client = new KubeClient({
-      kubeConfig: kubeConfigFor(`http://127.0.0.1:${listener.addr.port}`),
+      connection: await connectionFor(`http://127.0.0.1:${listener.addr.port}`),
     });
     const seen: string[] = [];
     await assert.rejects(
@@ -286,7 +295,7 @@ Deno.test("KubeClient watch is cut when it outlives timeoutSeconds plus the grac
   await using server = await serve(() =>
     new Response(new ReadableStream<Uint8Array>({ cancel: () => closed.resolve() }))
   );
-  await using client = new KubeClient({ kubeConfig: kubeConfigFor(server.url) }, {
+  await using client = new KubeClient({ connection: await connectionFor(server.url) }, {
     watchGraceMs: 30,
   });
   await assert.rejects(
@@ -315,7 +324,7 @@ Deno.test("KubeClient watch rejects an error answer with its Status", async () =
       code: 403,
     }, 403)
   );
-  await using client = new KubeClient({ kubeConfig: kubeConfigFor(server.url) });
+  await using client = new KubeClient({ connection: await connectionFor(server.url) });
   await assert.rejects(
     (async () => {
       for await (
@@ -333,10 +342,14 @@ Deno.test("KubeClient watch rejects an error answer with its Status", async () =
   );
 });
 
-Deno.test("KubeClient refuses a kubeconfig without a current cluster", () => {
-  const kc = new KubeConfig();
-  kc.loadFromOptions({ clusters: [], users: [], contexts: [], currentContext: "none" });
-  assert.throws(() => new KubeClient({ kubeConfig: kc }), TypeError);
+Deno.test("KubeClient refuses a server that is not an http(s) URL", () => {
+  const connection = (server: string): ClusterConnection => ({
+    server,
+    tls: { insecureSkipTlsVerify: false },
+    headers: () => Promise.resolve({}),
+  });
+  assert.throws(() => new KubeClient({ connection: connection("not a URL") }), TypeError);
+  assert.throws(() => new KubeClient({ connection: connection("ftp://h/") }), TypeError);
 });
 
 /** True when the openssl command can run here. */
@@ -421,19 +434,21 @@ Deno.test({
 
       await using server = await serve(() => json(PV), { cert, key });
       const port = new URL(server.url).port;
-      const kc = loadKubeConfig({ inCluster: { host: "127.0.0.1", port, serviceAccountDir: dir } });
-      await using client = new KubeClient({ kubeConfig: kc });
+      const connection = await loadConnection({
+        inCluster: { host: "127.0.0.1", port, serviceAccountDir: dir },
+      });
+      await using client = new KubeClient({ connection });
       await client.get(PERSISTENT_VOLUMES, "pv1");
       await client.get(PERSISTENT_VOLUMES, "pv1");
       assert.equal(server.headers[0]?.get("authorization"), "Bearer sa-token");
       assert.equal(new Set(server.ports).size, 1);
 
       // A CA that did not sign the server certificate is refused.
-      const other = loadKubeConfig({
-        inCluster: { host: "127.0.0.1", port, serviceAccountDir: dir },
-      });
-      other.getCurrentCluster()!.caFile = join(dir, "server.crt");
-      await using untrusted = new KubeClient({ kubeConfig: other });
+      const other = {
+        ...connection,
+        tls: { ...connection.tls, ca: await Deno.readFile(join(dir, "server.crt")) },
+      };
+      await using untrusted = new KubeClient({ connection: other });
       await assert.rejects(
         untrusted.get(PERSISTENT_VOLUMES, "pv1"),
         (err: unknown) => err instanceof ApiError && err.reason === "ConnectionError",

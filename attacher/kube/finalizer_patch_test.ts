@@ -3,7 +3,7 @@ import { addFinalizerPatch, removeFinalizerPatch } from "./finalizer_patch.ts";
 
 const FIN = "external-attacher/csi-test";
 
-Deno.test("addFinalizerPatch() gives the reference's exact bytes", () => {
+Deno.test("addFinalizerPatch() gives the Go attacher's exact bytes", () => {
   assert.equal(
     JSON.stringify(addFinalizerPatch(undefined, FIN)),
     `[{"op":"test","path":"/metadata/finalizers","value":null},{"op":"add","path":"/metadata/finalizers","value":["${FIN}"]}]`,

@@ -2,7 +2,8 @@
  * The Kubernetes objects the attacher reads and writes, as the raw JSON the API server sends.
  *
  * Objects are never passed through a generated serializer: a read-modify-write through one drops
- * fields it does not know (PLATFORM.md §1.4), and list and watch would give different types for
+ * fields it does not know (client-node 1.4.0 `ObjectSerializer.deserialize` copies only the
+ * attributes of its generated type maps), and list and watch would give different types for
  * the same field. Timestamps stay RFC 3339 strings.
  *
  * @module

@@ -48,6 +48,8 @@ export class LeaderEventRecorder {
   #deps: LeaderEventRecorderDeps;
   #opts: LeaderEventRecorderOptions;
   #pending = new Set<Promise<void>>();
+  /** Posts so far: the sub-millisecond digits of the next Event's name. */
+  #sequence = 0;
 
   constructor(deps: LeaderEventRecorderDeps, opts: LeaderEventRecorderOptions) {
     this.#deps = deps;
@@ -57,13 +59,19 @@ export class LeaderEventRecorder {
   /** Posts "<identity> <what>" about `lease`; a failure is only logged. */
   record(lease: Lease, what: string, signal: AbortSignal): Promise<void> {
     const { name, namespace, identity } = this.#opts;
-    const nowMs = this.#deps.clock.now();
+    const nowMs = this.#deps.clock.wallNow();
     const component = `${name}/${identity}`;
     const event: CoreEvent = {
       apiVersion: "v1",
       kind: "Event",
       metadata: {
-        name: `${name}.${(BigInt(Math.floor(nowMs)) * 1_000_000n).toString(16)}`,
+        // client-go names an Event `<object>.<UnixNano in hex>`; our clock reads milliseconds, so
+        // a sequence fills the nanoseconds: two Events in one millisecond must not share a name
+        // (the second create would fail with AlreadyExists).
+        name: `${name}.${
+          (BigInt(Math.floor(nowMs)) * 1_000_000n + BigInt(this.#sequence++ % 1_000_000))
+            .toString(16)
+        }`,
         namespace,
       },
       involvedObject: {

@@ -1203,7 +1203,7 @@ Deno.test("MemoryApiServer validates a VolumeAttachment created over HTTP as kub
 
 Deno.test("MemoryApiServer validates VolumeAttachment updates over HTTP: spec immutable, no v1 driver-name check", async () => {
   await using server = await MemoryApiServer.start();
-  // Seeding is not validated: the reference scenarios' driver `csi/test` can be stored.
+  // Seeding is not validated: the Go attacher's scenarios' driver `csi/test` can be stored.
   server.create(VOLUME_ATTACHMENTS, {
     ...va("s1"),
     spec: { attacher: "csi/test", nodeName: "n", source: { persistentVolumeName: "p" } },

@@ -1,7 +1,7 @@
 /**
  * The part of kube-apiserver's object validation that the fake API server applies to writes over
  * HTTP, with the real server's field paths, reasons, messages and order. Objects stored directly
- * as test setup are not validated, so tests may seed any state (the reference scenarios use the
+ * as test setup are not validated, so tests may seed any state (the Go attacher's scenarios use the
  * driver name `csi/test`, which the real server refuses on create).
  *
  * Covered: `metadata.name` of every served resource (an RFC 1123 subdomain, as the registries of

@@ -1,7 +1,7 @@
 /**
  * An informer whose cache the test fills and whose events the test fires by hand, as the Go
  * attacher's unit-test framework does. Patches made by the controller do not reach it, so a retry
- * starts again from the object as the test left it (REFERENCE §3.2).
+ * starts again from the object as the test left it (external-attacher `pkg/controller/framework_test.go`).
  *
  * @module
  */

@@ -4,10 +4,11 @@
  * under test gets its own {@link FakeLeaseApi} client on it, so faults can be injected per
  * replica.
  *
- * Storage semantics follow the API server: every write bumps `metadata.resourceVersion`; an
- * update whose resourceVersion is stale fails with 409 Conflict; creating an existing Lease
- * fails with 409 AlreadyExists; getting a missing one fails with 404 NotFound; a Lease time that
- * is not a MicroTime with exactly six fraction digits fails with 400 BadRequest.
+ * The objects live in an in-memory API server (`testkit/apiserver`), so storage follows the API
+ * server: every write bumps `metadata.resourceVersion`; an update whose resourceVersion is stale
+ * fails with 409 Conflict; creating an existing Lease fails with 409 AlreadyExists; getting a
+ * missing one fails with 404 NotFound; a Lease time that is not a MicroTime with exactly six
+ * fraction digits fails with 400 BadRequest.
  *
  * @module
  */
@@ -23,6 +24,7 @@ import {
   type WatchEvent,
 } from "../../attacher/kube/api.ts";
 import type { KubeObject, Lease } from "../../attacher/kube/types.ts";
+import { MemoryApiServer } from "../apiserver/server.ts";
 
 /** One request a {@link FakeLeaseApi} received. */
 export interface FakeRequest {
@@ -44,15 +46,20 @@ export type FakeOutcome =
   /** Hold it until its signal aborts (then it rejects with the signal's reason). */
   | "hang";
 
-const MICRO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
-
-/** The shared objects: Leases by namespace and name, and every Event created. */
+/**
+ * The shared objects: Leases and Events in an in-memory API server, whose storage rules (the
+ * resourceVersion on every write, 409 for a stale update or an existing name, 404, MicroTime
+ * validation) are the ones the HTTP tests check against kube-apiserver.
+ */
 export class FakeLeaseStore {
-  #leases = new Map<string, Lease>();
-  #rv = 100;
-  #uid = 0;
+  readonly #server = new MemoryApiServer();
+
   /** Every Event created, oldest first. */
-  readonly events: KubeObject[] = [];
+  get events(): KubeObject[] {
+    return this.#server.list<KubeObject>(EVENTS).items.sort((a, b) =>
+      Number(a.metadata.resourceVersion) - Number(b.metadata.resourceVersion)
+    );
+  }
 
   /** A new client on this store. */
   client(): FakeLeaseApi {
@@ -61,8 +68,7 @@ export class FakeLeaseStore {
 
   /** A copy of the Lease, or undefined. */
   lease(namespace: string, name: string): Lease | undefined {
-    const lease = this.#leases.get(key(namespace, name));
-    return lease === undefined ? undefined : structuredClone(lease);
+    return this.#server.find<Lease>(LEASES, name, namespace);
   }
 
   /**
@@ -71,63 +77,49 @@ export class FakeLeaseStore {
    */
   putLease(lease: Lease): Lease {
     const namespace = lease.metadata.namespace ?? "";
-    const old = this.#leases.get(key(namespace, lease.metadata.name));
-    const stored = structuredClone(lease);
-    stored.metadata.uid = old?.metadata.uid ?? `uid-${++this.#uid}`;
-    stored.metadata.resourceVersion = String(++this.#rv);
-    this.#leases.set(key(namespace, lease.metadata.name), stored);
-    return structuredClone(stored);
+    const old = this.lease(namespace, lease.metadata.name);
+    if (old === undefined) {
+      return this.#server.create<Lease>(LEASES, { ...lease, metadata: { ...lease.metadata } });
+    }
+    return this.#server.update<Lease>(LEASES, {
+      ...lease,
+      metadata: {
+        ...lease.metadata,
+        uid: old.metadata.uid,
+        resourceVersion: old.metadata.resourceVersion,
+      },
+    });
   }
 
   /** Serves a get. */
   get(namespace: string, name: string): Lease {
-    const lease = this.lease(namespace, name);
-    if (lease === undefined) {
-      throw new ApiError(404, "NotFound", `leases.coordination.k8s.io "${name}" not found`);
-    }
-    return lease;
+    return this.#server.get<Lease>(LEASES, name, namespace);
   }
 
   /** Serves a create. */
   create(namespace: string, lease: Lease): Lease {
-    const name = lease.metadata.name;
-    if (this.#leases.has(key(namespace, name))) {
-      throw new ApiError(
-        409,
-        "AlreadyExists",
-        `leases.coordination.k8s.io "${name}" already exists`,
-      );
-    }
-    validateTimes(lease);
-    return this.putLease({ ...lease, metadata: { ...lease.metadata, namespace } });
+    return this.#server.create<Lease>(
+      LEASES,
+      { ...lease, metadata: { ...lease.metadata, namespace } },
+      { seed: false },
+    );
   }
 
-  /** Serves an update (PUT), optimistic on resourceVersion when one is given. */
+  /** Serves an update (PUT), optimistic on resourceVersion. */
   update(namespace: string, lease: Lease): Lease {
-    const name = lease.metadata.name;
-    const old = this.#leases.get(key(namespace, name));
-    if (old === undefined) {
-      throw new ApiError(404, "NotFound", `leases.coordination.k8s.io "${name}" not found`);
-    }
-    const rv = lease.metadata.resourceVersion;
-    if (rv !== undefined && rv !== "" && rv !== old.metadata.resourceVersion) {
-      throw new ApiError(
-        409,
-        "Conflict",
-        `Operation cannot be fulfilled on leases.coordination.k8s.io "${name}": the object has been modified; please apply your changes to the latest version and try again`,
-      );
-    }
-    validateTimes(lease);
-    return this.putLease({ ...lease, metadata: { ...lease.metadata, namespace } });
+    return this.#server.update<Lease>(LEASES, {
+      ...lease,
+      metadata: { ...lease.metadata, namespace },
+    });
   }
 
   /** Serves an Event create. */
   createEvent(namespace: string, event: KubeObject): KubeObject {
-    const stored = structuredClone(event);
-    stored.metadata.namespace = namespace;
-    stored.metadata.resourceVersion = String(++this.#rv);
-    this.events.push(stored);
-    return structuredClone(stored);
+    return this.#server.create<KubeObject>(
+      EVENTS,
+      { ...event, metadata: { ...event.metadata, namespace } },
+      { seed: false },
+    );
   }
 }
 
@@ -238,28 +230,10 @@ export class FakeLeaseApi implements KubeApi {
   }
 }
 
-function key(namespace: string, name: string): string {
-  return `${namespace}/${name}`;
-}
-
 function ns(opts: ObjectOptions | undefined): string {
   return opts?.namespace ?? "";
 }
 
 function onlyLeases(res: Resource, verb: string): void {
   if (res !== LEASES) throw new TypeError(`FakeLeaseApi does not support ${verb} of ${res.plural}`);
-}
-
-/** The API server's MicroTime parsing: exactly six fraction digits, or a 400. */
-function validateTimes(lease: Lease): void {
-  for (const field of ["acquireTime", "renewTime"] as const) {
-    const value = lease.spec?.[field];
-    if (value !== undefined && value !== null && !MICRO_TIME.test(value)) {
-      throw new ApiError(
-        400,
-        "BadRequest",
-        `Lease in version "v1" cannot be handled as a Lease: parsing time "${value}" as "2006-01-02T15:04:05.000000Z07:00": cannot parse`,
-      );
-    }
-  }
 }

@@ -1,6 +1,6 @@
 /**
  * Objects and expected requests of the handler scenarios, named as in the Go attacher's
- * `csi_handler_test.go` (REFERENCE §3.2).
+ * `pkg/controller/csi_handler_test.go` (with the harness of `framework_test.go`).
  *
  * @module
  */
@@ -50,7 +50,7 @@ export function deleted<T extends { metadata: { deletionTimestamp?: string } }>(
   return with_(obj, (o) => o.metadata.deletionTimestamp = TIME);
 }
 
-/** The inline volume spec of the reference: RWO, driver `com.test.foo`, handle `handle1`. */
+/** The inline volume spec of the Go attacher's tests: RWO, driver `com.test.foo`, handle `handle1`. */
 export function inlineSpec(): PersistentVolumeSpec {
   return {
     accessModes: ["ReadWriteOnce"],

@@ -34,6 +34,12 @@ function permissionFlags(task: string | undefined): string[] {
   );
 }
 
+/** The `--v8-flags=…` of a task command (the heap settings the binary has built in). */
+function v8Flags(task: string | undefined): string[] {
+  assert.ok(task, "task defined in deno.json");
+  return task.split(/\s+/).filter((arg) => arg.startsWith("--v8-flags="));
+}
+
 /** Whether this Deno has `deno bundle` at all. */
 function bundleAvailable(): boolean {
   const { success } = new Deno.Command(Deno.execPath(), {
@@ -55,6 +61,13 @@ Deno.test("compile and demo tasks use one permission list, without -A", () => {
   assert.ok(!compile.includes("-A") && !compile.includes("--allow-all"));
   assert.ok(!compile.some((f) => /^--allow-(run|ffi|import)/.test(f)), compile.join(" "));
   assert.ok(compile.includes("--allow-sys=hostname"), "leader election identity");
+});
+
+Deno.test("compile, dev and demo tasks use the same V8 heap flags", () => {
+  const flags = v8Flags(TASKS.compile);
+  assert.equal(flags.length, 1, "the compile task bakes V8 flags into the binary");
+  assert.deepEqual(v8Flags(TASKS.dev), flags);
+  assert.deepEqual(v8Flags(TASKS.demo), flags);
 });
 
 /** Resolves with the first non-undefined `check()` result, checked on every server change. */
@@ -179,6 +192,7 @@ Deno.test({
           "--cached-only",
           "--no-prompt",
           ...permissionFlags(TASKS.compile),
+          ...v8Flags(TASKS.compile),
           "csi-attacher.js",
           `--kubeconfig=${workDir}/kubeconfig`,
           `--csi-address=${workDir}/csi.sock`,

@@ -1,5 +1,5 @@
 /**
- * The Go attacher's TestCSIHandler scenarios (REFERENCE §3.3), by their reference names, plus
+ * The Go attacher's TestCSIHandler scenarios (external-attacher `pkg/controller/csi_handler_test.go`), by their Go test names, plus
  * TestVolumeAttachmentWithErrorCode, TestCSIHandlerReadOnly and TestMarkAsMigrated (§3.4).
  *
  * Differences from the Go lists, all because our fakes are real where Go's were not:

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { KubeClient } from "../../attacher/kube/client.ts";
-import { loadKubeConfig } from "../../attacher/kube/config.ts";
+import { loadConnection } from "../../attacher/kube/config.ts";
 import { VOLUME_ATTACHMENTS } from "../../attacher/kube/api.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import { TokenBucket } from "../../attacher/workqueue/token_bucket.ts";
@@ -26,7 +26,7 @@ Deno.test("KubeClient with qps 5 and burst 10 spreads 50 writes over 8 s of buck
   await Deno.writeTextFile(`${dir}/kubeconfig`, server.kubeconfig());
   const clock = new FakeClock();
   const client = new KubeClient({
-    kubeConfig: loadKubeConfig({ kubeconfigPath: `${dir}/kubeconfig` }),
+    connection: await loadConnection({ kubeconfigPath: `${dir}/kubeconfig` }),
     rateLimiter: new TokenBucket({ clock }, { qps: 5, burst: 10 }),
   }, {});
   try {

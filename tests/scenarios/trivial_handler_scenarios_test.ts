@@ -1,5 +1,6 @@
 /**
- * The Go attacher's TestTrivialHandler scenarios (REFERENCE §3.5), by their reference names: the
+ * The Go attacher's TestTrivialHandler scenarios (external-attacher
+ * `pkg/controller/trivial_handler_test.go`), by their Go test names: the
  * trivial handler marks VolumeAttachments attached with one status patch and never calls the
  * driver.
  */

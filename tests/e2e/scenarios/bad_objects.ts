@@ -1,6 +1,6 @@
 /**
  * Scenario 7: VolumeAttachments that cannot attach yet get the Go attacher's `attachError` texts
- * (REFERENCE §3.3 rows 13, 20 and 24/29), and attach once the missing object appears.
+ * (as rows of external-attacher's TestCSIHandler in `pkg/controller/csi_handler_test.go`), and attach once the missing object appears.
  *
  * @module
  */

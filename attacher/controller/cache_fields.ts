@@ -1,0 +1,86 @@
+/**
+ * What the informer caches keep of each object: only the fields the attacher reads or patches,
+ * as client-go's `SharedIndexInformer.SetTransform` lets a controller do
+ * (`tools/cache/shared_informer.go`). Everything else (labels and annotations nobody here reads,
+ * `kubectl.kubernetes.io/last-applied-configuration` copies, owner references, PV status,
+ * other drivers' CSINode entries) is dropped when the object enters the cache, so memory grows
+ * with what the attacher needs, not with what other tools attach to the objects.
+ *
+ * Why this is safe for every write (`csi_handler.ts`, `finalizer_patch.ts`):
+ * - VolumeAttachment metadata is written by merge patches made by `createMergePatch` from the
+ *   cached metadata and a copy with our finalizer / node ID annotation changed: a field dropped
+ *   here is absent on both sides, so it is not in the patch and the server keeps it.
+ * - The VolumeAttachment finalizer removal sends the whole `finalizers` list: kept whole.
+ * - VolumeAttachment status is written by merge patches between the cached `status` and the new
+ *   one: `status` is kept whole.
+ * - PersistentVolume finalizers are written by JSON patches whose `test` operations check
+ *   `/metadata/finalizers` (or one index of it): kept whole. No other PV field is written.
+ * - CSINodes are only read.
+ *
+ * @module
+ */
+
+import { MIGRATED_TO_ANNOTATION, NODE_ID_ANNOTATION } from "./names.ts";
+import { AZURE_FILE_RESOURCE_GROUP_ANNOTATION } from "./migration.ts";
+import type { CsiNode, ObjectMeta, PersistentVolume, VolumeAttachment } from "../kube/types.ts";
+
+/** The metadata every cached object keeps; `annotations` only the ones named. */
+function keptMetadata(meta: ObjectMeta, annotations: readonly string[]): ObjectMeta {
+  const out: ObjectMeta = { name: meta.name };
+  if (meta.namespace !== undefined) out.namespace = meta.namespace;
+  if (meta.uid !== undefined) out.uid = meta.uid;
+  if (meta.resourceVersion !== undefined) out.resourceVersion = meta.resourceVersion;
+  // The attach latency and the oldest-pending gauge count from it.
+  if (meta.creationTimestamp !== undefined) out.creationTimestamp = meta.creationTimestamp;
+  if (meta.deletionTimestamp !== undefined) out.deletionTimestamp = meta.deletionTimestamp;
+  if (meta.finalizers !== undefined) out.finalizers = meta.finalizers;
+  for (const key of annotations) {
+    const value = meta.annotations?.[key];
+    if (value !== undefined) (out.annotations ??= {})[key] = value;
+  }
+  return out;
+}
+
+/**
+ * A VolumeAttachment as cached: `spec` and `status` whole, metadata name, namespace, uid,
+ * resourceVersion, creationTimestamp, deletionTimestamp, finalizers and the node ID annotation.
+ */
+export function cachedVolumeAttachment(va: VolumeAttachment): VolumeAttachment {
+  const out: VolumeAttachment = {
+    apiVersion: va.apiVersion,
+    kind: va.kind,
+    metadata: keptMetadata(va.metadata, [NODE_ID_ANNOTATION]),
+    spec: va.spec,
+  };
+  if (va.status !== undefined) out.status = va.status;
+  return out;
+}
+
+/**
+ * A PersistentVolume as cached: `spec` whole (the volume source, access modes and what CSI
+ * migration translates), the labels (migration reads the zone labels), metadata as for a
+ * VolumeAttachment with the `pv.kubernetes.io/migrated-to` annotation; no `status`.
+ */
+export function cachedPersistentVolume(pv: PersistentVolume): PersistentVolume {
+  const metadata = keptMetadata(pv.metadata, [
+    MIGRATED_TO_ANNOTATION,
+    AZURE_FILE_RESOURCE_GROUP_ANNOTATION,
+  ]);
+  if (pv.metadata.labels !== undefined) metadata.labels = pv.metadata.labels;
+  return { apiVersion: pv.apiVersion, kind: pv.kind, metadata, spec: pv.spec };
+}
+
+/** A CSINode as cached: only the entry of `driverName` in `spec.drivers`, name and node ID. */
+export function cachedCsiNode(driverName: string): (node: CsiNode) => CsiNode {
+  return (node) => {
+    const drivers = (node.spec?.drivers ?? [])
+      .filter((d) => d.name === driverName)
+      .map((d) => ({ name: d.name, nodeID: d.nodeID }));
+    return {
+      apiVersion: node.apiVersion,
+      kind: node.kind,
+      metadata: keptMetadata(node.metadata, []),
+      spec: { drivers },
+    };
+  };
+}
