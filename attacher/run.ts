@@ -20,6 +20,7 @@ import type { CsiClient } from "./csi/api.ts";
 import type { CsiCallInfo } from "./csi/client.ts";
 import { connect, getCapabilities, getDriverName, probeForever } from "./csi/connection.ts";
 import { CsiHandler } from "./controller/csi_handler.ts";
+import { EventRecorder } from "./events/recorder.ts";
 import { OperationLatency } from "./controller/operation_latency.ts";
 import { pendingVolumeAttachments } from "./controller/pending.ts";
 import { BacklogReporter } from "./controller/backlog.ts";
@@ -107,7 +108,12 @@ interface DriverSetup {
   csi?: CsiClient;
   /** Times attaches and detaches end to end (CSI handler only). */
   latency?: OperationLatency;
+  /** Posts the CSI handler's Events while the controller runs. */
+  events?: EventRecorder;
 }
+
+/** `source.component` of the Events on VolumeAttachments. */
+export const EVENT_COMPONENT = "csi-attacher";
 
 async function setUpDriver(
   options: Options,
@@ -157,7 +163,13 @@ async function setUpDriver(
         observeDetachDuration: (seconds) => metrics.current.observeDetachDuration(seconds),
       },
     });
-    const handler = new CsiHandler({ kube, csi, log, clock, latency }, {
+    // Events get an API client of their own, so their requests never take the rate-limiter
+    // tokens of attach and detach.
+    const events = new EventRecorder({ kube: deps.kube(metrics.kube), clock, log }, {
+      component: EVENT_COMPONENT,
+      host: leaderIdentity(env.hostname()),
+    });
+    const handler = new CsiHandler({ kube, csi, log, clock, latency, events }, {
       driverName,
       timeoutMs: options.timeoutMs,
       supportsPublishReadOnly: caps.publishReadonly,
@@ -166,7 +178,7 @@ async function setUpDriver(
       attachErrorCodes: options.featureGates.MutableCSINodeAllocatableCount,
       maxEntries: options.maxEntries,
     });
-    return { driverName, handler, reconcile: caps.reconcile, csi, latency };
+    return { driverName, handler, reconcile: caps.reconcile, csi, latency, events };
   } catch (err) {
     csi.close();
     throw err;
@@ -353,7 +365,13 @@ async function runController(run: ControllerRun): Promise<void> {
     }).run(signal)
     : undefined;
   try {
-    await Promise.all([controller.run(signal), informers, synced, backlog]);
+    await Promise.all([
+      controller.run(signal),
+      informers,
+      synced,
+      backlog,
+      setup.events?.run(signal),
+    ]);
   } finally {
     metrics.setPendingSource(undefined);
   }

@@ -21,6 +21,7 @@
  */
 
 import { MIGRATED_TO_ANNOTATION, NODE_ID_ANNOTATION } from "./names.ts";
+import { AZURE_FILE_RESOURCE_GROUP_ANNOTATION } from "./migration.ts";
 import type { CsiNode, ObjectMeta, PersistentVolume, VolumeAttachment } from "../kube/types.ts";
 
 /** The metadata every cached object keeps; `annotations` only the ones named. */
@@ -61,7 +62,10 @@ export function cachedVolumeAttachment(va: VolumeAttachment): VolumeAttachment {
  * VolumeAttachment with the `pv.kubernetes.io/migrated-to` annotation; no `status`.
  */
 export function cachedPersistentVolume(pv: PersistentVolume): PersistentVolume {
-  const metadata = keptMetadata(pv.metadata, [MIGRATED_TO_ANNOTATION]);
+  const metadata = keptMetadata(pv.metadata, [
+    MIGRATED_TO_ANNOTATION,
+    AZURE_FILE_RESOURCE_GROUP_ANNOTATION,
+  ]);
   if (pv.metadata.labels !== undefined) metadata.labels = pv.metadata.labels;
   return { apiVersion: pv.apiVersion, kind: pv.kind, metadata, spec: pv.spec };
 }

@@ -47,6 +47,21 @@ import type {
   VolumeAttachment,
 } from "../kube/types.ts";
 import { getVolumeCapability, getVolumeHandle } from "./volume_capability.ts";
+import type { InvolvedObject } from "../events/correlator.ts";
+
+/** Where the handler reports attach and detach outcomes as Events (`events/recorder.ts`). */
+export interface VolumeAttachmentEventSink {
+  /** Queues an Event; must return at once (it runs on the attach and detach path). */
+  record(object: InvolvedObject, type: "Normal" | "Warning", reason: string, message: string): void;
+}
+
+/** Reasons of the Events on VolumeAttachments. */
+export const EVENT_REASONS = {
+  attachFailed: "AttachFailed",
+  detachFailed: "DetachFailed",
+  attached: "Attached",
+  detached: "Detached",
+} as const;
 
 /** Collaborators of {@link CsiHandler}. */
 export interface CsiHandlerDeps {
@@ -56,6 +71,8 @@ export interface CsiHandlerDeps {
   clock?: Clock;
   /** Told when an attach or a detach is finished, for the end-to-end latency histograms. */
   latency?: OperationLatency;
+  /** Events on VolumeAttachments (beyond the Go attacher, which records none); none if unset. */
+  events?: VolumeAttachmentEventSink;
 }
 
 /** Options of {@link CsiHandler}; the capabilities come from ControllerGetCapabilities. */
@@ -124,6 +141,18 @@ function secretValues(secret: Secret): Record<string, string> {
   return out;
 }
 
+/** The reference an Event on `va` carries. */
+function involvedObject(va: VolumeAttachment): InvolvedObject {
+  const ref: InvolvedObject = {
+    kind: "VolumeAttachment",
+    apiVersion: "storage.k8s.io/v1",
+    name: va.metadata.name,
+  };
+  if (va.metadata.uid) ref.uid = va.metadata.uid;
+  if (va.metadata.resourceVersion) ref.resourceVersion = va.metadata.resourceVersion;
+  return ref;
+}
+
 /** Attaches and detaches volumes through a CSI driver. */
 export class CsiHandler implements Handler {
   #kube: KubeApi;
@@ -149,6 +178,13 @@ export class CsiHandler implements Handler {
    * (a forced sync: the driver no longer lists it) calls the driver.
    */
   #unrecordedPublishes = new Map<string, { uid: string } & Published>();
+  #events: VolumeAttachmentEventSink | undefined;
+  /**
+   * The operation that last failed, by VA name, for the Normal Event of the success that follows
+   * even when the cache does not show the error yet (or saving it failed). An entry lives until
+   * the VA's next successful attach or detach, or until the VA is gone.
+   */
+  #failed = new Map<string, "attach" | "detach">();
 
   constructor(deps: CsiHandlerDeps, opts: CsiHandlerOptions) {
     this.#kube = deps.kube;
@@ -156,6 +192,7 @@ export class CsiHandler implements Handler {
     this.#log = deps.log;
     this.#clock = deps.clock ?? realClock;
     this.#latency = deps.latency;
+    this.#events = deps.events;
     this.#opts = opts;
     this.#finalizer = finalizerName(opts.driverName);
   }
@@ -172,6 +209,8 @@ export class CsiHandler implements Handler {
   forgetVolumeAttachment(name: string): void {
     this.#forceSync.delete(name);
     this.#ownWrites.delete(name);
+    this.#failed.delete(name);
+    this.#unrecordedPublishes.delete(name);
   }
 
   #consumeForceSync(name: string): boolean {
@@ -213,6 +252,7 @@ export class CsiHandler implements Handler {
     const attached = await this.#csiAttach(va, log);
     if (!attached.ok) {
       await this.#saveError(attached.va, "attachError", attached.error, log);
+      this.#recordFailure(attached.va, "attach", attached.error);
       throw new Error(`failed to attach: ${errorText(attached.error)}`, { cause: attached.error });
     }
     log.v(2).info("Attached", { node: va.spec.nodeName });
@@ -228,6 +268,7 @@ export class CsiHandler implements Handler {
       throw new Error(`failed to mark as attached: ${errorText(err)}`, { cause: err });
     }
     this.#unrecordedPublishes.delete(va.metadata.name);
+    this.#recordRecovery(va, "attach");
     log.v(4).info("Fully attached");
   }
 
@@ -236,15 +277,44 @@ export class CsiHandler implements Handler {
     this.#unrecordedPublishes.delete(va.metadata.name);
     if (!forced && !(va.metadata.finalizers ?? []).includes(this.#finalizer)) {
       log.v(4).info("VolumeAttachment is already detached");
+      this.#failed.delete(va.metadata.name); // it is going away: no Event will follow
       return;
     }
     log.v(2).info("Detaching", { node: va.spec.nodeName });
     const detached = await this.#csiDetach(va, log);
     if (!detached.ok) {
       await this.#saveError(detached.va, "detachError", detached.error, log);
+      this.#recordFailure(detached.va, "detach", detached.error);
       throw new Error(`failed to detach: ${errorText(detached.error)}`, { cause: detached.error });
     }
+    this.#recordRecovery(va, "detach");
     log.v(2).info("Fully detached", { node: va.spec.nodeName });
+  }
+
+  /**
+   * A Warning Event with the text just saved as `attachError`/`detachError` (errors never carry
+   * secret values: secrets are only read into the CSI request).
+   */
+  #recordFailure(va: VolumeAttachment, op: "attach" | "detach", err: unknown): void {
+    this.#failed.set(va.metadata.name, op);
+    const reason = op === "attach" ? EVENT_REASONS.attachFailed : EVENT_REASONS.detachFailed;
+    this.#events?.record(involvedObject(va), "Warning", reason, errorText(err));
+  }
+
+  /** A Normal Event when the attach or detach that just succeeded had failed before. */
+  #recordRecovery(va: VolumeAttachment, op: "attach" | "detach"): void {
+    const name = va.metadata.name;
+    const failedHere = this.#failed.get(name) === op;
+    this.#failed.delete(name);
+    const hadError = op === "attach"
+      ? va.status?.attachError != null
+      : va.status?.detachError != null;
+    if (!hadError && !failedHere) return;
+    const message = op === "attach"
+      ? `Volume attached to node ${va.spec.nodeName}`
+      : `Volume detached from node ${va.spec.nodeName}`;
+    const reason = op === "attach" ? EVENT_REASONS.attached : EVENT_REASONS.detached;
+    this.#events?.record(involvedObject(va), "Normal", reason, message);
   }
 
   /** The CSI source of the VA, with the source checks and PV lookups both paths share. */
