@@ -8,7 +8,7 @@
  * @module
  */
 
-import { runAttacher } from "./attacher/run.ts";
+import { type KubeRequestObserver, runAttacher } from "./attacher/run.ts";
 import { KubeClient } from "./attacher/kube/client.ts";
 import { loadConnection } from "./attacher/kube/config.ts";
 import { SERVICE_ACCOUNT_NAMESPACE_FILE } from "./attacher/leaderelection/config.ts";
@@ -46,7 +46,10 @@ function writeTerminationMessage(message: string): void {
   }
 }
 
-async function kubeFactory(options: Options, log: Logger): Promise<() => KubeClient> {
+async function kubeFactory(
+  options: Options,
+  log: Logger,
+): Promise<(observer?: KubeRequestObserver) => KubeClient> {
   const host = env("KUBERNETES_SERVICE_HOST");
   const connection = await loadConnection({
     kubeconfigPath: options.kubeconfig,
@@ -54,11 +57,13 @@ async function kubeFactory(options: Options, log: Logger): Promise<() => KubeCli
     kubeconfigEnv: env("KUBECONFIG"),
     home: env("HOME"),
   }, { log });
-  return () =>
+  return (observer) =>
     new KubeClient({
       connection,
       log,
       rateLimiter: new TokenBucket({}, { qps: options.kubeApiQps, burst: options.kubeApiBurst }),
+      onRequest: observer?.onRequest,
+      onRetry: observer?.onRetry,
     }, {
       userAgent: `csi-attacher/${VERSION}`,
     });

@@ -11,10 +11,23 @@ export interface Timer {
   cancel(): void;
 }
 
-/** The source of time for queues, backoff, leader election and the reflector. */
+/**
+ * The source of time for queues, backoff, leader election and the reflector.
+ *
+ * Two readings, as Go's `time.Now()` carries both (`k8s.io/utils/clock`): {@link now} is
+ * monotonic and measures every duration, deadline, timer, bucket refill and lease observation;
+ * {@link wallNow} is the calendar time, read only for timestamps written to objects (Lease
+ * acquire/renew times, `attachError.time`, Event times) and log lines. A wall clock stepped by
+ * NTP or by hand moves {@link wallNow} only.
+ */
 export interface Clock {
-  /** Milliseconds since the epoch. */
+  /**
+   * Monotonic milliseconds from an arbitrary origin: never goes back, never jumps with the
+   * wall clock. Only differences between two readings mean anything.
+   */
   now(): number;
+  /** Milliseconds since the Unix epoch (wall time), for timestamps only: never for durations. */
+  wallNow(): number;
   /** Calls `fn` once after `ms` milliseconds. */
   setTimer(ms: number, fn: () => void): Timer;
   /** Resolves after `ms` milliseconds, or rejects with the signal's reason when it aborts. */
@@ -40,9 +53,10 @@ export function sleepOn(clock: Clock, ms: number, signal?: AbortSignal): Promise
   });
 }
 
-/** The wall clock and the runtime's timers. */
+/** The runtime's monotonic clock (`performance.now()`), its wall clock and its timers. */
 export const realClock: Clock = {
-  now: () => Date.now(),
+  now: () => performance.now(),
+  wallNow: () => Date.now(),
   setTimer(ms, fn) {
     const id = setTimeout(fn, Math.max(0, ms));
     return { cancel: () => clearTimeout(id) };

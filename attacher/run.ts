@@ -10,11 +10,20 @@
 
 import type { Clock } from "./clock.ts";
 import { realClock } from "./clock.ts";
-import { AttachController } from "./controller/controller.ts";
+import {
+  ATTACH_LANE,
+  AttachController,
+  DETACH_LANE,
+  volumeAttachmentLanes,
+} from "./controller/controller.ts";
 import type { CsiClient } from "./csi/api.ts";
 import type { CsiCallInfo } from "./csi/client.ts";
 import { connect, getCapabilities, getDriverName, probeForever } from "./csi/connection.ts";
 import { CsiHandler } from "./controller/csi_handler.ts";
+import { EventRecorder } from "./events/recorder.ts";
+import { OperationLatency } from "./controller/operation_latency.ts";
+import { pendingVolumeAttachments } from "./controller/pending.ts";
+import { BacklogReporter } from "./controller/backlog.ts";
 import type { Handler } from "./controller/handler.ts";
 import { Informer } from "./kube/informer.ts";
 import {
@@ -32,11 +41,12 @@ import type { CsiNode, PersistentVolume, VolumeAttachment } from "./kube/types.t
 import { startHttpServer } from "./observe/http_server.ts";
 import { LeaderElector } from "./leaderelection/elector.ts";
 import { leaderElectionNamespace, leaderIdentity } from "./leaderelection/config.ts";
-import { createMetrics, type Metrics } from "./observe/metrics.ts";
+import { type ApiRequestObservation, createMetrics, type Metrics } from "./observe/metrics.ts";
 import { MIGRATION_DRIVER_NAMES } from "./controller/migration.ts";
 import { leaseName } from "./controller/names.ts";
 import { ItemExponentialFailureRateLimiter } from "./workqueue/rate_limiters.ts";
 import { RateLimitingWorkQueue } from "./workqueue/rate_limiting_queue.ts";
+import type { QueueLanes } from "./workqueue/queue.ts";
 
 /** The message written to the termination log when the driver connection is lost. */
 export const CONNECTION_LOST_MESSAGE = "Lost connection to CSI driver, exiting";
@@ -59,8 +69,12 @@ export interface AttacherEnv {
 export interface AttacherDeps {
   log: Logger;
   env: AttacherEnv;
-  /** Builds the API client (for the controller, and a second one for leader election). */
-  kube: () => KubeApi;
+  /**
+   * Builds the API client (for the controller, and a second one for leader election). A client
+   * that can report its requests and retries passes them to `observer`, which counts them in
+   * the metrics.
+   */
+  kube: (observer?: KubeRequestObserver) => KubeApi;
   clock?: Clock;
   /** Stops the attacher: workers finish what they are doing, then `runAttacher` resolves. */
   signal: AbortSignal;
@@ -70,10 +84,20 @@ export interface AttacherDeps {
   onReady?: () => void;
 }
 
+/** What an API client reports about its requests (see {@link AttacherDeps.kube}). */
+export interface KubeRequestObserver {
+  onRequest(info: ApiRequestObservation): void;
+  onRetry(info: ApiRequestObservation): void;
+}
+
 /** Metrics that can be swapped once the driver name is known (CSI migration adds a label). */
 class MetricsHolder {
   current: Metrics = createMetrics({});
   observe = (info: CsiCallInfo) => this.current.observeCsiCall(info);
+  kube: KubeRequestObserver = {
+    onRequest: (info) => this.current.observeApiRequest(info),
+    onRetry: (info) => this.current.observeApiRetry(info),
+  };
 }
 
 /** The driver name, handler and CSI client chosen at startup. */
@@ -82,7 +106,14 @@ interface DriverSetup {
   handler: Handler;
   reconcile: boolean;
   csi?: CsiClient;
+  /** Times attaches and detaches end to end (CSI handler only). */
+  latency?: OperationLatency;
+  /** Posts the CSI handler's Events while the controller runs. */
+  events?: EventRecorder;
 }
+
+/** `source.component` of the Events on VolumeAttachments. */
+export const EVENT_COMPONENT = "csi-attacher";
 
 async function setUpDriver(
   options: Options,
@@ -125,7 +156,20 @@ async function setUpDriver(
       });
       return { driverName, handler: new TrivialHandler({ kube, log }), reconcile: false, csi };
     }
-    const handler = new CsiHandler({ kube, csi, log, clock }, {
+    const latency = new OperationLatency({
+      clock,
+      sink: {
+        observeAttachDuration: (seconds) => metrics.current.observeAttachDuration(seconds),
+        observeDetachDuration: (seconds) => metrics.current.observeDetachDuration(seconds),
+      },
+    });
+    // Events get an API client of their own, so their requests never take the rate-limiter
+    // tokens of attach and detach.
+    const events = new EventRecorder({ kube: deps.kube(metrics.kube), clock, log }, {
+      component: EVENT_COMPONENT,
+      host: leaderIdentity(env.hostname()),
+    });
+    const handler = new CsiHandler({ kube, csi, log, clock, latency, events }, {
       driverName,
       timeoutMs: options.timeoutMs,
       supportsPublishReadOnly: caps.publishReadonly,
@@ -134,7 +178,7 @@ async function setUpDriver(
       attachErrorCodes: options.featureGates.MutableCSINodeAllocatableCount,
       maxEntries: options.maxEntries,
     });
-    return { driverName, handler, reconcile: caps.reconcile, csi };
+    return { driverName, handler, reconcile: caps.reconcile, csi, latency, events };
   } catch (err) {
     csi.close();
     throw err;
@@ -150,8 +194,8 @@ async function setUpDriver(
 export async function runAttacher(options: Options, deps: AttacherDeps): Promise<void> {
   const { log } = deps;
   const clock = deps.clock ?? realClock;
-  const kube = deps.kube();
   const metrics = new MetricsHolder();
+  const kube = deps.kube(metrics.kube);
   const setup = await setUpDriver(options, deps, kube, metrics);
   const { driverName } = setup;
   metrics.current.setDriverName(driverName);
@@ -194,7 +238,12 @@ export async function runAttacher(options: Options, deps: AttacherDeps): Promise
       return;
     }
     const identity = leaderIdentity(deps.env.hostname());
-    elector = new LeaderElector({ kube: deps.kube(), clock, log, metrics: metrics.current }, {
+    elector = new LeaderElector({
+      kube: deps.kube(metrics.kube),
+      clock,
+      log,
+      metrics: metrics.current,
+    }, {
       name: leaseName(driverName),
       namespace: leaderElectionNamespace({
         flag: options.leaderElectionNamespace,
@@ -247,20 +296,23 @@ async function runController(run: ControllerRun): Promise<void> {
     resyncMs: options.resyncMs,
     name: "volumeattachments",
     transform: cachedVolumeAttachment,
+    watchList: true,
   });
   const pvInformer = new Informer<PersistentVolume>(informerDeps, {
     resource: PERSISTENT_VOLUMES,
     resyncMs: options.resyncMs,
     name: "persistentvolumes",
     transform: cachedPersistentVolume,
+    watchList: true,
   });
   const csiNodeInformer = new Informer<CsiNode>(informerDeps, {
     resource: CSI_NODES,
     resyncMs: options.resyncMs,
     name: "csinodes",
     transform: cachedCsiNode(setup.driverName),
+    watchList: true,
   });
-  const queue = (name: string) =>
+  const queue = (name: string, lanes?: QueueLanes) =>
     new RateLimitingWorkQueue({
       clock,
       metricsProvider: metrics.queueMetricsProvider,
@@ -268,8 +320,9 @@ async function runController(run: ControllerRun): Promise<void> {
         baseMs: options.retryIntervalStartMs,
         maxMs: options.retryIntervalMaxMs,
       }),
-    }, { name });
-  const vaQueue = queue("csi-attacher-va");
+    }, { name, lanes });
+  // Attaches and detaches have their own workers (beyond the Go attacher; README "Scheduling").
+  const vaQueue = queue("csi-attacher-va", volumeAttachmentLanes(vaInformer));
   const pvQueue = queue("csi-attacher-pv");
   const controller = new AttachController({
     vaInformer,
@@ -280,9 +333,14 @@ async function runController(run: ControllerRun): Promise<void> {
     handler: setup.handler,
     log,
     clock,
+    latency: setup.latency,
   }, {
     driverName: setup.driverName,
     workers: options.workerThreads,
+    laneWorkers: {
+      [ATTACH_LANE]: options.attachWorkerThreads,
+      [DETACH_LANE]: options.detachWorkerThreads,
+    },
     reconcile: setup.reconcile,
     reconcileSyncMs: options.reconcileSyncMs,
   });
@@ -293,5 +351,28 @@ async function runController(run: ControllerRun): Promise<void> {
   ]);
   const synced = Promise.all([vaInformer.waitForSync(signal), pvInformer.waitForSync(signal)])
     .then(onReady, () => {});
-  await Promise.all([controller.run(signal), informers, synced]);
+  // Beyond the Go attacher: the backlog as gauges and as a periodic log line.
+  metrics.setPendingSource(() =>
+    pendingVolumeAttachments(vaInformer.list(), {
+      driverName: setup.driverName,
+      nowMs: clock.wallNow(),
+    })
+  );
+  const backlog = options.logBacklogIntervalMs > 0
+    ? new BacklogReporter({ clock, log }, {
+      queues: [{ name: vaQueue.name, queue: vaQueue }, { name: pvQueue.name, queue: pvQueue }],
+      intervalMs: options.logBacklogIntervalMs,
+    }).run(signal)
+    : undefined;
+  try {
+    await Promise.all([
+      controller.run(signal),
+      informers,
+      synced,
+      backlog,
+      setup.events?.run(signal),
+    ]);
+  } finally {
+    metrics.setPendingSource(undefined);
+  }
 }

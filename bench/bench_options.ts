@@ -14,6 +14,11 @@ export interface BenchOptions {
   sizes: number[];
   /** Skip the scenario at the default client limits (qps 5, burst 10). */
   skipThrottled: boolean;
+  /**
+   * Run the detach flood instead of the usual scenarios: unpublishes take
+   * {@link DETACH_FLOOD_UNPUBLISH_MS}, and a new VA is created while the N detaches run.
+   */
+  detachFlood: boolean;
   /** Attacher command lines; empty means ours as shipped (`shipped_form.ts`). At most two. */
   attacherCommands: string[];
   /** Runs per attacher and scenario. */
@@ -42,6 +47,10 @@ per attach and detach, CPU and memory. Writes bench/results/<date>.json.
                           100,1000,5000 otherwise); the throttled scenario (qps 5, burst 10)
                           runs for each N <= 100
   --skip-throttled        do not run the throttled scenario
+  --detach-flood          only the detach flood (needs --fake): N VolumeAttachments attached
+                          (default N=1000), the driver's ControllerUnpublishVolume set to take
+                          100 ms, all N deleted at once, then one new VolumeAttachment created;
+                          the seconds until it is attached are floodAttachLatencySeconds
   --attacher-cmd='CMD'    the attacher's command line (shell text); --kubeconfig, --csi-address,
                           --worker-threads, --kube-api-qps, --kube-api-burst and --v=1 are
                           appended. Give it twice to compare two attachers (runs alternate
@@ -56,6 +65,9 @@ per attach and detach, CPU and memory. Writes bench/results/<date>.json.
   --out=DIR               where to write the JSON and the attacher logs (default bench/results)
   -h, --help              this text
 `;
+
+/** How long each ControllerUnpublishVolume takes in the detach flood, ms. */
+export const DETACH_FLOOD_UNPUBLISH_MS = 100;
 
 /** A bad command line. */
 export class BenchUsageError extends Error {
@@ -93,6 +105,7 @@ export function parseBenchOptions(args: string[], defaultOutDir: string): BenchO
         fake: { type: "boolean", default: false },
         sizes: { type: "string" },
         "skip-throttled": { type: "boolean", default: false },
+        "detach-flood": { type: "boolean", default: false },
         "attacher-cmd": { type: "string", multiple: true },
         runs: { type: "string" },
         workers: { type: "string", default: "10" },
@@ -106,7 +119,11 @@ export function parseBenchOptions(args: string[], defaultOutDir: string): BenchO
     throw new BenchUsageError(err instanceof Error ? err.message : String(err), { cause: err });
   }
   const fake = values.fake === true;
-  const sizes = (values.sizes ?? (fake ? "100,1000" : "100,1000,5000"))
+  const detachFlood = values["detach-flood"] === true;
+  if (detachFlood && !fake) {
+    throw new BenchUsageError("Cannot run --detach-flood without --fake");
+  }
+  const sizes = (values.sizes ?? (detachFlood ? "1000" : fake ? "100,1000" : "100,1000,5000"))
     .split(",")
     .filter((s) => s.trim() !== "")
     .map((s) => positiveInt("sizes", s.trim()));
@@ -124,6 +141,7 @@ export function parseBenchOptions(args: string[], defaultOutDir: string): BenchO
     fake,
     sizes: [...new Set(sizes)].sort((a, b) => a - b),
     skipThrottled: values["skip-throttled"] === true,
+    detachFlood,
     attacherCommands,
     runs: values.runs === undefined
       ? (attacherCommands.length === 2 ? 3 : 1)

@@ -52,3 +52,19 @@ Deno.test("attachersFor() labels the commands A and B by program name", () => {
     ["A: main.ts"],
   );
 });
+
+Deno.test("parseBenchOptions() --detach-flood: N=1000 by default, only with --fake", () => {
+  const o = parseBenchOptions(["--fake", "--detach-flood"], "/o");
+  assert.equal(o.detachFlood, true);
+  assert.deepEqual(o.sizes, [1000]);
+  assert.throws(() => parseBenchOptions(["--detach-flood"], "/o"), BenchUsageError);
+  const scenarios = scenariosFor(o);
+  assert.deepEqual(scenarios.map((s) => [s.name, s.unpublishDelayMs, s.qps]), [
+    ["N=1000, detach flood (unpublish 100 ms)", 100, 10000],
+  ]);
+  assert.ok(
+    scenariosFor(parseBenchOptions(["--fake"], "/o")).every((s) =>
+      s.unpublishDelayMs === undefined
+    ),
+  );
+});

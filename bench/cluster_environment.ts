@@ -230,6 +230,11 @@ export class ClusterEnvironment implements BenchEnvironment {
     });
   }
 
+  createFloodProbe(): Promise<void> {
+    // The CSI mock driver cannot slow its unpublishes down on request.
+    return Promise.reject(new Error("the detach flood runs only with --fake"));
+  }
+
   async startDetach(): Promise<void> {
     this.#timeline.detachStarted();
     const names = Array.from({ length: this.spec.count }, (_, i) => vaName(this.spec, i));

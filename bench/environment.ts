@@ -28,6 +28,8 @@ export interface BenchEnvironment {
   startAttach(): Promise<void>;
   /** Deletes every measured VolumeAttachment at once. */
   startDetach(): Promise<void>;
+  /** Creates the detach flood's probe VolumeAttachment (`FLOOD_PROBE`). */
+  createFloodProbe(): Promise<void>;
   /** Resolves when the target is reached or after `timeoutMs` (then `done` is false). */
   wait(target: WaitTarget, timeoutMs: number): Promise<WaitAnswer>;
   /** API requests made by anyone but the benchmark since the last call, then forgets them. */

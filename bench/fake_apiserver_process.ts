@@ -11,8 +11,11 @@
  * - `POST /canary`: creates the canary VolumeAttachment.
  * - `POST /attach`: creates all measured VolumeAttachments at once.
  * - `POST /detach`: deletes them all at once.
- * - `GET /wait?for=canary|attached|gone&timeoutMs=N`: resolves when the canary is attached, every
- *   measured VA is attached, or every one is gone (or at the timeout) with a
+ * - `POST /flood`: creates the detach flood's probe VolumeAttachment (its PV exists when the spec
+ *   has `unpublishDelayMs`).
+ * - `GET /wait?for=canary|attached|gone|flood&timeoutMs=N`: resolves when the canary is attached,
+ *   every measured VA is attached, every one is gone, or the flood probe is attached (or at the
+ *   timeout) with a
  *   {@link import("./timeline.ts").WaitAnswer}.
  * - `POST /requests/take`: the requests received since the last take, counted, then forgotten
  *   ({@link import("./request_counts.ts").RequestCounts}).
@@ -31,6 +34,7 @@ import {
   CANARY,
   csiNode,
   type FixtureSpec,
+  FLOOD_PROBE,
   persistentVolume,
   vaName,
   volumeAttachment,
@@ -68,6 +72,9 @@ async function main(specJson: string): Promise<void> {
   for (let n = 0; n < spec.nodes; n++) server.create(CSI_NODES, csiNode(spec, n));
   server.create(PERSISTENT_VOLUMES, persistentVolume(spec, CANARY));
   for (let i = 0; i < spec.count; i++) server.create(PERSISTENT_VOLUMES, persistentVolume(spec, i));
+  if (spec.unpublishDelayMs !== undefined) {
+    server.create(PERSISTENT_VOLUMES, persistentVolume(spec, FLOOD_PROBE));
+  }
   server.clearRequests();
 
   const timeline = new Timeline({}, { spec });
@@ -95,9 +102,14 @@ async function main(specJson: string): Promise<void> {
         timeline.detachStarted();
         for (let i = 0; i < spec.count; i++) server.delete(VOLUME_ATTACHMENTS, vaName(spec, i));
         return json({});
+      case "POST /flood":
+        server.create(VOLUME_ATTACHMENTS, volumeAttachment(spec, FLOOD_PROBE));
+        return json({});
       case "GET /wait": {
         const target = url.searchParams.get("for");
-        if (target !== "canary" && target !== "attached" && target !== "gone") {
+        if (
+          target !== "canary" && target !== "attached" && target !== "gone" && target !== "flood"
+        ) {
           return new Response("unknown wait target\n", { status: 400 });
         }
         const timeoutMs = Number(url.searchParams.get("timeoutMs") ?? "60000");

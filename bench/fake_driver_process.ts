@@ -1,6 +1,7 @@
 /**
  * The benchmark's CSI driver in its own process: the in-memory {@link ExampleDriver} with the
- * run's volumes, counting every gRPC call by method on the driver side.
+ * run's volumes, counting every gRPC call by method on the driver side. With the spec's
+ * `unpublishDelayMs` (the detach flood) every ControllerUnpublishVolume takes that long.
  *
  * Usage: `deno run -A bench/fake_driver_process.ts '<FixtureSpec JSON>' <socket>`. Once it serves
  * it prints one JSON line `{"control": "http://127.0.0.1:<port>"}`; that control server answers
@@ -13,7 +14,7 @@
 import { ExampleDriver } from "../testkit/csi/example_driver.ts";
 import type { ControllerHandlers, IdentityHandlers } from "../testkit/csi/server.ts";
 import { startCsiDriverServer } from "../testkit/csi/server.ts";
-import { CANARY, type FixtureSpec, volumeId } from "./fixtures.ts";
+import { CANARY, type FixtureSpec, FLOOD_PROBE, volumeId } from "./fixtures.ts";
 
 /** gRPC method names by handler name, as the CSI spec names them. */
 const METHOD_NAMES: Readonly<Record<string, string>> = {
@@ -45,11 +46,22 @@ async function main(specJson: string, socket: string): Promise<void> {
   const driver = new ExampleDriver({}, { name: spec.driver });
   driver.createVolume(volumeId(spec, CANARY));
   for (let i = 0; i < spec.count; i++) driver.createVolume(volumeId(spec, i));
+  const controller = driver.controllerHandlers();
+  const delayMs = spec.unpublishDelayMs;
+  if (delayMs !== undefined) {
+    driver.createVolume(volumeId(spec, FLOOD_PROBE));
+    const unpublish = controller.controllerUnpublishVolume?.bind(controller);
+    if (unpublish === undefined) throw new Error("the example driver has no unpublish");
+    controller.controllerUnpublishVolume = async (request) => {
+      await new Promise((resolve) => setTimeout(resolve, delayMs));
+      return await unpublish(request);
+    };
+  }
   const counts = new Map<string, number>();
   await startCsiDriverServer({
     address: socket,
     identity: countCalls<IdentityHandlers>(driver.identityHandlers(), counts),
-    controller: countCalls<ControllerHandlers>(driver.controllerHandlers(), counts),
+    controller: countCalls<ControllerHandlers>(controller, counts),
   });
   const snapshot = () => Object.fromEntries([...counts].sort(([a], [b]) => a.localeCompare(b)));
   const control = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, (req) => {

@@ -107,6 +107,10 @@ export class FakeEnvironment implements BenchEnvironment {
     await call(this.#apiControl, "POST", "/detach");
   }
 
+  async createFloodProbe(): Promise<void> {
+    await call(this.#apiControl, "POST", "/flood");
+  }
+
   wait(target: WaitTarget, timeoutMs: number): Promise<WaitAnswer> {
     return call(this.#apiControl, "GET", `/wait?for=${target}&timeoutMs=${Math.round(timeoutMs)}`);
   }

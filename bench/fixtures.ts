@@ -25,10 +25,21 @@ export interface FixtureSpec {
    * driver). Default: one ID per node ({@link nodeId}).
    */
   sharedNodeId?: string;
+  /**
+   * Detach flood: the driver's ControllerUnpublishVolume takes this long (ms), and the
+   * {@link FLOOD_PROBE} PV and volume exist for a VA created during the detaches.
+   */
+  unpublishDelayMs?: number;
 }
 
 /** Index of the canary: it is not one of the `count` measured objects. */
 export const CANARY = -1;
+
+/**
+ * Index of the detach flood's probe: a VA created once all measured VAs are being deleted, whose
+ * attach latency is the figure of the flood scenario. Not one of the `count` measured objects.
+ */
+export const FLOOD_PROBE = -2;
 
 /** `storage.k8s.io/v1` CSINode, as far as the benchmark fills it. */
 export interface CsiNodeObject extends KubeObject {
@@ -36,7 +47,9 @@ export interface CsiNodeObject extends KubeObject {
 }
 
 function suffix(index: number): string {
-  return index === CANARY ? "canary" : String(index).padStart(5, "0");
+  if (index === CANARY) return "canary";
+  if (index === FLOOD_PROBE) return "flood";
+  return String(index).padStart(5, "0");
 }
 
 /** Name of the volume (CSI volume ID) of object `index`. */
@@ -64,9 +77,9 @@ export function nodeId(spec: FixtureSpec, node: number): string {
   return spec.sharedNodeId ?? `${spec.prefix}node-id-${String(node).padStart(3, "0")}`;
 }
 
-/** The node object `index` is attached to (the canary goes to node 0). */
+/** The node object `index` is attached to (the canary and the flood probe go to node 0). */
 export function nodeOf(spec: FixtureSpec, index: number): number {
-  return index === CANARY ? 0 : index % spec.nodes;
+  return index < 0 ? 0 : index % spec.nodes;
 }
 
 /** The CSINode of node `node`, with the driver registered under {@link nodeId}. */
@@ -109,12 +122,16 @@ export function volumeAttachment(spec: FixtureSpec, index: number): VolumeAttach
   };
 }
 
-/** The index of a measured VolumeAttachment name, {@link CANARY}, or undefined for others. */
+/**
+ * The index of a measured VolumeAttachment name, {@link CANARY}, {@link FLOOD_PROBE}, or undefined
+ * for others.
+ */
 export function indexOfVa(spec: FixtureSpec, name: string): number | undefined {
   const head = `${spec.prefix}va-`;
   if (!name.startsWith(head)) return undefined;
   const tail = name.slice(head.length);
   if (tail === "canary") return CANARY;
+  if (tail === "flood") return FLOOD_PROBE;
   if (!/^\d{5,}$/.test(tail)) return undefined;
   const index = Number(tail);
   return index < spec.count ? index : undefined;

@@ -11,6 +11,7 @@ import {
   BENCH_USAGE,
   type BenchOptions,
   BenchUsageError,
+  DETACH_FLOOD_UNPUBLISH_MS,
   parseBenchOptions,
 } from "./bench_options.ts";
 import type { EnvironmentFactory } from "./environment.ts";
@@ -31,6 +32,16 @@ const UNTHROTTLED = 10_000;
 export function scenariosFor(options: BenchOptions): Scenario[] {
   const out: Scenario[] = [];
   const base = { nodes: options.nodes, workers: options.workers };
+  if (options.detachFlood) {
+    return options.sizes.map((count) => ({
+      ...base,
+      name: `N=${count}, detach flood (unpublish ${DETACH_FLOOD_UNPUBLISH_MS} ms)`,
+      count,
+      qps: UNTHROTTLED,
+      burst: UNTHROTTLED,
+      unpublishDelayMs: DETACH_FLOOD_UNPUBLISH_MS,
+    }));
+  }
   if (!options.skipThrottled) {
     for (const count of options.sizes.filter((n) => n <= 100)) {
       out.push({ ...base, name: `N=${count}, qps 5, burst 10`, count, qps: 5, burst: 10 });
@@ -116,12 +127,21 @@ function progress(line: string): void {
 function summaryLine(r: RunResult): string {
   if (!r.ok) return `  FAILED: ${r.error}`;
   const f = (v: number, d = 2) => (Number.isFinite(v) ? v.toFixed(d) : "–");
-  return `  attached in ${f(r.attachSeconds)} s (${f(r.attachesPerSecond, 1)}/s), detached in ${
-    f(r.detachSeconds)
-  } s, CPU ${f(r.cpuSecondsTotal)} s, peak RSS ${f(r.peakRssBytes / 2 ** 20, 0)} MiB`;
+  const flood = Number.isNaN(r.floodAttachLatencySeconds)
+    ? ""
+    : `new attach during the flood in ${f(r.floodAttachLatencySeconds)} s, `;
+  return `  ${flood}attached in ${f(r.attachSeconds)} s (${
+    f(r.attachesPerSecond, 1)
+  }/s), detached in ${f(r.detachSeconds)} s, CPU ${f(r.cpuSecondsTotal)} s, peak RSS ${
+    f(r.peakRssBytes / 2 ** 20, 0)
+  } MiB`;
 }
 
 async function main(args: string[]): Promise<number> {
+  if (args.some((a) => a === "--soak" || a.startsWith("--soak="))) {
+    const { runSoak } = await import("./soak.ts");
+    return await runSoak(args);
+  }
   let options: BenchOptions;
   try {
     options = parseBenchOptions(args, DEFAULT_OUT);

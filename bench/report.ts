@@ -47,6 +47,9 @@ export function figureRows(scenario: Scenario, runsByAttacher: RunResult[][]): F
     rows.push({ figure, digits, values: okRuns.map((runs) => median(runs.map(f))) });
   };
   add("start → first attach (s)", 2, (r) => r.startupSeconds);
+  if (scenario.unpublishDelayMs !== undefined) {
+    add("flood: new attach latency (s)", 2, (r) => r.floodAttachLatencySeconds);
+  }
   add("all attached (s)", 2, (r) => r.attachSeconds);
   add("attaches / s", 1, (r) => r.attachesPerSecond);
   add("attach latency p50 (s)", 2, (r) => r.attachLatency.p50);

@@ -11,6 +11,10 @@
  * 3. **rest**: nothing happens for {@link RunOptions.restMs}; RSS is read at its end (all volumes
  *    attached and cached).
  * 4. **detach**: all N are deleted at once; ends when every one is gone, plus a quiet period.
+ *    In the detach flood ({@link Scenario.unpublishDelayMs}) one more VolumeAttachment is created
+ *    right after the deletes, and the time until it is attached is
+ *    {@link RunResult.floodAttachLatencySeconds}: what a Pod rescheduled during a node drain
+ *    waits.
  *
  * API requests and CSI calls are taken from the server's and the driver's records at the end of
  * each phase; CPU from `/proc` at the same points.
@@ -34,6 +38,11 @@ export interface Scenario {
   qps: number;
   burst: number;
   workers: number;
+  /**
+   * Detach flood: every ControllerUnpublishVolume takes this long (ms), and a new VA is created
+   * during the detaches (https://github.com/kubernetes-csi/external-attacher/issues/761).
+   */
+  unpublishDelayMs?: number;
 }
 
 /** The attacher under test. */
@@ -89,6 +98,8 @@ export interface RunResult {
   attachLatency: LatencySummary;
   /** delete → gone, seconds. */
   detachLatency: LatencySummary;
+  /** Detach flood: the new VA's create → attached, seconds; NaN in other scenarios. */
+  floodAttachLatencySeconds: number;
   phases: Partial<Record<"startup" | "attach" | "rest" | "detach", PhaseFigures>>;
   /** Attacher CPU from spawn to the end of the detach phase. */
   cpuSecondsTotal: number;
@@ -147,6 +158,7 @@ export async function runOnce(
     detachesPerSecond: NaN,
     attachLatency: emptyLatency(),
     detachLatency: emptyLatency(),
+    floodAttachLatencySeconds: NaN,
     phases: {},
     cpuSecondsTotal: NaN,
     peakRssBytes: NaN,
@@ -159,6 +171,9 @@ export async function runOnce(
       count: scenario.count,
       nodes: scenario.nodes,
       prefix: options.prefix,
+      ...(scenario.unpublishDelayMs === undefined
+        ? {}
+        : { unpublishDelayMs: scenario.unpublishDelayMs }),
     });
   } catch (err) {
     result.error = `the environment did not start: ${
@@ -243,6 +258,10 @@ export async function runOnce(
     // 4. detach
     helpers = helperCpu();
     await env.startDetach();
+    if (scenario.unpublishDelayMs !== undefined) {
+      await env.createFloodProbe();
+      await waitChecked(env, p, "flood", timeoutMs);
+    }
     await waitChecked(env, p, "gone", timeoutMs);
     requests = await quiet(env, options);
     next = sample();
@@ -274,6 +293,8 @@ export async function runOnce(
       result.detachesPerSecond = scenario.count / result.detachSeconds;
       result.attachLatency = toSeconds(timeline.attachLatencyMs);
       result.detachLatency = toSeconds(timeline.detachLatencyMs);
+      result.floodAttachLatencySeconds = (timeline.floodAttachedAt - timeline.floodCreatedAt) /
+        1000;
     } finally {
       if (proc !== undefined) await proc.stop();
       await env.close();

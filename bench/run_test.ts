@@ -52,9 +52,9 @@ Deno.test("runOnce() measures main.ts attaching and detaching through the fakes"
   assert.ok((attach.csiCalls.ControllerPublishVolume ?? 0) >= 4);
   assert.equal(detach.csiCalls.ControllerUnpublishVolume, 4);
   assert.equal(detach.requests.byKey["patch volumeattachments"], 4);
-  // The canary was attached while starting: a publish, list and watch requests.
+  // The canary was attached while starting: a publish and a watch list.
   assert.ok((result.phases.startup?.csiCalls.ControllerPublishVolume ?? 0) >= 1);
-  assert.ok((result.phases.startup?.requests.byKey["list volumeattachments"] ?? 0) >= 1);
+  assert.ok((result.phases.startup?.requests.byKey["watch volumeattachments"] ?? 0) >= 1);
   assert.ok(result.cpuSecondsTotal > 0);
   assert.ok(result.peakRssBytes >= result.restRssBytes && result.restRssBytes > 0);
 });
@@ -79,4 +79,28 @@ Deno.test("runOnce() reports an attacher that exits instead of waiting for the t
   assert.match(result.error ?? "", /no such attacher/);
   assert.ok(Date.now() - started < 30_000);
   assert.ok(Number.isNaN(result.attachSeconds));
+});
+
+Deno.test("runOnce() in the detach flood times a new attach made while unpublishes are slow", async () => {
+  const proc = await ProcReader.create();
+  const flood: Scenario = { ...scenario, name: "N=4, detach flood", unpublishDelayMs: 100 };
+  const result = await withLogDir((logDir) =>
+    runOnce(
+      {
+        environment: (p) => FakeEnvironment.start({ ...p, driver: DRIVER }),
+        proc,
+        progress: () => {},
+      },
+      flood,
+      { label: "A: main.ts", commandLine: `${Deno.execPath()} run --allow-all ${MAIN}` },
+      { run: 1, quietMs: 300, quietMaxMs: 5000, restMs: 200, logDir, prefix: "f-" },
+    )
+  );
+  assert.equal(result.ok, true, result.error);
+  assert.ok(result.floodAttachLatencySeconds > 0, String(result.floodAttachLatencySeconds));
+  assert.ok(Number.isFinite(result.timeline?.floodAttachedAt));
+  // Two detach workers, four unpublishes of 100 ms each: the detaches take at least 0.2 s.
+  assert.ok(result.detachSeconds >= 0.2, String(result.detachSeconds));
+  assert.equal(result.phases.detach?.csiCalls.ControllerUnpublishVolume, 4);
+  assert.equal(result.phases.detach?.csiCalls.ControllerPublishVolume, 1, "the probe's attach");
 });

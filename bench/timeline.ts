@@ -10,7 +10,7 @@
  */
 
 import type { VolumeAttachment } from "../attacher/kube/types.ts";
-import { CANARY, type FixtureSpec, indexOfVa } from "./fixtures.ts";
+import { CANARY, type FixtureSpec, FLOOD_PROBE, indexOfVa } from "./fixtures.ts";
 import { type LatencySummary, summarize } from "./stats.ts";
 
 /** Answer of a wait on the timeline. */
@@ -23,13 +23,19 @@ export interface WaitAnswer {
   at: number;
 }
 
-/** What a run can wait for: the canary attached, all measured VAs attached, or all gone. */
-export type WaitTarget = "canary" | "attached" | "gone";
+/**
+ * What a run can wait for: the canary attached, all measured VAs attached, all gone, or the
+ * detach flood's probe attached.
+ */
+export type WaitTarget = "canary" | "attached" | "gone" | "flood";
 
 /** Phase times and per-object latencies. Times are epoch ms; NaN when it did not happen. */
 export interface TimelineReport {
   canaryCreatedAt: number;
   canaryAttachedAt: number;
+  /** When the detach flood's probe VA was created, and attached. */
+  floodCreatedAt: number;
+  floodAttachedAt: number;
   /** When the benchmark started creating the measured VAs. */
   attachStartedAt: number;
   /** When the last measured VA was created. */
@@ -62,6 +68,8 @@ export class Timeline {
   readonly #now: () => number;
   #canaryCreatedAt = NaN;
   #canaryAttachedAt = NaN;
+  #floodCreatedAt = NaN;
+  #floodAttachedAt = NaN;
   #attachStartedAt = NaN;
   #detachStartedAt = NaN;
   #lastAttachedAt = NaN;
@@ -124,6 +132,14 @@ export class Timeline {
       this.#notify();
       return;
     }
+    if (index === FLOOD_PROBE) {
+      if (Number.isNaN(this.#floodCreatedAt)) this.#floodCreatedAt = now;
+      if (va.status?.attached === true && Number.isNaN(this.#floodAttachedAt)) {
+        this.#floodAttachedAt = now;
+      }
+      this.#notify();
+      return;
+    }
     const first = (times: Float64Array) => {
       if (!Number.isNaN(times[index] as number)) return false;
       times[index] = now;
@@ -155,6 +171,10 @@ export class Timeline {
         };
       case "gone":
         return { done: this.#gone === this.#spec.count, count: this.#gone, at: this.#lastGoneAt };
+      case "flood": {
+        const done = Number.isFinite(this.#floodAttachedAt);
+        return { done, count: done ? 1 : 0, at: this.#floodAttachedAt };
+      }
     }
   }
 
@@ -204,6 +224,8 @@ export class Timeline {
     return {
       canaryCreatedAt: this.#canaryCreatedAt,
       canaryAttachedAt: this.#canaryAttachedAt,
+      floodCreatedAt: this.#floodCreatedAt,
+      floodAttachedAt: this.#floodAttachedAt,
       attachStartedAt: this.#attachStartedAt,
       attachCreatedAt: this.#created === this.#spec.count ? lastCreated : NaN,
       lastAttachedAt: this.#lastAttachedAt,

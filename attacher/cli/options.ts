@@ -13,6 +13,7 @@
 
 import { type Flag, FlagError, FlagSet, goQuote, parseGoBool } from "./flags.ts";
 import { type FeatureGates, featureGatesUsage, resolveFeatureGates } from "./feature_gates.ts";
+import { formatGoDuration, parseGoDuration } from "./duration.ts";
 
 /** Log output formats (`--logging-format`). */
 export type LoggingFormat = "text" | "json";
@@ -30,6 +31,21 @@ export interface Options {
   timeoutMs: number;
   /** `--worker-threads`: VolumeAttachment workers, and as many PersistentVolume workers. */
   workerThreads: number;
+  /**
+   * `--attach-worker-threads` (beyond the Go attacher): workers that sync VolumeAttachments not
+   * being deleted; the flag's 0 means {@link workerThreads}, resolved here.
+   */
+  attachWorkerThreads: number;
+  /**
+   * `--detach-worker-threads` (beyond the Go attacher): workers that sync VolumeAttachments being
+   * deleted; the flag's 0 means {@link workerThreads}, resolved here.
+   */
+  detachWorkerThreads: number;
+  /**
+   * `--log-backlog-interval` (beyond the Go attacher): period of the backlog log line; 0
+   * disables it.
+   */
+  logBacklogIntervalMs: number;
   /** `--retry-interval-start`: first per-item backoff; doubles on each failure. */
   retryIntervalStartMs: number;
   /** `--retry-interval-max`: cap of the per-item backoff. */
@@ -194,6 +210,9 @@ interface AttacherFlags {
   csiAddress: Flag<string>;
   timeout: Flag<number>;
   workerThreads: Flag<number>;
+  attachWorkerThreads: Flag<number>;
+  detachWorkerThreads: Flag<number>;
+  logBacklogInterval: Flag<number>;
   retryIntervalStart: Flag<number>;
   retryIntervalMax: Flag<number>;
   resync: Flag<number>;
@@ -224,6 +243,21 @@ interface AttacherFlags {
   logJsonSplitStream: Flag<boolean>;
   logJsonInfoBufferSize: Flag<string>;
   dummy: Flag<boolean>;
+}
+
+/** Default of `--log-backlog-interval`. */
+const BACKLOG_INTERVAL_DEFAULT_MS = 30_000;
+
+/** A Go duration that is not negative, in ms. */
+function parseNonNegativeDuration(text: string): number {
+  let ms: number;
+  try {
+    ms = parseGoDuration(text);
+  } catch (err) {
+    throw new Error("parse error", { cause: err });
+  }
+  if (ms < 0) throw new Error("must not be negative");
+  return ms;
 }
 
 const ALL_LOGS_TO_STDERR = "every log line is written to stderr, unbuffered";
@@ -414,6 +448,31 @@ function defineFlags(program: string): AttacherFlags {
       `[Alpha] In JSON format with split output streams, ${BUFFER_SIZE_USAGE}`,
       { parse: parseQuantity, ignored: ALL_LOGS_TO_STDERR },
     ),
+    // Beyond the Go attacher: https://github.com/kubernetes-csi/external-attacher/issues/761
+    attachWorkerThreads: fs.uint(
+      "attach-worker-threads",
+      0,
+      "Number of workers that attach volumes (VolumeAttachments not being deleted), apart from " +
+        "the detach workers so that detaches never delay attaches. 0 means --worker-threads.",
+    ),
+    detachWorkerThreads: fs.uint(
+      "detach-worker-threads",
+      0,
+      "Number of workers that detach volumes (VolumeAttachments being deleted). 0 means " +
+        "--worker-threads.",
+    ),
+    // Beyond the Go attacher: https://github.com/kubernetes-csi/external-attacher/issues/706
+    logBacklogInterval: fs.custom<number>(
+      "log-backlog-interval",
+      BACKLOG_INTERVAL_DEFAULT_MS,
+      "How often to log the work queues that have items waiting longer than this interval, with " +
+        "their depth and the oldest waiting item and its age. 0 disables it.",
+      {
+        parse: parseNonNegativeDuration,
+        typeName: "duration",
+        defaultText: formatGoDuration(BACKLOG_INTERVAL_DEFAULT_MS),
+      },
+    ),
     // From attacher v1, removed from the Go attacher in v2.0; kept here for testing.
     dummy: fs.bool(
       "dummy",
@@ -501,6 +560,9 @@ export function parseOptions(
       csiAddress: flags.csiAddress.value,
       timeoutMs: flags.timeout.value,
       workerThreads: flags.workerThreads.value,
+      attachWorkerThreads: flags.attachWorkerThreads.value || flags.workerThreads.value,
+      detachWorkerThreads: flags.detachWorkerThreads.value || flags.workerThreads.value,
+      logBacklogIntervalMs: flags.logBacklogInterval.value,
       retryIntervalStartMs: flags.retryIntervalStart.value,
       retryIntervalMaxMs: flags.retryIntervalMax.value,
       resyncMs: flags.resync.value,

@@ -27,6 +27,9 @@ Deno.test("parseOptions() defaults equal the Go attacher's (cmd/csi-attacher/mai
     csiAddress: "/run/csi/socket",
     timeoutMs: 15_000,
     workerThreads: 10,
+    attachWorkerThreads: 10,
+    detachWorkerThreads: 10,
+    logBacklogIntervalMs: 30_000,
     retryIntervalStartMs: 1_000,
     retryIntervalMaxMs: 300_000,
     resyncMs: 600_000,
@@ -141,6 +144,9 @@ Deno.test("parseOptions() sets every flag, in single-dash and separate-value for
     csiAddress: "/csi.sock",
     timeoutMs: 90_000,
     workerThreads: 3,
+    attachWorkerThreads: 3,
+    detachWorkerThreads: 3,
+    logBacklogIntervalMs: 30_000,
     retryIntervalStartMs: 500,
     retryIntervalMaxMs: 3_600_000,
     resyncMs: 0,
@@ -330,6 +336,37 @@ Deno.test("parseOptions() joins repeated --vmodule values", () => {
   assert.equal(options(["--vmodule=a=1", "--vmodule=b*=2,"]).vmodule, "a=1,b*=2,");
 });
 
+Deno.test("parseOptions() sizes the attach and detach workers from --worker-threads unless set", () => {
+  const sized = options(["--worker-threads=4"]);
+  assert.equal(sized.attachWorkerThreads, 4);
+  assert.equal(sized.detachWorkerThreads, 4);
+  const own = options([
+    "--worker-threads=4",
+    "--attach-worker-threads=2",
+    "-detach-worker-threads",
+    "7",
+  ]);
+  assert.equal(own.attachWorkerThreads, 2);
+  assert.equal(own.detachWorkerThreads, 7);
+  assertUsageError(
+    parseOptions(["--detach-worker-threads=-1"]),
+    'invalid value "-1" for flag -detach-worker-threads: parse error',
+  );
+});
+
+Deno.test("parseOptions() reads --log-backlog-interval; 0 disables, negative or bad is exit 2", () => {
+  assert.equal(options(["--log-backlog-interval=1m30s"]).logBacklogIntervalMs, 90_000);
+  assert.equal(options(["--log-backlog-interval", "0"]).logBacklogIntervalMs, 0);
+  assertUsageError(
+    parseOptions(["--log-backlog-interval=-5s"]),
+    'invalid value "-5s" for flag -log-backlog-interval: must not be negative',
+  );
+  assertUsageError(
+    parseOptions(["--log-backlog-interval=often"]),
+    'invalid value "often" for flag -log-backlog-interval: parse error',
+  );
+});
+
 Deno.test("validateOptions() accepts the defaults", () => {
   assert.equal(validateOptions(options([])), undefined);
 });
@@ -353,9 +390,11 @@ Deno.test("usageText() lists every flag with its type and non-zero default", () 
   const usage = usageText();
   assert.ok(usage.startsWith("Usage of csi-attacher:\n"));
   const expected: Array<[string, string | undefined]> = [
+    ["  -attach-worker-threads uint\n", undefined],
     ["  -automaxprocs\n", undefined],
     ["  -csi-address string\n", '(default "/run/csi/socket")'],
     ["  -default-fstype string\n", undefined],
+    ["  -detach-worker-threads uint\n", undefined],
     ["  -dummy\n", undefined],
     ["  -feature-gates value\n", undefined],
     ["  -http-endpoint :8080\n", undefined],
@@ -368,6 +407,7 @@ Deno.test("usageText() lists every flag with its type and non-zero default", () 
     ["  -leader-election-namespace string\n", undefined],
     ["  -leader-election-renew-deadline duration\n", "(default 10s)"],
     ["  -leader-election-retry-period duration\n", "(default 5s)"],
+    ["  -log-backlog-interval duration\n", "(default 30s)"],
     ["  -log-flush-frequency duration\n", "(default 5s)"],
     ["  -log-json-info-buffer-size value\n", undefined],
     ["  -log-json-split-stream\n", undefined],

@@ -21,6 +21,7 @@
  */
 
 import { MIGRATED_TO_ANNOTATION, NODE_ID_ANNOTATION } from "./names.ts";
+import { AZURE_FILE_RESOURCE_GROUP_ANNOTATION } from "./migration.ts";
 import type { CsiNode, ObjectMeta, PersistentVolume, VolumeAttachment } from "../kube/types.ts";
 
 /** The metadata every cached object keeps; `annotations` only the ones named. */
@@ -29,6 +30,8 @@ function keptMetadata(meta: ObjectMeta, annotations: readonly string[]): ObjectM
   if (meta.namespace !== undefined) out.namespace = meta.namespace;
   if (meta.uid !== undefined) out.uid = meta.uid;
   if (meta.resourceVersion !== undefined) out.resourceVersion = meta.resourceVersion;
+  // The attach latency and the oldest-pending gauge count from it.
+  if (meta.creationTimestamp !== undefined) out.creationTimestamp = meta.creationTimestamp;
   if (meta.deletionTimestamp !== undefined) out.deletionTimestamp = meta.deletionTimestamp;
   if (meta.finalizers !== undefined) out.finalizers = meta.finalizers;
   for (const key of annotations) {
@@ -40,7 +43,7 @@ function keptMetadata(meta: ObjectMeta, annotations: readonly string[]): ObjectM
 
 /**
  * A VolumeAttachment as cached: `spec` and `status` whole, metadata name, namespace, uid,
- * resourceVersion, deletionTimestamp, finalizers and the node ID annotation.
+ * resourceVersion, creationTimestamp, deletionTimestamp, finalizers and the node ID annotation.
  */
 export function cachedVolumeAttachment(va: VolumeAttachment): VolumeAttachment {
   const out: VolumeAttachment = {
@@ -59,7 +62,10 @@ export function cachedVolumeAttachment(va: VolumeAttachment): VolumeAttachment {
  * VolumeAttachment with the `pv.kubernetes.io/migrated-to` annotation; no `status`.
  */
 export function cachedPersistentVolume(pv: PersistentVolume): PersistentVolume {
-  const metadata = keptMetadata(pv.metadata, [MIGRATED_TO_ANNOTATION]);
+  const metadata = keptMetadata(pv.metadata, [
+    MIGRATED_TO_ANNOTATION,
+    AZURE_FILE_RESOURCE_GROUP_ANNOTATION,
+  ]);
   if (pv.metadata.labels !== undefined) metadata.labels = pv.metadata.labels;
   return { apiVersion: pv.apiVersion, kind: pv.kind, metadata, spec: pv.spec };
 }

@@ -1,4 +1,8 @@
 import assert from "node:assert/strict";
+import {
+  AZURE_FILE_RESOURCE_GROUP_ANNOTATION,
+  translateInTreePersistentVolume,
+} from "./migration.ts";
 import { cachedCsiNode, cachedPersistentVolume, cachedVolumeAttachment } from "./cache_fields.ts";
 import { finalizerName, MIGRATED_TO_ANNOTATION, NODE_ID_ANNOTATION } from "./names.ts";
 import { applyMergePatch, createMergePatch } from "../kube/merge_patch.ts";
@@ -45,6 +49,7 @@ Deno.test("cachedVolumeAttachment() keeps spec, status and the metadata the atta
       name: "va1",
       uid: "u1",
       resourceVersion: "7",
+      creationTimestamp: "2026-01-01T00:00:00Z",
       deletionTimestamp: "2026-01-02T00:00:00Z",
       finalizers: ["other.example.com/guard"],
       annotations: { [NODE_ID_ANNOTATION]: "n-1" },
@@ -178,4 +183,25 @@ Deno.test("cachedCsiNode() keeps only this driver's entry, with its node ID", ()
     spec: { drivers: [{ name: "csi.example.com", nodeID: "n-1" }] },
   });
   assert.deepEqual(cachedCsiNode("absent.example.com")(node).spec, { drivers: [] });
+});
+
+Deno.test("cachedPersistentVolume() keeps the Azure File resource group, part of the migrated volume handle", () => {
+  const pv: PersistentVolume = {
+    metadata: {
+      name: "pv1",
+      annotations: {
+        [AZURE_FILE_RESOURCE_GROUP_ANNOTATION]: "rg",
+        "pv.kubernetes.io/provisioned-by": "kubernetes.io/azure-file",
+      },
+    },
+    spec: {
+      azureFile: { shareName: "share", secretName: "secret", secretNamespace: "ns" },
+    },
+  };
+  const cached = cachedPersistentVolume(pv);
+  assert.deepEqual(cached.metadata.annotations, { [AZURE_FILE_RESOURCE_GROUP_ANNOTATION]: "rg" });
+  assert.equal(
+    translateInTreePersistentVolume(cached).spec.csi?.volumeHandle,
+    "rg#secret#share#pv1#ns",
+  );
 });

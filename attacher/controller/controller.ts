@@ -10,13 +10,41 @@
 import type { Clock } from "../clock.ts";
 import { realClock } from "../clock.ts";
 import type { Handler } from "./handler.ts";
+import type { OperationLatency } from "./operation_latency.ts";
 import type { Logger } from "../observe/logger.ts";
 import { jsonEqual } from "../kube/json_patch.ts";
 import { isMigratablePersistentVolume } from "./migration.ts";
 import { finalizerName, MIGRATED_TO_ANNOTATION } from "./names.ts";
 import type { EventHandlers, ObjectStore } from "../kube/store.ts";
 import type { CsiNode, PersistentVolume, VolumeAttachment } from "../kube/types.ts";
+import type { QueueLanes } from "../workqueue/queue.ts";
 import type { RateLimitingQueue } from "../workqueue/types.ts";
+
+/** The lane of the VolumeAttachment queue whose keys are attaches (and other non-deleted VAs). */
+export const ATTACH_LANE = "attach";
+/** The lane of the VolumeAttachment queue whose keys are VAs being deleted. */
+export const DETACH_LANE = "detach";
+
+/**
+ * The lane a VolumeAttachment's key belongs in: detach once it is being deleted (or already gone
+ * from the cache, when its sync only notices that), attach otherwise.
+ */
+export function volumeAttachmentLane(va: VolumeAttachment | undefined): string {
+  return va === undefined || va.metadata.deletionTimestamp ? DETACH_LANE : ATTACH_LANE;
+}
+
+/**
+ * The lanes of the VolumeAttachment queue: attach and detach, decided from `store` each time a
+ * key becomes ready or is added again. Beyond the Go attacher, which has one queue and one
+ * worker pool, so that a burst of detaches cannot delay attaches
+ * (https://github.com/kubernetes-csi/external-attacher/issues/761).
+ */
+export function volumeAttachmentLanes(store: ObjectStore<VolumeAttachment>): QueueLanes {
+  return {
+    names: [ATTACH_LANE, DETACH_LANE],
+    laneOf: (key) => volumeAttachmentLane(store.get(key)),
+  };
+}
 
 /** A cache that can also deliver events. */
 export interface InformerLike<T> extends ObjectStore<T> {
@@ -35,14 +63,25 @@ export interface ControllerDeps {
   handler: Handler;
   log: Logger;
   clock?: Clock;
+  /** Told of every VA event of this driver, to time attaches and detaches end to end. */
+  latency?: OperationLatency;
 }
 
 /** Options of {@link AttachController}. */
 export interface ControllerOptions {
   /** The driver name from GetPluginInfo; only VolumeAttachments with this attacher are synced. */
   driverName: string;
-  /** Number of VolumeAttachment workers, and also of PersistentVolume workers. */
+  /**
+   * Number of PersistentVolume workers, and of VolumeAttachment workers when
+   * {@link laneWorkers} is not given.
+   */
   workers: number;
+  /**
+   * VolumeAttachment workers per lane of the VA queue (e.g. `{attach: 10, detach: 10}`): each
+   * worker takes keys of its lane only. Every lane of the queue needs at least one. Without it,
+   * {@link workers} workers take keys of any lane.
+   */
+  laneWorkers?: Readonly<Record<string, number>>;
   /** Whether to run {@link Handler.reconcile} periodically. */
   reconcile: boolean;
   /** Period of the reconcile loop, counted from the end of the previous pass. */
@@ -115,6 +154,19 @@ export class AttachController {
         `Cannot create controller: workers must be at least 1, got ${opts.workers}`,
       );
     }
+    if (opts.laneWorkers !== undefined) {
+      const lanes = deps.vaQueue.lanes();
+      for (const lane of new Set([...lanes, ...Object.keys(opts.laneWorkers)])) {
+        const n = opts.laneWorkers[lane];
+        if (!lanes.includes(lane) || n === undefined || !Number.isInteger(n) || n < 1) {
+          throw new RangeError(
+            `Cannot create controller: lane ${
+              JSON.stringify(lane)
+            } of the VolumeAttachment queue needs at least 1 worker, got ${n}`,
+          );
+        }
+      }
+    }
     this.#deps = deps;
     this.#opts = opts;
     this.#clock = deps.clock ?? realClock;
@@ -125,6 +177,7 @@ export class AttachController {
       vaStore: deps.vaInformer,
       pvStore: deps.pvInformer,
       csiNodeStore: deps.csiNodeStore,
+      isVolumeAttachmentBusy: (name) => deps.vaQueue.isQueuedOrProcessing(name),
     });
     deps.vaInformer.addHandlers({
       add: (va) => this.#vaAdded(va),
@@ -138,10 +191,16 @@ export class AttachController {
   }
 
   #vaAdded(va: VolumeAttachment): void {
+    this.#noteSeen(va);
     this.#deps.vaQueue.add(va.metadata.name);
   }
 
+  #noteSeen(va: VolumeAttachment): void {
+    if (va.spec?.attacher === this.#opts.driverName) this.#deps.latency?.seen(va);
+  }
+
   #vaUpdated(oldVA: VolumeAttachment, newVA: VolumeAttachment): void {
+    this.#noteSeen(newVA);
     if (shouldEnqueueVAChange(oldVA, newVA)) {
       this.#deps.vaQueue.add(newVA.metadata.name);
     } else {
@@ -152,6 +211,10 @@ export class AttachController {
   }
 
   #vaDeleted(va: VolumeAttachment): void {
+    this.#deps.latency?.forget(va);
+    // Nothing is kept for a VA that is gone (client-go's Forget ends its backoff record).
+    this.#deps.vaQueue.forget(va.metadata.name);
+    this.#deps.handler.forgetVolumeAttachment(va.metadata.name);
     // A deleted VA may have been the last user of its PV: let the PV queue decide whether the
     // PV finalizer can go.
     const pvName = va.spec?.source?.persistentVolumeName;
@@ -164,11 +227,19 @@ export class AttachController {
     }
   }
 
-  /** Syncs one VolumeAttachment key taken from the queue; false when the queue had none. */
-  async processNextVolumeAttachment(wait = false): Promise<boolean> {
+  /**
+   * Syncs one VolumeAttachment key taken from the queue (from `lane` only, when given); false
+   * when the queue had none. With `wait`, a key that arrives once the queue is shutting down is
+   * handed back unsynced (it reached this worker after the stop) and the result is false.
+   */
+  async processNextVolumeAttachment(wait = false, lane?: string): Promise<boolean> {
     const queue = this.#deps.vaQueue;
-    const key = wait ? await queue.get() : queue.tryGet();
+    const key = wait ? await queue.get(lane) : queue.tryGet(lane);
     if (key === undefined) return false;
+    if (wait && queue.shuttingDown()) {
+      queue.done(key);
+      return false;
+    }
     try {
       await this.#syncVolumeAttachment(key);
     } finally {
@@ -177,11 +248,15 @@ export class AttachController {
     return true;
   }
 
-  /** Syncs one PersistentVolume key taken from the queue; false when the queue had none. */
+  /** Syncs one PersistentVolume key taken from the queue; like processNextVolumeAttachment. */
   async processNextPersistentVolume(wait = false): Promise<boolean> {
     const queue = this.#deps.pvQueue;
     const key = wait ? await queue.get() : queue.tryGet();
     if (key === undefined) return false;
+    if (wait && queue.shuttingDown()) {
+      queue.done(key);
+      return false;
+    }
     try {
       await this.#syncPersistentVolume(key);
     } finally {
@@ -195,6 +270,10 @@ export class AttachController {
     const va = this.#deps.vaInformer.get(name);
     if (!va) {
       log.v(4).info("VolumeAttachment was deleted in the meantime, ignoring");
+      // A sync that failed while the VA was being deleted may have recorded a retry after
+      // the delete event: this last sync of the key ends its records.
+      this.#deps.vaQueue.forget(name);
+      this.#deps.handler.forgetVolumeAttachment(name);
       return;
     }
     if (va.spec?.attacher !== this.#opts.driverName) {
@@ -217,6 +296,7 @@ export class AttachController {
     const pv = this.#deps.pvInformer.get(name);
     if (!pv) {
       log.v(4).info("PersistentVolume was deleted in the meantime, ignoring");
+      this.#deps.pvQueue.forget(name);
       return;
     }
     try {
@@ -229,8 +309,9 @@ export class AttachController {
 
   /**
    * Waits for the caches, then runs the workers (and the reconcile loop) until `signal` aborts.
-   * On abort the queues stop handing out keys, and this resolves once every sync in flight has
-   * finished, so no CSI call is cut short by shutdown.
+   * On abort the queues shut down and no worker takes another key; this resolves once every
+   * sync in flight has finished, so no CSI call is cut short by shutdown (each is bounded by
+   * `--timeout`) and none starts after it.
    */
   async run(signal: AbortSignal): Promise<void> {
     const { vaInformer, pvInformer, vaQueue, pvQueue } = this.#deps;
@@ -248,17 +329,30 @@ export class AttachController {
     }
     const loops: Promise<void>[] = [];
     for (let i = 0; i < this.#opts.workers; i++) {
-      loops.push(this.#worker(() => this.processNextVolumeAttachment(true)));
-      loops.push(this.#worker(() => this.processNextPersistentVolume(true)));
+      if (this.#opts.laneWorkers === undefined) {
+        loops.push(this.#worker(signal, () => this.processNextVolumeAttachment(true)));
+      }
+      loops.push(this.#worker(signal, () => this.processNextPersistentVolume(true)));
+    }
+    for (const [lane, n] of Object.entries(this.#opts.laneWorkers ?? {})) {
+      for (let i = 0; i < n; i++) {
+        loops.push(this.#worker(signal, () => this.processNextVolumeAttachment(true, lane)));
+      }
     }
     if (this.#opts.reconcile) loops.push(this.#reconcileLoop(signal));
     await Promise.all(loops);
     this.#log.info("Shutting down CSI attacher");
   }
 
-  async #worker(step: () => Promise<boolean>): Promise<void> {
-    while (await step()) {
-      // keep going until the queue shuts down
+  /**
+   * Runs `step` until `signal` aborts, checking it before each key, as the Go attacher's
+   * workers run under `wait.Until(..., ctx.Done())`: after a stop no worker takes another key,
+   * even though the queue would still hand out the keys it holds (client-go's queue `Get`
+   * drains after `ShutDown`). Those keys are simply the next leader's work.
+   */
+  async #worker(signal: AbortSignal, step: () => Promise<boolean>): Promise<void> {
+    while (!signal.aborted && await step()) {
+      // keep going until stopped or the queue shuts down
     }
   }
 

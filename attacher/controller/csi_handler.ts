@@ -19,6 +19,7 @@ import { realClock } from "../clock.ts";
 import type { CsiClient, VolumeCapability } from "../csi/api.ts";
 import { CsiError } from "../csi/api.ts";
 import type { Handler, HandlerContext } from "./handler.ts";
+import type { OperationLatency } from "./operation_latency.ts";
 import type { KubeApi } from "../kube/api.ts";
 import {
   CSI_NODES,
@@ -46,6 +47,21 @@ import type {
   VolumeAttachment,
 } from "../kube/types.ts";
 import { getVolumeCapability, getVolumeHandle } from "./volume_capability.ts";
+import type { InvolvedObject } from "../events/correlator.ts";
+
+/** Where the handler reports attach and detach outcomes as Events (`events/recorder.ts`). */
+export interface VolumeAttachmentEventSink {
+  /** Queues an Event; must return at once (it runs on the attach and detach path). */
+  record(object: InvolvedObject, type: "Normal" | "Warning", reason: string, message: string): void;
+}
+
+/** Reasons of the Events on VolumeAttachments. */
+export const EVENT_REASONS = {
+  attachFailed: "AttachFailed",
+  detachFailed: "DetachFailed",
+  attached: "Attached",
+  detached: "Detached",
+} as const;
 
 /** Collaborators of {@link CsiHandler}. */
 export interface CsiHandlerDeps {
@@ -53,6 +69,10 @@ export interface CsiHandlerDeps {
   csi: CsiClient;
   log: Logger;
   clock?: Clock;
+  /** Told when an attach or a detach is finished, for the end-to-end latency histograms. */
+  latency?: OperationLatency;
+  /** Events on VolumeAttachments (beyond the Go attacher, which records none); none if unset. */
+  events?: VolumeAttachmentEventSink;
 }
 
 /** Options of {@link CsiHandler}; the capabilities come from ControllerGetCapabilities. */
@@ -77,6 +97,13 @@ interface VolumeSource {
   migrated: boolean;
 }
 
+/** What a successful publish gave: the driver's publish context, and the request it answered. */
+interface Published {
+  publishContext: Record<string, string>;
+  /** The request without its secrets, as a key ({@link CsiHandler} `#unrecordedPublishes`). */
+  request: string;
+}
+
 /**
  * How the driver step of an attach or detach ended. `va` is the newest VolumeAttachment the step
  * saw (after its own metadata patch, if any): the one whose status a failure is written to.
@@ -88,6 +115,14 @@ type StepResult<T> =
 /** The gRPC code of `err` if it is a gRPC status error, as Go's `status.FromError` tells. */
 function grpcCode(err: unknown): number | undefined {
   return err instanceof CsiError ? err.code : undefined;
+}
+
+/**
+ * The identity of one state of a VolumeAttachment in the cache: its uid and resourceVersion. Any
+ * write (ours or another's) and a delete and re-create under the same name change it.
+ */
+function cachedVersion(va: VolumeAttachment): string {
+  return `${va.metadata.uid ?? ""}/${va.metadata.resourceVersion ?? ""}`;
 }
 
 /** A resourceVersion as an integer, or undefined when it is not one. */
@@ -106,25 +141,58 @@ function secretValues(secret: Secret): Record<string, string> {
   return out;
 }
 
+/** The reference an Event on `va` carries. */
+function involvedObject(va: VolumeAttachment): InvolvedObject {
+  const ref: InvolvedObject = {
+    kind: "VolumeAttachment",
+    apiVersion: "storage.k8s.io/v1",
+    name: va.metadata.name,
+  };
+  if (va.metadata.uid) ref.uid = va.metadata.uid;
+  if (va.metadata.resourceVersion) ref.resourceVersion = va.metadata.resourceVersion;
+  return ref;
+}
+
 /** Attaches and detaches volumes through a CSI driver. */
 export class CsiHandler implements Handler {
   #kube: KubeApi;
   #csi: CsiClient;
   #log: Logger;
   #clock: Clock;
+  #latency: OperationLatency | undefined;
   #opts: CsiHandlerOptions;
   #finalizer: string;
   #ctx: HandlerContext | undefined;
   /** VAs the reconciler found out of sync: their next sync calls the driver regardless. */
   #forceSync = new Set<string>();
-  /** The `attached: true` writes not yet seen in the cache, by VA name. */
-  #attachedWrites = new Map<string, { uid: string; resourceVersion: bigint }>();
+  /**
+   * This handler's last writes that make a sync of an older cached VA pointless (`attached: true`
+   * after a publish; the finalizer removal and `attached: false` after an unpublish), by VA name,
+   * until the cache has them.
+   */
+  #ownWrites = new Map<string, { uid: string; resourceVersion: bigint }>();
+  /**
+   * Publishes the driver confirmed but whose `attached: true` could not be written, by VA name.
+   * The retry sends the same request to an idempotent call, so it records the earlier answer
+   * instead of publishing again; any other request, a detach, or a VA the cache shows attached
+   * (a forced sync: the driver no longer lists it) calls the driver.
+   */
+  #unrecordedPublishes = new Map<string, { uid: string } & Published>();
+  #events: VolumeAttachmentEventSink | undefined;
+  /**
+   * The operation that last failed, by VA name, for the Normal Event of the success that follows
+   * even when the cache does not show the error yet (or saving it failed). An entry lives until
+   * the VA's next successful attach or detach, or until the VA is gone.
+   */
+  #failed = new Map<string, "attach" | "detach">();
 
   constructor(deps: CsiHandlerDeps, opts: CsiHandlerOptions) {
     this.#kube = deps.kube;
     this.#csi = deps.csi;
     this.#log = deps.log;
     this.#clock = deps.clock ?? realClock;
+    this.#latency = deps.latency;
+    this.#events = deps.events;
     this.#opts = opts;
     this.#finalizer = finalizerName(opts.driverName);
   }
@@ -138,6 +206,13 @@ export class CsiHandler implements Handler {
     return this.#ctx;
   }
 
+  forgetVolumeAttachment(name: string): void {
+    this.#forceSync.delete(name);
+    this.#ownWrites.delete(name);
+    this.#failed.delete(name);
+    this.#unrecordedPublishes.delete(name);
+  }
+
   #consumeForceSync(name: string): boolean {
     return this.#forceSync.delete(name);
   }
@@ -147,7 +222,9 @@ export class CsiHandler implements Handler {
     const log = this.#log.with({ volumeAttachment: name });
     const queue = this.#context().vaQueue;
     if (this.#olderThanOwnWrite(va)) {
-      log.v(4).info("Cached VolumeAttachment is older than the attach just recorded, skipping");
+      log.v(4).info(
+        "Cached VolumeAttachment is older than the attach or detach just recorded, skipping",
+      );
       queue.forget(name);
       return;
     }
@@ -175,30 +252,69 @@ export class CsiHandler implements Handler {
     const attached = await this.#csiAttach(va, log);
     if (!attached.ok) {
       await this.#saveError(attached.va, "attachError", attached.error, log);
+      this.#recordFailure(attached.va, "attach", attached.error);
       throw new Error(`failed to attach: ${errorText(attached.error)}`, { cause: attached.error });
     }
     log.v(2).info("Attached", { node: va.spec.nodeName });
     try {
-      await this.#markAsAttached(attached.va, attached.value);
+      await this.#markAsAttached(attached.va, attached.value.publishContext);
     } catch (err) {
+      if (va.metadata.uid) {
+        this.#unrecordedPublishes.set(va.metadata.name, {
+          uid: va.metadata.uid,
+          ...attached.value,
+        });
+      }
       throw new Error(`failed to mark as attached: ${errorText(err)}`, { cause: err });
     }
+    this.#unrecordedPublishes.delete(va.metadata.name);
+    this.#recordRecovery(va, "attach");
     log.v(4).info("Fully attached");
   }
 
   async #syncDetach(va: VolumeAttachment, log: Logger): Promise<void> {
     const forced = this.#consumeForceSync(va.metadata.name);
+    this.#unrecordedPublishes.delete(va.metadata.name);
     if (!forced && !(va.metadata.finalizers ?? []).includes(this.#finalizer)) {
       log.v(4).info("VolumeAttachment is already detached");
+      this.#failed.delete(va.metadata.name); // it is going away: no Event will follow
       return;
     }
     log.v(2).info("Detaching", { node: va.spec.nodeName });
     const detached = await this.#csiDetach(va, log);
     if (!detached.ok) {
       await this.#saveError(detached.va, "detachError", detached.error, log);
+      this.#recordFailure(detached.va, "detach", detached.error);
       throw new Error(`failed to detach: ${errorText(detached.error)}`, { cause: detached.error });
     }
+    this.#recordRecovery(va, "detach");
     log.v(2).info("Fully detached", { node: va.spec.nodeName });
+  }
+
+  /**
+   * A Warning Event with the text just saved as `attachError`/`detachError` (errors never carry
+   * secret values: secrets are only read into the CSI request).
+   */
+  #recordFailure(va: VolumeAttachment, op: "attach" | "detach", err: unknown): void {
+    this.#failed.set(va.metadata.name, op);
+    const reason = op === "attach" ? EVENT_REASONS.attachFailed : EVENT_REASONS.detachFailed;
+    this.#events?.record(involvedObject(va), "Warning", reason, errorText(err));
+  }
+
+  /** A Normal Event when the attach or detach that just succeeded had failed before. */
+  #recordRecovery(va: VolumeAttachment, op: "attach" | "detach"): void {
+    const name = va.metadata.name;
+    const failedHere = this.#failed.get(name) === op;
+    this.#failed.delete(name);
+    const hadError = op === "attach"
+      ? va.status?.attachError != null
+      : va.status?.detachError != null;
+    if (!hadError && !failedHere) return;
+    const message = op === "attach"
+      ? `Volume attached to node ${va.spec.nodeName}`
+      : `Volume detached from node ${va.spec.nodeName}`;
+    const reason = op === "attach" ? EVENT_REASONS.attached : EVENT_REASONS.detached;
+    this.#events?.record(involvedObject(va), "Normal", reason, message);
   }
 
   /** The CSI source of the VA, with the source checks and PV lookups both paths share. */
@@ -257,7 +373,7 @@ export class CsiHandler implements Handler {
   async #csiAttach(
     va: VolumeAttachment,
     log: Logger,
-  ): Promise<StepResult<Record<string, string>>> {
+  ): Promise<StepResult<Published>> {
     let current = va;
     try {
       const pvName = this.#checkSource(va);
@@ -316,6 +432,19 @@ export class CsiHandler implements Handler {
       }
 
       const volumeId = handle.volumeHandle;
+      const request = JSON.stringify([volumeId, nodeId, capability, readonly, volumeContext]);
+      const earlier = this.#unrecordedPublishes.get(va.metadata.name);
+      this.#unrecordedPublishes.delete(va.metadata.name);
+      if (
+        earlier !== undefined && earlier.uid === va.metadata.uid && earlier.request === request &&
+        !va.status?.attached
+      ) {
+        log.v(4).info("ControllerPublishVolume already succeeded with this request, recording it", {
+          volumeHandle: volumeId,
+          nodeID: nodeId,
+        });
+        return { ok: true, va: current, value: earlier };
+      }
       log.v(4).info("Calling ControllerPublishVolume", { volumeHandle: volumeId, nodeID: nodeId });
       const res = await this.#csi.controllerPublishVolume(
         {
@@ -328,7 +457,7 @@ export class CsiHandler implements Handler {
         },
         this.#callOptions(source.migrated),
       );
-      return { ok: true, va: current, value: res.publishContext };
+      return { ok: true, va: current, value: { publishContext: res.publishContext, request } };
     } catch (error) {
       return { ok: false, va: current, error };
     }
@@ -435,32 +564,44 @@ export class CsiHandler implements Handler {
       { type: "merge", body: createMergePatch({ status: va.status ?? {} }, { status: next }) },
       { subresource: "status" },
     );
+    this.#latency?.attached(va);
+    this.#recordOwnWrite(va.metadata.name, written);
+  }
+
+  /**
+   * Remembers a write of {@link #ownWrites}; `written` is the object the API server returned.
+   * Entries are dropped once the cache has the write (see {@link #olderThanOwnWrite}); those of
+   * VAs gone from the cache meanwhile are dropped here.
+   */
+  #recordOwnWrite(name: string, written: VolumeAttachment | undefined): void {
+    const { vaStore } = this.#context();
+    for (const other of this.#ownWrites.keys()) {
+      if (vaStore.get(other) === undefined) this.#ownWrites.delete(other);
+    }
     const rv = parseResourceVersion(written?.metadata?.resourceVersion);
-    if (rv !== undefined && written.metadata.uid) {
-      this.#attachedWrites.set(va.metadata.name, {
-        uid: written.metadata.uid,
-        resourceVersion: rv,
-      });
+    if (rv !== undefined && written?.metadata.uid) {
+      this.#ownWrites.set(name, { uid: written.metadata.uid, resourceVersion: rv });
     }
   }
 
   /**
-   * True when the cached VA is older than the `attached: true` this handler wrote for it. The
-   * VA is queued again by its own metadata patch, and that sync may start before the watch has
-   * delivered the status write: without this check it would publish the volume a second time.
-   * The watch event of the write queues the VA again, so nothing is lost by skipping. Like
+   * True when the cached VA is older than the `attached: true` this handler wrote for it, or
+   * than its finalizer removal or `attached: false` after an unpublish. The VA is queued again by
+   * its own metadata patch (or by the reconciler), and that sync may start before the watch has
+   * delivered the write: without this check it would publish (or unpublish) the volume a second
+   * time. The watch event of the write queues the VA again, so nothing is lost by skipping. Like
    * client-go's MutationCache, this compares resourceVersions as integers; a non-numeric one is
    * never treated as stale.
    */
   #olderThanOwnWrite(va: VolumeAttachment): boolean {
     const name = va.metadata.name;
-    const own = this.#attachedWrites.get(name);
+    const own = this.#ownWrites.get(name);
     if (own === undefined) return false;
     const cached = parseResourceVersion(va.metadata.resourceVersion);
     if (own.uid === va.metadata.uid && cached !== undefined && cached < own.resourceVersion) {
       return true;
     }
-    this.#attachedWrites.delete(name);
+    this.#ownWrites.delete(name);
     return false;
   }
 
@@ -490,6 +631,8 @@ export class CsiHandler implements Handler {
       } catch (error) {
         return { ok: false, va, error };
       }
+      this.#recordOwnWrite(va.metadata.name, current);
+      this.#latency?.detached(va);
     }
     if (!found && !current.status?.attached) return { ok: true, va: current, value: undefined };
     const next = {
@@ -499,10 +642,16 @@ export class CsiHandler implements Handler {
       attachmentMetadata: undefined,
     };
     try {
-      await this.#kube.patch(VOLUME_ATTACHMENTS, va.metadata.name, {
-        type: "merge",
-        body: createMergePatch({ status: current.status ?? {} }, { status: next }),
-      }, { subresource: "status" });
+      const written = await this.#kube.patch<VolumeAttachment>(
+        VOLUME_ATTACHMENTS,
+        va.metadata.name,
+        {
+          type: "merge",
+          body: createMergePatch({ status: current.status ?? {} }, { status: next }),
+        },
+        { subresource: "status" },
+      );
+      this.#recordOwnWrite(va.metadata.name, written);
     } catch (error) {
       // The VA is gone: nothing left to mark.
       if (isNotFound(error)) return { ok: true, va: current, value: undefined };
@@ -520,7 +669,7 @@ export class CsiHandler implements Handler {
   ): Promise<void> {
     const error: { message: string; time: string; errorCode?: number } = {
       message: errorText(err),
-      time: new Date(this.#clock.now()).toISOString().replace(/\.\d+Z$/, "Z"),
+      time: new Date(this.#clock.wallNow()).toISOString().replace(/\.\d+Z$/, "Z"),
     };
     const code = grpcCode(err);
     if (field === "attachError" && this.#opts.attachErrorCodes && code !== undefined) {
@@ -574,8 +723,24 @@ export class CsiHandler implements Handler {
     pvQueue.forget(name);
   }
 
+  /**
+   * One ListVolumes pass (external-attacher `pkg/controller/csi_handler.go, ReconcileVA`): every
+   * VA whose `status.attached` differs from what the driver reports for its volume and node is
+   * queued with a forced sync, which calls the driver even if the VA looks done.
+   *
+   * Unlike the Go attacher, a difference is acted on only when it is real. The driver's answer
+   * and the cache are read at different times, so a VA is left to its own sync when it
+   * - is queued or being synced (an attach or detach in flight: the driver may already show its
+   *   result while the cache does not), or
+   * - changed in the cache since the pass started (the answer may predate the change).
+   * Such a VA is looked at again in the next pass; a difference that remains is repaired then.
+   */
   async reconcile(signal: AbortSignal): Promise<void> {
-    const { vaStore, pvStore, vaQueue } = this.#context();
+    const { vaStore, pvStore, vaQueue, isVolumeAttachmentBusy } = this.#context();
+    // The state of every VA before the driver is asked: a VA whose cached state differs from
+    // this afterwards changed while ListVolumes ran.
+    const before = new Map<string, string>();
+    for (const va of vaStore.list()) before.set(va.metadata.name, cachedVersion(va));
     const deadline = this.#clock.now() + this.#opts.timeoutMs;
     const published = new Map<string, Set<string>>();
     let token = "";
@@ -623,16 +788,19 @@ export class CsiHandler implements Handler {
       }
       const found = published.get(volumeHandle)?.has(nodeId) ?? false;
       const attached = va.status?.attached ?? false;
-      if (found !== attached) {
-        log.v(2).info("Driver's published state differs from VolumeAttachment, requeueing", {
-          volumeHandle,
-          nodeID: nodeId,
-          attached,
-          published: found,
-        });
-        this.#forceSync.add(name);
-        vaQueue.add(name);
+      if (found === attached) continue;
+      const fields = { volumeHandle, nodeID: nodeId, attached, published: found };
+      if (isVolumeAttachmentBusy(name)) {
+        log.v(4).info("VolumeAttachment is queued or being synced, not reconciling it", fields);
+        continue;
       }
+      if (before.get(name) !== cachedVersion(va)) {
+        log.v(4).info("VolumeAttachment changed during ListVolumes, not reconciling it", fields);
+        continue;
+      }
+      log.v(2).info("Driver's published state differs from VolumeAttachment, requeueing", fields);
+      this.#forceSync.add(name);
+      vaQueue.add(name);
     }
   }
 }

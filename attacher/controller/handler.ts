@@ -15,6 +15,11 @@ export interface HandlerContext {
   vaStore: ObjectStore<VolumeAttachment>;
   pvStore: ObjectStore<PersistentVolume>;
   csiNodeStore: ObjectStore<CsiNode>;
+  /**
+   * True while the VolumeAttachment `name` waits in a queue or is being synced. Its sync is then
+   * about to act on the newest state, so the ListVolumes reconciler leaves it alone.
+   */
+  isVolumeAttachmentBusy(name: string): boolean;
 }
 
 /**
@@ -30,4 +35,9 @@ export interface Handler {
   syncPersistentVolume(pv: PersistentVolume): Promise<void>;
   /** Compares the driver's published volumes with the VolumeAttachments (ListVolumes). */
   reconcile(signal: AbortSignal): Promise<void>;
+  /**
+   * Drops everything kept for the VolumeAttachment `name`: it was deleted, or a sync found it
+   * gone. Later syncs of a VolumeAttachment with that name start afresh.
+   */
+  forgetVolumeAttachment(name: string): void;
 }

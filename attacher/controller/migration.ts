@@ -1,15 +1,29 @@
 /**
  * CSI migration: in-tree PersistentVolume sources translated to the CSI source of the driver that
- * replaced them, as csi-translation-lib does (k8s.io/csi-translation-lib `translate.go` and `plugins/`).
+ * replaced them, as csi-translation-lib v0.34 does (k8s.io/csi-translation-lib `translate.go` and
+ * `plugins/*.go`), for all seven plugins it knows: GCE PD, AWS EBS, OpenStack Cinder, Azure Disk,
+ * Azure File, vSphere and Portworx.
  *
- * Translation is implemented for GCE PD, AWS EBS, OpenStack Cinder and Portworx. The Azure Disk,
- * Azure File and vSphere translations need cloud-specific lookups; such PVs get the error
- * "failed to translate in tree pv to CSI: ..." in `attachError` (a documented difference).
+ * Only what the attacher reads is produced: `spec.csi`, and the access modes where the
+ * translation rewrites them (GCE PD). The node-affinity rewrite that csi-translation-lib also
+ * does (zone labels to CSI topology keys, e.g. `plugins/vsphere_volume.go`
+ * `translateTopologyFromInTreevSphereToCSI`) is left out: attach and detach never look at it.
+ *
+ * Inline volumes need no translation here: kube-controller-manager translates an in-tree inline
+ * volume (csi-translation-lib's `TranslateInTreeInlineVolumeToCSI`) before it creates the
+ * VolumeAttachment, whose `inlineVolumeSpec` then carries the CSI source.
  *
  * @module
  */
 
-import type { PersistentVolume, PersistentVolumeSpec } from "../kube/types.ts";
+import type {
+  AzureDiskVolumeSource,
+  AzureFilePersistentVolumeSource,
+  CsiPersistentVolumeSource,
+  PersistentVolume,
+  PersistentVolumeSpec,
+  VsphereVirtualDiskVolumeSource,
+} from "../kube/types.ts";
 import { errorText } from "../observe/errors.ts";
 
 /** The in-tree volume source fields that CSI migration covers, with their CSI driver names. */
@@ -106,6 +120,88 @@ function ebsVolumeId(kubernetesID: string): string {
   return id;
 }
 
+/** csi-translation-lib `plugins/azure_disk.go`: the only kind of disk the CSI driver serves. */
+const AZURE_MANAGED_DISK = "Managed";
+
+/**
+ * The CSI source of an in-tree Azure Disk, as csi-translation-lib's
+ * `azureDiskCSITranslator.TranslateInTreePVToCSI`: the handle is the disk URI, and the caching
+ * mode, fsType and kind go into the volume attributes (lower-case keys, as the Azure Disk CSI
+ * driver's parameters are named).
+ */
+function azureDiskSource(disk: AzureDiskVolumeSource): CsiPersistentVolumeSource {
+  if (disk.kind != null && disk.kind.toLowerCase() !== AZURE_MANAGED_DISK.toLowerCase()) {
+    throw new Error(`kind(${disk.kind}) is not supported in csi migration`);
+  }
+  const volumeAttributes: Record<string, string> = { kind: AZURE_MANAGED_DISK };
+  if (disk.cachingMode != null) volumeAttributes.cachingmode = disk.cachingMode;
+  if (disk.fsType != null) volumeAttributes.fstype = disk.fsType;
+  return {
+    driver: MIGRATABLE_SOURCES.azureDisk!,
+    volumeHandle: disk.diskURI,
+    readOnly: disk.readOnly ?? false,
+    fsType: disk.fsType ?? "",
+    volumeAttributes,
+  };
+}
+
+/** csi-translation-lib `plugins/azure_file.go`: the secret name the in-tree plugin generated. */
+const AZURE_STORAGE_ACCOUNT_SECRET = /azure-storage-account-(.+)-secret/;
+/**
+ * csi-translation-lib `plugins/azure_file.go`: where a PV names its resource group (part of the
+ * translated volume handle, so the PV cache keeps it).
+ */
+export const AZURE_FILE_RESOURCE_GROUP_ANNOTATION = "kubernetes.io/azure-file-resource-group";
+
+/**
+ * The CSI source of an in-tree Azure File share, as csi-translation-lib's
+ * `azureFileCSITranslator.TranslateInTreePVToCSI`: the handle is
+ * `<resource group>#<storage account>#<share>#<PV name>#<secret namespace>`. The account is read
+ * from a secret named `azure-storage-account-<account>-secret`, else it is the secret name
+ * itself; the secret namespace is the source's, else the claim's, and one of them is required.
+ */
+function azureFileSource(
+  pv: PersistentVolume,
+  file: AzureFilePersistentVolumeSource,
+): CsiPersistentVolumeSource {
+  const account = AZURE_STORAGE_ACCOUNT_SECRET.exec(file.secretName)?.[1] ?? file.secretName;
+  const resourceGroup = pv.metadata.annotations?.[AZURE_FILE_RESOURCE_GROUP_ANNOTATION] ?? "";
+  const claimNamespace = pv.spec.claimRef?.namespace;
+  const namespace = file.secretNamespace != null
+    ? file.secretNamespace
+    : typeof claimNamespace === "string"
+    ? claimNamespace
+    : "";
+  if (namespace === "") {
+    throw new Error("could not find a secret namespace in PersistentVolumeSource or ClaimRef");
+  }
+  return {
+    driver: MIGRATABLE_SOURCES.azureFile!,
+    volumeHandle: [resourceGroup, account, file.shareName, pv.metadata.name, namespace].join("#"),
+    readOnly: file.readOnly ?? false,
+    fsType: "",
+    volumeAttributes: { sharename: file.shareName },
+    nodeStageSecretRef: { name: file.secretName, namespace },
+  };
+}
+
+/**
+ * The CSI source of an in-tree vSphere volume, as csi-translation-lib's
+ * `vSphereCSITranslator.TranslateInTreePVToCSI`: the handle is the volume path, and a storage
+ * policy name goes into the volume attributes.
+ */
+function vsphereSource(disk: VsphereVirtualDiskVolumeSource): CsiPersistentVolumeSource {
+  const volumeAttributes: Record<string, string> = {};
+  if (disk.storagePolicyName) volumeAttributes.storagepolicyname = disk.storagePolicyName;
+  return {
+    driver: MIGRATABLE_SOURCES.vsphereVolume!,
+    volumeHandle: disk.volumePath,
+    readOnly: false,
+    fsType: disk.fsType ?? "",
+    volumeAttributes,
+  };
+}
+
 /**
  * Returns a copy of `pv` whose spec uses a CSI source in place of its in-tree source.
  *
@@ -177,6 +273,21 @@ export function translateInTreePersistentVolume(pv: PersistentVolume): Persisten
       volumeAttributes: {},
     };
     delete spec.portworxVolume;
+    return out;
+  }
+  if (spec.azureDisk) {
+    spec.csi = azureDiskSource(spec.azureDisk);
+    delete spec.azureDisk;
+    return out;
+  }
+  if (spec.azureFile) {
+    spec.csi = azureFileSource(pv, spec.azureFile);
+    delete spec.azureFile;
+    return out;
+  }
+  if (spec.vsphereVolume) {
+    spec.csi = vsphereSource(spec.vsphereVolume);
+    delete spec.vsphereVolume;
     return out;
   }
   const source = Object.keys(MIGRATABLE_SOURCES).find((k) => spec[k] != null);

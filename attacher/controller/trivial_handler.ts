@@ -71,4 +71,8 @@ export class TrivialHandler implements Handler {
     if (!this.#ctx) throw new Error("TrivialHandler used before init()");
     return this.#ctx;
   }
+
+  forgetVolumeAttachment(_name: string): void {
+    // Nothing is kept per VolumeAttachment.
+  }
 }

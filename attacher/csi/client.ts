@@ -106,7 +106,7 @@ export class GrpcCsiClient implements CsiClient {
       "grpc.max_reconnect_backoff_ms": backoffMs,
       "grpc.client_idle_timeout_ms": MAX_IDLE_TIMEOUT_MS,
     });
-    this.#lastActivityMs = Date.now();
+    this.#lastActivityMs = performance.now();
   }
 
   /** The underlying channel, for connectivity watching. */
@@ -119,7 +119,10 @@ export class GrpcCsiClient implements CsiClient {
     return this.#activeCalls;
   }
 
-  /** Wall-clock time (ms) of the last call start or end, or of construction. */
+  /**
+   * Monotonic time (ms, `performance.now()`) of the last call start or end, or of construction:
+   * grpc-js's idle timer runs on real time, so this is compared with `performance.now()`.
+   */
   get lastActivityMs(): number {
     return this.#lastActivityMs;
   }
@@ -252,11 +255,14 @@ export class GrpcCsiClient implements CsiClient {
     const method = this.#method(service, name);
     logGrpcRequest(this.#log, method, request);
     const startedAt = this.#clock.now();
-    const deadlineMs = Date.now() + opts.timeoutMs;
+    // grpc-js takes its deadline as wall time; whether it was ours that expired is judged on
+    // the monotonic clock, which a wall clock step does not move.
+    const wallDeadlineMs = Date.now() + opts.timeoutMs;
+    const deadlineMs = performance.now() + opts.timeoutMs;
     this.#activeCalls++;
-    this.#lastActivityMs = Date.now();
+    this.#lastActivityMs = performance.now();
     try {
-      const response = await this.#invoke(method, request, deadlineMs);
+      const response = await this.#invoke(method, request, wallDeadlineMs);
       this.#report(method, "OK", startedAt, opts);
       logGrpcResult(this.#log, method, { response }, this.#maxGrpcLogLength);
       return response as Res;
@@ -272,11 +278,11 @@ export class GrpcCsiClient implements CsiClient {
       throw csiErr;
     } finally {
       this.#activeCalls--;
-      this.#lastActivityMs = Date.now();
+      this.#lastActivityMs = performance.now();
     }
   }
 
-  #invoke(method: CsiMethod, request: object, deadlineMs: number): Promise<object> {
+  #invoke(method: CsiMethod, request: object, wallDeadlineMs: number): Promise<object> {
     return new Promise((resolve, reject) => {
       // makeUnaryRequest throws synchronously on a closed channel or a bad argument.
       try {
@@ -286,7 +292,7 @@ export class GrpcCsiClient implements CsiClient {
           method.definition.responseDeserialize,
           request,
           new grpc.Metadata(),
-          { deadline: deadlineMs },
+          { deadline: wallDeadlineMs },
           (err, value) => {
             if (err) reject(err);
             else resolve(value ?? {});
@@ -320,11 +326,12 @@ export class GrpcCsiClient implements CsiClient {
  * gets code undefined.
  */
 function toCsiError(err: unknown, deadlineMs: number): CsiError {
+  // deadlineMs is on performance.now().
   if (isServiceError(err)) {
     // grpc-js words its own deadline expiry differently from Go ("Deadline exceeded after …").
     // A driver may also return DeadlineExceeded itself, before our deadline: keep its text then.
     const clientDeadline = err.code === grpc.status.DEADLINE_EXCEEDED &&
-      Date.now() >= deadlineMs - 5;
+      performance.now() >= deadlineMs - 5;
     // A status is complete in its code and details, as Go's `status.Error`: grpc-js's own error
     // ("9 FAILED_PRECONDITION: …") is not kept as a cause, so error texts read as Go's.
     return new CsiError(err.code, clientDeadline ? DEADLINE_DETAILS : err.details);

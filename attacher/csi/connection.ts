@@ -163,7 +163,7 @@ function watchForLoss(client: GrpcCsiClient, onLoss: () => void): void {
 
 function idleTimeoutExplains(client: GrpcCsiClient): boolean {
   return client.activeCalls === 0 &&
-    Date.now() - client.lastActivityMs >= MAX_IDLE_TIMEOUT_MS - 60_000;
+    performance.now() - client.lastActivityMs >= MAX_IDLE_TIMEOUT_MS - 60_000;
 }
 
 /** Options of {@link probeForever}. */

@@ -96,6 +96,17 @@ export interface ObjectList<T> {
   items: T[];
   /** `metadata.resourceVersion` of the list. */
   resourceVersion: string;
+  /** `metadata.continue`: the token of the next page; absent or "" on the last page. */
+  continue?: string;
+}
+
+/** Options of {@link KubeApi.list}. */
+export interface ListOptions extends ObjectOptions {
+  resourceVersion?: string;
+  /** Page size (`limit`); unset or 0: the whole list in one answer. */
+  limit?: number;
+  /** The `continue` token of the previous page. */
+  continue?: string;
 }
 
 /** One watch event; BOOKMARK objects carry only `metadata.resourceVersion`. */
@@ -118,14 +129,23 @@ export interface WatchOptions {
   allowWatchBookmarks: boolean;
   /** Aborting ends the iteration without an error. */
   signal: AbortSignal;
+  /**
+   * Liveness: a watch that delivered neither an event nor a bookmark (nor its response headers)
+   * for this long is closed and ends without an error, as if the server had closed it, so that
+   * the caller resumes from its last resourceVersion on a new connection. Unset: no limit.
+   */
+  idleTimeoutMs?: number;
+  /**
+   * A watch list: the current objects as ADDED events first, ended by a BOOKMARK annotated
+   * `k8s.io/initial-events-end: "true"` (sends `sendInitialEvents=true` and
+   * `resourceVersionMatch=NotOlderThan`; needs `allowWatchBookmarks`).
+   */
+  sendInitialEvents?: boolean;
 }
 
 /** The calls the attacher makes. Every method rejects with {@link ApiError} on an HTTP error. */
 export interface KubeApi {
-  list<T extends KubeObject>(
-    res: Resource,
-    opts?: ObjectOptions & { resourceVersion?: string },
-  ): Promise<ObjectList<T>>;
+  list<T extends KubeObject>(res: Resource, opts?: ListOptions): Promise<ObjectList<T>>;
   /**
    * Streams the events of a watch until the server closes it, the signal aborts, or the
    * connection fails (which rejects). An `ERROR` event (e.g. 410 Gone) is yielded as is.

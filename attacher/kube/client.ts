@@ -17,6 +17,7 @@ import https from "node:https";
 import {
   ApiError,
   type KubeApi,
+  type ListOptions,
   type ObjectList,
   type ObjectOptions,
   type Patch,
@@ -24,9 +25,11 @@ import {
   type WatchEvent,
   type WatchOptions,
 } from "./api.ts";
+import { ABORTED, raceAbort } from "../abort.ts";
 import type { Logger } from "../observe/logger.ts";
 import type { ClusterConnection } from "./config.ts";
 import type { KubeObject, Status } from "./types.ts";
+import { type Clock, realClock, type Timer } from "../clock.ts";
 
 /** Something that paces requests (client-go's QPS/burst token bucket). */
 export interface RequestRateLimiter {
@@ -44,11 +47,50 @@ export interface RequestInfo {
   resource: string;
   /** `status` or "". */
   subresource: string;
+  /** `host:port` of the API server. */
+  host: string;
   /** HTTP status code; 0 when no answer came. For a watch, the code of the response headers. */
   code: number;
   /** Duration until the answer (for a watch: until the response headers). */
   seconds: number;
 }
+
+/** What {@link KubeClientDeps.onRetry} learns about each retry. */
+export interface RetryInfo {
+  /** HTTP method of the request. */
+  method: string;
+  /** API verb: get, list, create, update, patch, delete. */
+  verb: string;
+  /** Plural resource name. */
+  resource: string;
+  /** `host:port` of the API server, as client-go's `host` label. */
+  host: string;
+  /** HTTP status code of the answer that is retried; 0 for a broken connection. */
+  code: number;
+  /** 1 for the first retry, up to {@link MAX_RETRIES}. */
+  attempt: number;
+  /** The wait before the retry, in milliseconds. */
+  delayMs: number;
+}
+
+/**
+ * Retries of one request after a retryable answer, as client-go's `rest.Request` (`maxRetries`
+ * 10 in `rest/request.go`, counted in `rest/with_retry.go` `IsNextRetry`): up to 11 tries.
+ */
+export const MAX_RETRIES = 10;
+
+/**
+ * The longest wait a `Retry-After` header can impose on one retry. client-go waits whatever the
+ * server says; a capped wait keeps one answer from parking a worker for minutes (the retry still
+ * ends at the caller's signal or after {@link MAX_RETRIES}).
+ */
+export const MAX_RETRY_AFTER_MS = 30_000;
+
+/**
+ * The wait client-go makes up for a broken connection of a GET (`retryAfterResponse()` in
+ * `rest/with_retry.go`: an artificial `Retry-After: 1`).
+ */
+const CONNECTION_RETRY_MS = 1_000;
 
 /** Collaborators of a {@link KubeClient}. */
 export interface KubeClientDeps {
@@ -56,8 +98,15 @@ export interface KubeClientDeps {
   connection: ClusterConnection;
   /** Awaited before every request except watches. */
   rateLimiter?: RequestRateLimiter;
-  /** Called once per request when it ends (watch: when its response headers arrive). */
+  /**
+   * Called once per try when it ends (watch: when its response headers arrive); a request that
+   * is retried reports each try.
+   */
   onRequest?: (info: RequestInfo) => void;
+  /** Called before each retry (see {@link KubeClient}); the retry is also logged at `--v=4`. */
+  onRetry?: (info: RetryInfo) => void;
+  /** Timers of retry waits and of the watch idle timeout. @default realClock */
+  clock?: Clock;
   /**
    * Request log at verbosity 6, as client-go's round tripper logs (`"HTTP" verb URL status
    * milliseconds`); never headers or bodies.
@@ -69,7 +118,10 @@ export interface KubeClientDeps {
 export interface KubeClientOptions {
   /** `User-Agent` header; default `csi-attacher/unknown`. */
   userAgent?: string;
-  /** Timeout of one non-watch request; default 30 s. */
+  /**
+   * Timeout of one non-watch request, counted from the last byte received (so a large answer
+   * that keeps arriving is not cut short); default 30 s.
+   */
   timeoutMs?: number;
   /** Extra time a watch may run past its `timeoutSeconds` before it is cut; default 30 s. */
   watchGraceMs?: number;
@@ -138,6 +190,11 @@ function reasonForCode(code: number): string {
   }
 }
 
+/** A response header as one string (the first value of a repeated one). */
+function headerText(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
 /** Parses JSON, or undefined when the text is not JSON. */
 function tryParseJson(text: string): unknown {
   try {
@@ -170,18 +227,129 @@ export function errorFromResponse(code: number, text: string): ApiError {
 }
 
 /**
+ * The `Retry-After` of an answer in milliseconds (capped at {@link MAX_RETRY_AFTER_MS}), or
+ * undefined when the header is missing or not a number of seconds (client-go's
+ * `retryAfterSeconds` reads it with `strconv.Atoi`; an HTTP date is not understood either).
+ */
+export function retryAfterMs(header: string | undefined): number | undefined {
+  if (header === undefined || !/^\s*[+-]?[0-9]+\s*$/.test(header)) return undefined;
+  const seconds = Number(header.trim());
+  if (!Number.isSafeInteger(seconds)) return undefined;
+  return Math.min(Math.max(0, seconds) * 1000, MAX_RETRY_AFTER_MS);
+}
+
+/**
+ * True when a request failed because the connection broke: reset by the peer, closed before the
+ * answer (EOF), or a broken pipe (client-go's `net.IsConnectionReset` / `net.IsProbableEOF`).
+ * A timeout is not: the request may still be running on the server.
+ */
+export function isBrokenConnection(err: unknown): boolean {
+  if (!(err instanceof ApiError) || err.reason !== "ConnectionError") return false;
+  const cause = err.cause;
+  const code = typeof cause === "object" && cause !== null && "code" in cause
+    ? String(cause.code)
+    : "";
+  if (code === "ECONNRESET" || code === "EPIPE") return true;
+  const message = cause instanceof Error ? cause.message : "";
+  return /socket hang up|connection reset|broken pipe|unexpected eof|\bEOF\b/i.test(message);
+}
+
+/**
+ * The wait before retrying a try that ended with `answer` or `failure`, or undefined when it is
+ * not retried. As client-go (`rest/with_retry.go` `IsNextRetry` and `checkWait`): `429` and any
+ * `5xx` answer with a `Retry-After` in seconds, for every method (our bodies are strings, so
+ * always replayable); a broken connection of a GET after 1 s. Nothing else.
+ */
+function retryDelayMs(
+  method: string,
+  answer: { status: number; text: string; retryAfter?: string } | undefined,
+  failure: unknown,
+): number | undefined {
+  if (answer === undefined) {
+    return method === "GET" && isBrokenConnection(failure) ? CONNECTION_RETRY_MS : undefined;
+  }
+  if (answer.status !== 429 && answer.status < 500) return undefined;
+  return retryAfterMs(answer.retryAfter);
+}
+
+/**
+ * Calls `onIdle` once when {@link IdleWatchdog.touch} has not been called for `ms` on `clock`.
+ * One timer at a time: a touch only notes the time, and the timer, when it fires early, waits
+ * for the rest.
+ */
+export class IdleWatchdog {
+  readonly ms: number;
+  readonly #clock: Clock;
+  readonly #onIdle: () => void;
+  #last: number;
+  #timer: Timer | undefined;
+  #fired = false;
+  #stopped = false;
+
+  /** @throws {RangeError} when `ms` is not a positive number. */
+  constructor(clock: Clock, ms: number, onIdle: () => void) {
+    if (!(ms > 0) || !Number.isFinite(ms)) {
+      throw new RangeError(`idle timeout must be a positive number of ms, got ${ms}`);
+    }
+    this.ms = ms;
+    this.#clock = clock;
+    this.#onIdle = onIdle;
+    this.#last = clock.now();
+    this.#arm(ms);
+  }
+
+  /** True once `onIdle` was called. */
+  get fired(): boolean {
+    return this.#fired;
+  }
+
+  /** Something arrived: the idle time starts again. */
+  touch(): void {
+    this.#last = this.#clock.now();
+  }
+
+  /** No more calls to `onIdle`. */
+  stop(): void {
+    this.#stopped = true;
+    this.#timer?.cancel();
+  }
+
+  #arm(ms: number): void {
+    this.#timer = this.#clock.setTimer(ms, () => {
+      if (this.#stopped) return;
+      const left = this.#last + this.ms - this.#clock.now();
+      if (left > 0) {
+        this.#arm(left);
+        return;
+      }
+      this.#fired = true;
+      this.#onIdle();
+    });
+  }
+}
+
+/**
  * A {@link KubeApi} over HTTP(S). One keep-alive connection pool per client; call
  * {@link KubeClient.close} when done. The constructor does no I/O.
  *
  * Guarantees: every method rejects with {@link ApiError} for an error answer (code, Status
  * reason and message) or a failed connection (code 0, reason `ConnectionError`, or `Timeout` when
  * the request timed out), and with the signal's reason when `opts.signal` aborts.
+ *
+ * Retries, as client-go's `rest.Request` makes them: a `429` or `5xx` answer with a
+ * `Retry-After` of whole seconds is sent again after that delay (capped at
+ * {@link MAX_RETRY_AFTER_MS}), for every method; a GET whose connection broke before the answer
+ * after 1 s; at most {@link MAX_RETRIES} times, each try taking a token from the rate limiter,
+ * reported to `onRetry` and logged at verbosity 4. The wait ends early when the caller's signal
+ * aborts (a Lease renewal retries only within its renew deadline).
  */
 export class KubeClient implements KubeApi {
   readonly #server: URL;
   readonly #connection: ClusterConnection;
   readonly #rateLimiter: RequestRateLimiter | undefined;
   readonly #onRequest: ((info: RequestInfo) => void) | undefined;
+  readonly #onRetry: ((info: RetryInfo) => void) | undefined;
+  readonly #clock: Clock;
   readonly #log: Logger | undefined;
   readonly #userAgent: string;
   readonly #timeoutMs: number;
@@ -206,6 +374,8 @@ export class KubeClient implements KubeApi {
 
     this.#rateLimiter = deps.rateLimiter;
     this.#onRequest = deps.onRequest;
+    this.#onRetry = deps.onRetry;
+    this.#clock = deps.clock ?? realClock;
     this.#log = deps.log;
     this.#userAgent = options.userAgent ?? "csi-attacher/unknown";
     this.#timeoutMs = options.timeoutMs ?? 30_000;
@@ -217,10 +387,12 @@ export class KubeClient implements KubeApi {
 
   async list<T extends KubeObject>(
     res: Resource,
-    opts: ObjectOptions & { resourceVersion?: string } = {},
+    opts: ListOptions = {},
   ): Promise<ObjectList<T>> {
     const query: Record<string, string> = {};
     if (opts.resourceVersion !== undefined) query.resourceVersion = opts.resourceVersion;
+    if (opts.limit !== undefined && opts.limit > 0) query.limit = String(opts.limit);
+    if (opts.continue !== undefined && opts.continue !== "") query.continue = opts.continue;
     const body = await this.#call("GET", "list", res, { namespace: opts.namespace, query }, {
       signal: opts.signal,
     });
@@ -241,7 +413,10 @@ export class KubeClient implements KubeApi {
       items.push(item as unknown as T);
     }
     const rv = typeof meta.resourceVersion === "string" ? meta.resourceVersion : "";
-    return { items, resourceVersion: rv };
+    const next = typeof meta.continue === "string" ? meta.continue : "";
+    return next === ""
+      ? { items, resourceVersion: rv }
+      : { items, resourceVersion: rv, continue: next };
   }
 
   watch<T extends KubeObject>(res: Resource, opts: WatchOptions): AsyncIterable<WatchEvent<T>> {
@@ -418,12 +593,16 @@ export class KubeClient implements KubeApi {
       verb,
       resource: res.plural,
       subresource: subresource ?? "",
+      host: url.host,
       code,
       seconds,
     });
   }
 
-  /** One non-watch request: rate limit, send, parse. */
+  /**
+   * One non-watch request: rate limit, send, parse; retried as client-go retries (see
+   * {@link retryDelayMs}), each try taking its own token from the rate limiter.
+   */
   async #call(
     method: string,
     verb: string,
@@ -431,13 +610,30 @@ export class KubeClient implements KubeApi {
     target: Target,
     opts: { body?: Body; signal?: AbortSignal },
   ): Promise<unknown> {
-    await this.#rateLimiter?.take(opts.signal);
     const url = this.#url(res, target);
-    const start = performance.now();
-    let code = 0;
-    try {
-      const answer = await this.#send(method, url, opts.body, opts.signal);
-      code = answer.status;
+    for (let attempt = 1;; attempt++) {
+      await this.#rateLimiter?.take(opts.signal);
+      const start = performance.now();
+      let code = 0;
+      let answer: { status: number; text: string } | undefined;
+      let failure: unknown;
+      try {
+        answer = await this.#send(method, url, opts.body, opts.signal);
+        code = answer.status;
+      } catch (err) {
+        failure = err;
+      } finally {
+        this.#report(method, verb, res, url, target.subresource, code, start);
+      }
+      const delayMs = attempt > MAX_RETRIES || opts.signal?.aborted
+        ? undefined
+        : retryDelayMs(method, answer, failure);
+      if (delayMs !== undefined) {
+        this.#retrying(method, verb, res, url, code, attempt, delayMs);
+        await this.#clock.sleep(delayMs, opts.signal);
+        continue;
+      }
+      if (answer === undefined) throw failure;
       if (code < 200 || code > 299) throw errorFromResponse(code, answer.text);
       const parsed = tryParseJson(answer.text);
       if (parsed === undefined) {
@@ -448,9 +644,35 @@ export class KubeClient implements KubeApi {
         );
       }
       return parsed;
-    } finally {
-      this.#report(method, verb, res, url, target.subresource, code, start);
     }
+  }
+
+  /** Counts and logs one retry, as client-go logs it at level 4. */
+  #retrying(
+    method: string,
+    verb: string,
+    res: Resource,
+    url: URL,
+    code: number,
+    attempt: number,
+    delayMs: number,
+  ): void {
+    this.#log?.v(4).info("Got a Retry-After response, retrying", {
+      verb: method,
+      url: url.href,
+      status: code,
+      attempt,
+      retryAfterMs: delayMs,
+    });
+    this.#onRetry?.({
+      method,
+      verb,
+      resource: res.plural,
+      host: url.host,
+      code,
+      attempt,
+      delayMs,
+    });
   }
 
   /** Sends a request and reads the whole answer. */
@@ -459,7 +681,7 @@ export class KubeClient implements KubeApi {
     url: URL,
     body: Body | undefined,
     signal: AbortSignal | undefined,
-  ): Promise<{ status: number; text: string }> {
+  ): Promise<{ status: number; text: string; retryAfter?: string }> {
     signal?.throwIfAborted();
     const agent = await this.#getAgent();
     const headers = await this.#headers(body);
@@ -480,7 +702,15 @@ export class KubeClient implements KubeApi {
         settle(() =>
           reject(signal?.aborted ? signal.reason : this.#connectionError(method, url, err))
         );
-      const timer = setTimeout(() => {
+      // The timeout counts from the last byte received, so a large answer that keeps arriving
+      // (a big list) is never cut short; a silent connection is.
+      let lastProgress = performance.now();
+      const onTimer = () => {
+        const left = lastProgress + timeoutMs - performance.now();
+        if (left > 0) {
+          timer = setTimeout(onTimer, left);
+          return;
+        }
         const err = new ApiError(
           0,
           "Timeout",
@@ -488,7 +718,10 @@ export class KubeClient implements KubeApi {
         );
         settle(() => reject(err));
         req.destroy(err);
-      }, timeoutMs);
+        // No answer on this connection: the pooled ones may have gone silent too.
+        this.#dropIdleSockets();
+      };
+      let timer = setTimeout(onTimer, timeoutMs);
       const onAbort = () => {
         settle(() => reject(signal?.reason));
         req.destroy();
@@ -497,18 +730,46 @@ export class KubeClient implements KubeApi {
       req.on("error", fail);
       req.on("response", (response: http.IncomingMessage) => {
         const chunks: Uint8Array[] = [];
-        response.on("data", (chunk: Uint8Array) => chunks.push(chunk));
+        lastProgress = performance.now();
+        response.on("data", (chunk: Uint8Array) => {
+          lastProgress = performance.now();
+          chunks.push(chunk);
+        });
         response.on("error", fail);
         response.on("end", () =>
           settle(() =>
             resolve({
               status: response.statusCode ?? 0,
               text: Buffer.concat(chunks).toString("utf8"),
+              retryAfter: headerText(response.headers["retry-after"]),
             })
           ));
       });
       req.end(body?.data);
     });
+  }
+
+  /**
+   * Closes the pooled connections no request is using, so that the next request opens a new
+   * one. Called when a connection stayed silent: the others to the same server (behind the same
+   * load balancer) are then suspect too, and a request sent on one of them would hang until its
+   * timeout. client-go gets the same from its HTTP/2 health check, which closes the one shared
+   * connection (kubernetes#95981).
+   */
+  #dropIdleSockets(): void {
+    this.#agent?.then((agent) => {
+      for (const sockets of Object.values(agent.freeSockets)) {
+        for (const socket of sockets ?? []) socket.destroy();
+      }
+    }, () => {});
+  }
+
+  #idleWatchClosed(url: URL, ms: number): void {
+    this.#log?.v(4).info("Watch delivered neither an event nor a bookmark, closing it", {
+      url: url.href,
+      idleMs: ms,
+    });
+    this.#dropIdleSockets();
   }
 
   #connectionError(method: string, url: URL, err: Error): ApiError {
@@ -530,6 +791,10 @@ export class KubeClient implements KubeApi {
       timeoutSeconds: String(opts.timeoutSeconds),
     };
     if (opts.allowWatchBookmarks) query.allowWatchBookmarks = "true";
+    if (opts.sendInitialEvents) {
+      query.sendInitialEvents = "true";
+      query.resourceVersionMatch = "NotOlderThan";
+    }
     const url = this.#url(res, { namespace: opts.namespace, query });
     const agent = await this.#getAgent();
     const headers = await this.#headers();
@@ -547,32 +812,38 @@ export class KubeClient implements KubeApi {
       );
       req.destroy(guardError);
     }, guardMs);
-    // Resolves on abort, so that reads racing it end even when the runtime never ends a
-    // destroyed stream.
+    // Every wait below also ends on abort (even when the runtime never ends a destroyed
+    // stream), through raceAbort: its listener goes away with each read, so the signal, which
+    // lives as long as the watch, keeps no chunk alive.
     let response: http.IncomingMessage | undefined;
-    let aborted!: () => void;
-    const abortedPromise = new Promise<undefined>((resolve) => aborted = () => resolve(undefined));
+    // Ends the watch: the caller's abort, or the idle watchdog. Every wait below races it.
+    const ended = new AbortController();
     const onAbort = () => {
-      aborted();
+      ended.abort();
       req.destroy();
       response?.destroy();
     };
     signal.addEventListener("abort", onAbort, { once: true });
     if (signal.aborted) onAbort();
+    const idle = opts.idleTimeoutMs === undefined
+      ? undefined
+      : new IdleWatchdog(this.#clock, opts.idleTimeoutMs, onAbort);
     const start = performance.now();
     let reported = false;
     let finished = false;
     try {
-      response = await Promise.race([
+      const answer = await raceAbort(
         new Promise<http.IncomingMessage>((resolve, reject) => {
           req.on("response", resolve);
           req.on("error", reject);
           req.end();
         }),
-        abortedPromise,
-      ]);
-      if (response === undefined || signal.aborted) {
-        response?.destroy();
+        ended.signal,
+      );
+      if (answer === ABORTED) return;
+      response = answer;
+      if (signal.aborted || idle?.fired) {
+        response.destroy();
         return;
       }
       reported = true;
@@ -586,9 +857,10 @@ export class KubeClient implements KubeApi {
       let buffer = "";
       const chunks = response[Symbol.asyncIterator]();
       for (;;) {
-        const next = await Promise.race([chunks.next(), abortedPromise]);
-        if (next === undefined) return; // aborted
+        const next = await raceAbort(chunks.next(), ended.signal);
+        if (next === ABORTED) return;
         if (next.done) break;
+        idle?.touch();
         const chunk = next.value as Uint8Array;
         buffer += decoder.decode(chunk, { stream: true });
         let newline = buffer.indexOf("\n");
@@ -596,7 +868,7 @@ export class KubeClient implements KubeApi {
           const line = buffer.slice(0, newline).trim();
           buffer = buffer.slice(newline + 1);
           // Nothing is delivered once the caller aborted, even lines already received.
-          if (signal.aborted) return;
+          if (signal.aborted || idle?.fired) return;
           if (line !== "") yield this.#watchEvent<T>(line, url);
           newline = buffer.indexOf("\n");
         }
@@ -607,7 +879,7 @@ export class KubeClient implements KubeApi {
       if (buffer.trim() !== "") yield this.#watchEvent<T>(buffer.trim(), url);
       finished = true;
     } catch (err) {
-      if (signal.aborted) return;
+      if (signal.aborted || idle?.fired) return;
       if (guardError !== undefined) throw guardError;
       if (err instanceof ApiError) throw err;
       if (!reported) this.#report("GET", "watch", res, url, undefined, 0, start);
@@ -615,7 +887,9 @@ export class KubeClient implements KubeApi {
       throw this.#connectionError("GET", url, cause);
     } finally {
       clearTimeout(guard);
+      idle?.stop();
       signal.removeEventListener("abort", onAbort);
+      if (idle?.fired) this.#idleWatchClosed(url, idle.ms);
       // A stream that ended normally leaves its socket to the pool; anything else closes it.
       if (!finished) req.destroy();
     }

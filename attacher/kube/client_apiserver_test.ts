@@ -463,7 +463,7 @@ Deno.test("KubeClient reports each request to onRequest", async () => {
   });
   await e.client.get(VOLUME_ATTACHMENTS, "nope").catch((err: unknown) => err);
   assert.deepEqual(
-    infos.map(({ seconds: _s, ...rest }) => rest),
+    infos.map(({ seconds: _s, host: _h, ...rest }) => rest),
     [
       {
         method: "PATCH",
@@ -476,6 +476,7 @@ Deno.test("KubeClient reports each request to onRequest", async () => {
     ],
   );
   assert.ok(infos.every((i) => i.seconds >= 0));
+  assert.ok(infos.every((i) => i.host === new URL(e.server.url).host));
 });
 
 Deno.test("KubeClient surfaces injected faults as the real errors", async () => {

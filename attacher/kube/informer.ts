@@ -11,7 +11,13 @@
  */
 
 import { type Clock, realClock, type Timer } from "../clock.ts";
-import { ApiError, type KubeApi, qualifiedResource, type Resource } from "./api.ts";
+import {
+  ApiError,
+  type KubeApi,
+  type ObjectList,
+  qualifiedResource,
+  type Resource,
+} from "./api.ts";
 import type { Logger } from "../observe/logger.ts";
 import { nullLogger } from "../observe/logger.ts";
 import type { EventHandlers, ObjectStore } from "./store.ts";
@@ -45,6 +51,30 @@ export interface InformerOptions<T> {
    */
   minWatchTimeoutMs?: number;
   /**
+   * Liveness: a watch that delivers neither an event nor a bookmark for this long is closed and
+   * resumed from the last resourceVersion on a new connection (the API client also drops its
+   * idle pooled connections). client-go notices a silent connection in about 45 s (HTTP/2 read
+   * idle 30 s + ping 15 s, kubernetes#95981); HTTP/1.1 has no ping, so a quiet but healthy watch
+   * (the server sends a bookmark about once a minute) is also renewed at this pace, at the cost
+   * of one watch request. 0 disables it. @default 30000
+   */
+  watchIdleTimeoutMs?: number;
+  /**
+   * Start with a streaming watch list (`sendInitialEvents=true`, ended by the
+   * `k8s.io/initial-events-end` bookmark), as client-go's reflector does with its WatchListClient
+   * feature, instead of a LIST: the API server then streams the objects from its watch cache
+   * instead of a large consistent read. When the watch list fails or ends before that bookmark
+   * (a server that does not serve watch lists), the informer falls back to a paginated LIST for
+   * that attempt. @default false
+   */
+  watchList?: boolean;
+  /**
+   * Page size of a LIST (`limit`; client-go's pager: 500); pages continue until the server's
+   * last, with no cap on their number. A `continue` token that expired (410) restarts the list
+   * in one unpaginated answer, as client-go's pager does. 0 lists in one answer. @default 500
+   */
+  pageSize?: number;
+  /**
    * Applied to every object entering the cache, after `metadata.managedFields` has been removed.
    * It receives a shallow copy (its own `metadata` object) and may change it.
    */
@@ -66,6 +96,10 @@ const SHORT_WATCH_MS = 1_000;
  */
 const WATCH_DEADLINE_GRACE_MS = 30_000;
 const DEFAULT_MIN_WATCH_TIMEOUT_MS = 300_000;
+const DEFAULT_WATCH_IDLE_TIMEOUT_MS = 30_000;
+const DEFAULT_PAGE_SIZE = 500;
+/** The annotation of the BOOKMARK that ends the initial events of a watch list. */
+export const INITIAL_EVENTS_END_ANNOTATION = "k8s.io/initial-events-end";
 
 /** What ended one watch, and so what the loop does next. */
 type WatchOutcome =
@@ -75,7 +109,9 @@ type WatchOutcome =
   | { kind: "expired"; err: ApiError }
   /** Any other failure: back off, then watch again from the last resourceVersion. */
   | { kind: "failed"; err: unknown }
-  | { kind: "aborted" };
+  | { kind: "aborted" }
+  /** A watch list that ended or failed before its initial events were complete. */
+  | { kind: "incomplete"; err?: unknown };
 
 /**
  * client-go's `exponentialBackoffManagerImpl` with the reflector's settings: the base wait doubles
@@ -178,6 +214,9 @@ export class Informer<T extends KubeObject> implements ObjectStore<T> {
   #resource: Resource;
   #resyncMs: number;
   #minWatchTimeoutMs: number;
+  #watchIdleTimeoutMs: number;
+  #watchList: boolean;
+  #pageSize: number;
   #userTransform: ((obj: T) => T) | undefined;
 
   /** The cache. Invariant: every value has been through {@link Informer.#transform}. */
@@ -206,6 +245,21 @@ export class Informer<T extends KubeObject> implements ObjectStore<T> {
         `Cannot create informer as 'minWatchTimeoutMs' must be at least 1000: current value is ${minWatchTimeoutMs}`,
       );
     }
+    const watchIdleTimeoutMs = opts.watchIdleTimeoutMs ?? DEFAULT_WATCH_IDLE_TIMEOUT_MS;
+    if (!Number.isFinite(watchIdleTimeoutMs) || watchIdleTimeoutMs < 0) {
+      throw new RangeError(
+        `Cannot create informer as 'watchIdleTimeoutMs' must be zero or positive: current value is ${watchIdleTimeoutMs}`,
+      );
+    }
+    this.#watchIdleTimeoutMs = watchIdleTimeoutMs;
+    this.#watchList = opts.watchList ?? false;
+    const pageSize = opts.pageSize ?? DEFAULT_PAGE_SIZE;
+    if (!Number.isSafeInteger(pageSize) || pageSize < 0) {
+      throw new RangeError(
+        `Cannot create informer as 'pageSize' must be a whole number: current value is ${pageSize}`,
+      );
+    }
+    this.#pageSize = pageSize;
     this.#api = deps.api;
     this.#clock = deps.clock ?? realClock;
     this.#random = deps.random ?? Math.random;
@@ -281,6 +335,27 @@ export class Informer<T extends KubeObject> implements ObjectStore<T> {
     try {
       let needList = true;
       while (!signal.aborted) {
+        if (needList && this.#watchList) {
+          const outcome = await this.#watch(signal, true);
+          if (outcome.kind === "aborted") break;
+          if (outcome.kind !== "incomplete") {
+            // The initial events were complete and the cache replaced; the watch went on.
+            needList = false;
+            if (outcome.kind === "ended") continue;
+            const retryAfterMs = backoff.next();
+            if (outcome.kind === "expired") needList = true;
+            this.#log.error(outcome.err, "Failed to watch", {
+              resourceVersion: this.#resourceVersion,
+              retryAfterMs,
+            });
+            if (!await this.#sleep(retryAfterMs, signal)) break;
+            continue;
+          }
+          this.#log.info(
+            "The watch list ended before its initial events were complete, falling back to a list",
+            { error: outcome.err === undefined ? undefined : String(outcome.err) },
+          );
+        }
         if (needList) {
           try {
             await this.#listAndReplace(signal);
@@ -332,13 +407,53 @@ export class Informer<T extends KubeObject> implements ObjectStore<T> {
     }
   }
 
-  /** One LIST: replaces the cache, delivers the callbacks, and marks the informer synced. */
+  /**
+   * One LIST, page by page (client-go's `tools/pager/pager.go`): replaces the cache, delivers the
+   * callbacks, and marks the informer synced.
+   */
   async #listAndReplace(signal: AbortSignal): Promise<void> {
-    // No resourceVersion: a consistent read, so the new cache is never older than the old one.
-    const page = await this.#api.list<T>(this.#resource, { signal });
-    if (signal.aborted) return;
+    const items: T[] = [];
+    let resourceVersion = "";
+    let limit = this.#pageSize;
+    let next: string | undefined;
+    for (;;) {
+      // No resourceVersion: a consistent read, so the new cache is never older than the old one.
+      let page: ObjectList<T>;
+      try {
+        page = await this.#api.list<T>(this.#resource, {
+          signal,
+          ...(limit > 0 ? { limit } : {}),
+          ...(next !== undefined ? { continue: next } : {}),
+        });
+      } catch (err) {
+        if (next === undefined || !isExpired(err) || signal.aborted) throw err;
+        // The state the pages came from was compacted: list everything again, in one answer
+        // (the pager's FullListIfExpired).
+        this.#log.v(2).info("List continue token expired, listing again without pages", {
+          items: items.length,
+        });
+        items.length = 0;
+        limit = 0;
+        next = undefined;
+        continue;
+      }
+      if (signal.aborted) return;
+      for (const item of page.items ?? []) items.push(item);
+      resourceVersion = page.resourceVersion;
+      if (page.continue === undefined || page.continue === "") break;
+      next = page.continue;
+    }
+    this.#replace(items, resourceVersion);
+  }
+
+  /**
+   * Replaces the cache with `items` (the result of a list or of a watch list's initial events),
+   * delivers the callbacks, and marks the informer synced.
+   */
+  #replace(items: T[], resourceVersion: string): void {
+    const page = { items, resourceVersion };
     const fresh = new Map<string, T>();
-    for (const raw of page.items ?? []) {
+    for (const raw of page.items) {
       const obj = this.#transform(raw);
       const key = obj === undefined ? undefined : keyOf(obj);
       if (obj === undefined || key === undefined) continue;
@@ -371,8 +486,13 @@ export class Informer<T extends KubeObject> implements ObjectStore<T> {
     }
   }
 
-  /** One WATCH from the last resourceVersion, applied to the cache until it ends. */
-  async #watch(signal: AbortSignal): Promise<WatchOutcome> {
+  /**
+   * One WATCH from the last resourceVersion, applied to the cache until it ends. With
+   * `initial`, a watch list: its ADDED events are gathered until the initial-events-end
+   * bookmark, which replaces the cache with them; then it goes on as a watch. Before that
+   * bookmark any end is "incomplete".
+   */
+  async #watch(signal: AbortSignal, initial = false): Promise<WatchOutcome> {
     const timeoutSeconds = Math.floor(
       (this.#minWatchTimeoutMs / 1000) * (1 + this.#random()),
     );
@@ -390,16 +510,39 @@ export class Informer<T extends KubeObject> implements ObjectStore<T> {
     );
     const startedAt = this.#clock.now();
     let events = 0;
-    const fromVersion = this.#resourceVersion;
+    const fromVersion = initial ? "" : this.#resourceVersion;
+    /** The initial events of a watch list, until its end bookmark. */
+    let gathered: T[] | undefined = initial ? [] : undefined;
     try {
       const stream = this.#api.watch<T>(this.#resource, {
         resourceVersion: fromVersion,
         timeoutSeconds,
         allowWatchBookmarks: true,
         signal: ctl.signal,
+        ...(this.#watchIdleTimeoutMs > 0 ? { idleTimeoutMs: this.#watchIdleTimeoutMs } : {}),
+        ...(initial ? { sendInitialEvents: true } : {}),
       });
       for await (const event of stream) {
         events++;
+        if (gathered !== undefined) {
+          if (event.type === "ERROR") {
+            return { kind: "incomplete", err: statusError(event.object) };
+          }
+          if (event.type === "BOOKMARK") {
+            const annotations = event.object?.metadata?.annotations;
+            if (annotations?.[INITIAL_EVENTS_END_ANNOTATION] === "true") {
+              this.#replace(gathered, event.object.metadata.resourceVersion ?? "");
+              gathered = undefined;
+            }
+            continue;
+          }
+          if (event.type === "ADDED") gathered.push(event.object);
+          else {return {
+              kind: "incomplete",
+              err: new Error(`${event.type} before the initial events ended`),
+            };}
+          continue;
+        }
         if (event.type === "ERROR") {
           const err = statusError(event.object);
           return isExpired(err) ? { kind: "expired", err } : { kind: "failed", err };
@@ -408,6 +551,7 @@ export class Informer<T extends KubeObject> implements ObjectStore<T> {
       }
     } catch (err) {
       if (signal.aborted) return { kind: "aborted" };
+      if (gathered !== undefined) return { kind: "incomplete", err };
       // A client may reject when we cancel the watch at its deadline: that is a normal end.
       if (!deadlineHit) {
         return isExpired(err) ? { kind: "expired", err } : { kind: "failed", err };
@@ -418,6 +562,7 @@ export class Informer<T extends KubeObject> implements ObjectStore<T> {
       ctl.abort();
     }
     if (signal.aborted) return { kind: "aborted" };
+    if (gathered !== undefined) return { kind: "incomplete" };
     if (deadlineHit) {
       this.#log.v(2).info("Watch cancelled: the server did not close it in time", {
         timeoutSeconds,

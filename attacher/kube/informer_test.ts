@@ -581,3 +581,54 @@ Deno.test("Informer.waitForSync() rejects when its signal aborts first", async (
   await assert.rejects(p, /shutting down/);
   await assert.rejects(informer.waitForSync(ctl.signal), /shutting down/);
 });
+
+Deno.test("Informer: a watch list replaces the cache at its end bookmark and goes on watching", async () => {
+  const s = setup({ watchList: true });
+  const w = await s.api.expectWatch();
+  assert.equal(w.opts.sendInitialEvents, true);
+  assert.equal(w.opts.resourceVersion, "");
+  assert.equal(w.opts.allowWatchBookmarks, true);
+  w.send({ type: "ADDED", object: pv("a", "1") });
+  w.send({ type: "ADDED", object: pv("b", "2") });
+  await flushPromises();
+  assert.equal(s.informer.hasSynced(), false, "not before the end bookmark");
+  assert.deepEqual(s.events, []);
+  w.send({
+    type: "BOOKMARK",
+    object: {
+      apiVersion: "v1",
+      kind: "PersistentVolume",
+      metadata: {
+        name: "",
+        resourceVersion: "12",
+        annotations: { "k8s.io/initial-events-end": "true" },
+      },
+    } as unknown as PersistentVolume,
+  });
+  await flushPromises();
+  assert.equal(s.informer.hasSynced(), true);
+  assert.deepEqual(s.events, ["add a@1", "add b@2"]);
+  assert.equal(s.informer.lastSyncResourceVersion(), "12");
+  w.send({ type: "MODIFIED", object: pv("a", "13") });
+  await flushPromises();
+  assert.deepEqual(s.events, ["add a@1", "add b@2", "update a@1>a@13"]);
+  assert.equal(s.api.lists.length, 0, "no LIST");
+  await s.stop();
+});
+
+Deno.test("Informer: a watch list that ends before its end bookmark falls back to a list", async () => {
+  const s = setup({ watchList: true });
+  const w = await s.api.expectWatch();
+  w.send({ type: "ADDED", object: pv("a", "1") });
+  w.end();
+  const list = await s.api.expectList();
+  assert.equal(list.opts?.limit, 500);
+  assert.equal(s.informer.hasSynced(), false, "the partial initial events are dropped");
+  list.resolve([pv("a", "1"), pv("b", "2")], "10");
+  await flushPromises();
+  assert.deepEqual(s.events, ["add a@1", "add b@2"]);
+  const w2 = await s.api.expectWatch();
+  assert.equal(w2.opts.resourceVersion, "10");
+  assert.equal(w2.opts.sendInitialEvents, undefined);
+  await s.stop();
+});

@@ -68,12 +68,42 @@ export interface GcePersistentDiskVolumeSource {
   readOnly?: boolean;
 }
 
+/** `spec.azureDisk` of an in-tree PersistentVolume (CSI migration). */
+export interface AzureDiskVolumeSource {
+  diskName: string;
+  diskURI: string;
+  cachingMode?: string | null;
+  fsType?: string | null;
+  readOnly?: boolean | null;
+  /** `Shared`, `Dedicated` or `Managed`; only `Managed` disks can be migrated. */
+  kind?: string | null;
+}
+
+/** `spec.azureFile` of an in-tree PersistentVolume (CSI migration). */
+export interface AzureFilePersistentVolumeSource {
+  secretName: string;
+  shareName: string;
+  readOnly?: boolean;
+  secretNamespace?: string | null;
+}
+
+/** `spec.vsphereVolume` of an in-tree PersistentVolume (CSI migration). */
+export interface VsphereVirtualDiskVolumeSource {
+  volumePath: string;
+  fsType?: string;
+  storagePolicyName?: string;
+  storagePolicyID?: string;
+}
+
 /** `spec` of a PersistentVolume (also the VA's `spec.source.inlineVolumeSpec`). */
 export interface PersistentVolumeSpec {
   accessModes?: string[] | null;
   capacity?: Record<string, string>;
   csi?: CsiPersistentVolumeSource | null;
   gcePersistentDisk?: GcePersistentDiskVolumeSource | null;
+  azureDisk?: AzureDiskVolumeSource | null;
+  azureFile?: AzureFilePersistentVolumeSource | null;
+  vsphereVolume?: VsphereVirtualDiskVolumeSource | null;
   volumeMode?: string;
   mountOptions?: string[] | null;
   persistentVolumeReclaimPolicy?: string;

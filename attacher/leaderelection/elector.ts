@@ -14,6 +14,7 @@
  */
 
 import { type Clock, realClock } from "../clock.ts";
+import { linkSignal, raceAbort } from "../abort.ts";
 import { isNotFound, type KubeApi, LEASES } from "../kube/api.ts";
 import type { Logger } from "../observe/logger.ts";
 import { formatMicroTime } from "./micro_time.ts";
@@ -347,48 +348,47 @@ export class LeaderElector {
     const stopRenewing = new AbortController();
     const renewing = this.#renewLoop(stopRenewing.signal, callbacks);
     const work = startWork(callbacks, leader.signal);
-    const cancelled = abortPromise(signal);
-    try {
-      const lost = renewing.then(() => "lost" as const);
-      const first = await Promise.race([
-        lost,
-        work.then((w) => w.failed ? "failed" as const : new Promise<never>(() => {})),
-        cancelled.promise.then(() => "cancelled" as const),
-      ]);
-      if (first === "lost") {
-        leader.abort(new Error(`Lost lease ${this.#namespace}/${this.#name}`));
-        this.#stoppedLeading(callbacks);
-        this.#logWorkFailure(await work);
-        return;
-      }
-      if (first === "failed") {
-        const outcome = await work;
-        leader.abort(new Error("Leader work failed"));
-        stopRenewing.abort();
-        await renewing;
-        this.#metrics?.setLeader(this.#name, false);
-        this.#recordEvent("stopped leading");
-        throw outcome.failed ? outcome.error : new Error("Leader work failed");
-      }
-      leader.abort(signal.reason);
-      this.#log.info("Stopping leader work");
-      const second = await Promise.race([lost, work.then(() => "settled" as const)]);
+    // Every promise raced here settles before #lead returns (`renewing` is awaited on each
+    // path, `work` is awaited); the process-long `signal` is only listened to through
+    // raceAbort, which unsubscribes when the wait ends.
+    const lost = renewing.then(() => "lost" as const);
+    let first = await raceAbort(
+      Promise.race([lost, work.then((w) => w.failed ? "failed" as const : "done" as const)]),
+      signal,
+    );
+    // Work that ended by itself does not end the term: keep leading until lost or cancelled.
+    if (first === "done") first = await raceAbort(lost, signal);
+    if (first === "lost") {
+      leader.abort(new Error(`Lost lease ${this.#namespace}/${this.#name}`));
+      this.#stoppedLeading(callbacks);
       this.#logWorkFailure(await work);
-      if (second === "lost") {
-        this.#stoppedLeading(callbacks);
-        return;
-      }
+      return;
+    }
+    if (first === "failed") {
+      const outcome = await work;
+      leader.abort(new Error("Leader work failed"));
       stopRenewing.abort();
-      if (await renewing === "failed") {
-        this.#stoppedLeading(callbacks);
-        return;
-      }
+      await renewing;
       this.#metrics?.setLeader(this.#name, false);
       this.#recordEvent("stopped leading");
-      if (this.#releaseOnCancel) await this.#release();
-    } finally {
-      cancelled.dispose();
+      throw outcome.failed ? outcome.error : new Error("Leader work failed");
     }
+    leader.abort(signal.reason);
+    this.#log.info("Stopping leader work");
+    const second = await Promise.race([lost, work.then(() => "settled" as const)]);
+    this.#logWorkFailure(await work);
+    if (second === "lost") {
+      this.#stoppedLeading(callbacks);
+      return;
+    }
+    stopRenewing.abort();
+    if (await renewing === "failed") {
+      this.#stoppedLeading(callbacks);
+      return;
+    }
+    this.#metrics?.setLeader(this.#name, false);
+    this.#recordEvent("stopped leading");
+    if (this.#releaseOnCancel) await this.#release();
   }
 
   /** Renews until a renewal round fails (resolves "failed") or `stop` aborts ("stopped"). */
@@ -426,7 +426,9 @@ export class LeaderElector {
         if (await this.#tryAcquireOrRenew(deadline.signal)) return "renewed";
         if (deadline.signal.aborted) break;
         const waitMs = Math.max(0, startedAt + this.#retryPeriodMs - this.#clock.now());
-        if (!await this.#sleep(waitMs, AbortSignal.any([deadline.signal, stop]))) {
+        const either = linkSignal(deadline.signal, stop);
+        const slept = await this.#sleep(waitMs, either.signal).finally(either.dispose);
+        if (!slept) {
           if (deadline.signal.aborted) break;
           return "stopped";
         }
@@ -444,8 +446,10 @@ export class LeaderElector {
    * holds the lease afterwards. Never throws: failures are logged and give false.
    */
   async #tryAcquireOrRenew(signal: AbortSignal): Promise<boolean> {
+    // The lease's validity is judged on the monotonic clock, from our own observations (as
+    // client-go does); the times written into the Lease are wall time.
     const now = this.#clock.now();
-    const nowText = formatMicroTime(now);
+    const nowText = formatMicroTime(this.#clock.wallNow());
     const desired: LeaderElectionRecord = {
       holderIdentity: this.#identity,
       leaseDurationSeconds: Math.floor(this.#leaseDurationMs / 1000),
@@ -559,7 +563,7 @@ export class LeaderElector {
       });
       return;
     }
-    const now = formatMicroTime(this.#clock.now());
+    const now = formatMicroTime(this.#clock.wallNow());
     const record: LeaderElectionRecord = {
       holderIdentity: "",
       leaseDurationSeconds: 1,
@@ -654,7 +658,10 @@ export class LeaderElector {
     this.#events.record(lease, what, request.signal).finally(() => request.done());
   }
 
-  /** A signal that aborts after the renew deadline, or when `parent` aborts. */
+  /**
+   * A signal that aborts after the renew deadline, or when `parent` aborts; `done` cancels the
+   * timer and drops the link to `parent` (which may live as long as the process).
+   */
   #requestSignal(parent?: AbortSignal): { signal: AbortSignal; done(): void } {
     const timeout = new AbortController();
     const timer = this.#clock.setTimer(this.#renewDeadlineMs, () => {
@@ -665,9 +672,14 @@ export class LeaderElector {
         ),
       );
     });
+    if (parent === undefined) return { signal: timeout.signal, done: () => timer.cancel() };
+    const either = linkSignal(parent, timeout.signal);
     return {
-      signal: parent ? AbortSignal.any([parent, timeout.signal]) : timeout.signal,
-      done: () => timer.cancel(),
+      signal: either.signal,
+      done: () => {
+        timer.cancel();
+        either.dispose();
+      },
     };
   }
 
@@ -711,15 +723,4 @@ function startWork(callbacks: LeaderCallbacks, signal: AbortSignal): Promise<Wor
     () => ({ failed: false }),
     (error: unknown) => ({ failed: true, error }),
   );
-}
-
-/** A promise that resolves when `signal` aborts, and a way to drop its listener. */
-function abortPromise(signal: AbortSignal): { promise: Promise<void>; dispose(): void } {
-  let onAbort = () => {};
-  const promise = new Promise<void>((resolve) => {
-    onAbort = () => resolve();
-    if (signal.aborted) resolve();
-    else signal.addEventListener("abort", onAbort, { once: true });
-  });
-  return { promise, dispose: () => signal.removeEventListener("abort", onAbort) };
 }

@@ -139,3 +139,70 @@ Deno.test("LeaderElector over HTTP: one leader, release on cancel, takeover by t
   assert.equal(server.get<Lease>(LEASES, NAME, NAMESPACE).spec.holderIdentity, "");
   assert.equal(clock.pendingTimers(), 0);
 });
+
+Deno.test("a renewal throttled with 429 + Retry-After is retried within the renew deadline: the leader keeps the lease", async () => {
+  await using server = await MemoryApiServer.start();
+  const connection = await connectionFromKubeconfigs([
+    { file: "memory-apiserver.kubeconfig", text: server.kubeconfig() },
+  ]);
+  const clock = new FakeClock(T0);
+  // Tries in flight: a token is taken right before each try, which is reported when it ends.
+  let tries = 0;
+  await using client = new KubeClient({
+    connection,
+    clock,
+    rateLimiter: {
+      take: () => {
+        tries++;
+        return Promise.resolve();
+      },
+    },
+    onRequest: () => tries--,
+  }, {});
+  /** Steps the clock by 100 ms at a time, never while an HTTP request is in flight. */
+  async function advanceTo(at: number): Promise<void> {
+    while (clock.now() < at) {
+      for (let i = 0; i < 2000 && tries > 0; i++) await new Promise((r) => setTimeout(r, 1));
+      assert.equal(tries, 0, "a request is stuck");
+      await new Promise((r) => setTimeout(r, 1));
+      clock.advance(Math.min(100, at - clock.now()));
+    }
+  }
+  const elector = new LeaderElector({ kube: client, clock, log: nullLogger, random: () => 0 }, {
+    name: NAME,
+    namespace: NAMESPACE,
+    identity: "replica-a",
+    leaseDurationMs: 15_000,
+    renewDeadlineMs: 10_000,
+    retryPeriodMs: 5_000,
+    releaseOnCancel: false,
+    emitEvents: false,
+  });
+  const stop = new AbortController();
+  let lost = false;
+  let leading = false;
+  const running = elector.run(stop.signal, {
+    onStartedLeading: (signal) => {
+      leading = true;
+      return new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve()));
+    },
+    onStoppedLeading: () => lost = true,
+  });
+  await advanceTo(T0 + 1_000);
+  assert.ok(leading);
+
+  // Every Lease request answered 429 for 6 tries: without retries the renewals at +5 s and
+  // +10 s (an update and a get each) would all fail and the deadline at +15 s would end it.
+  server.clearRequests();
+  server.failNext({ resource: "leases", status: 429, retryAfterSeconds: 1, times: 6 });
+  await advanceTo(T0 + 30_000);
+  assert.equal(lost, false, "the lease was kept");
+  assert.equal(elector.isLeader(), true);
+  const lease = server.get<Lease>(LEASES, NAME, NAMESPACE);
+  assert.equal(lease.spec.holderIdentity, "replica-a");
+  assert.ok(Date.parse(lease.spec.renewTime ?? "") > T0 + 25_000, "renewed since");
+  const updates = server.requests.filter((r) => r.resource === "leases" && r.method === "PUT");
+  assert.ok(updates.length >= 7, `retried updates: ${updates.length}`);
+  stop.abort();
+  await running;
+});

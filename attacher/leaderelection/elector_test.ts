@@ -645,3 +645,42 @@ Deno.test("LeaderElector validates its timing as client-go does", () => {
   // 1.2 × 5 s = 6 s: a renew deadline just above is fine.
   new LeaderElector(deps, { ...base, renewDeadlineMs: 6_001 });
 });
+
+Deno.test("LeaderElector: a leader keeps its lease when the wall clock steps back an hour", async () => {
+  const clock = new FakeClock(T0);
+  const store = new FakeLeaseStore();
+  const a = new Replica(store, clock, "replica-a").start();
+  await flush();
+  const b = new Replica(store, clock, "replica-b").start();
+  await advanceTo(clock, T0 + 7_000);
+  assert.equal(a.elector.isLeader(), true);
+  clock.stepWall(-3_600_000);
+  await advanceTo(clock, T0 + 67_000);
+  assert.equal(a.elector.isLeader(), true);
+  assert.equal(a.stopped, 0);
+  assert.equal(b.elector.isLeader(), false);
+  assert.equal(a.elector.healthCheck(), undefined);
+  // The renewals wrote the (stepped) wall time.
+  assert.equal(storedLease(store).spec.renewTime, formatMicroTime(T0 + 65_000 - 3_600_000));
+  await stopAll(clock, a, b);
+});
+
+Deno.test("LeaderElector: a standby's failover is not delayed by a wall clock step", async () => {
+  const clock = new FakeClock(T0);
+  const store = new FakeLeaseStore();
+  const a = new Replica(store, clock, "replica-a").start();
+  await flush();
+  const b = new Replica(store, clock, "replica-b").start();
+  await advanceTo(clock, T0 + 7_000);
+  a.shutdown.abort();
+  await flush();
+  assert.equal(a.result, "resolved");
+  // A's last renewal was at +5 s; B saw it at +5 s and takes over at +20 s whatever the wall
+  // clock says in between.
+  clock.stepWall(-3_600_000);
+  await advanceTo(clock, T0 + 19_999);
+  assert.equal(b.elector.isLeader(), false);
+  await advanceTo(clock, T0 + 20_000);
+  assert.equal(b.elector.isLeader(), true);
+  await stopAll(clock, b);
+});

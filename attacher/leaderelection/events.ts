@@ -59,7 +59,7 @@ export class LeaderEventRecorder {
   /** Posts "<identity> <what>" about `lease`; a failure is only logged. */
   record(lease: Lease, what: string, signal: AbortSignal): Promise<void> {
     const { name, namespace, identity } = this.#opts;
-    const nowMs = this.#deps.clock.now();
+    const nowMs = this.#deps.clock.wallNow();
     const component = `${name}/${identity}`;
     const event: CoreEvent = {
       apiVersion: "v1",

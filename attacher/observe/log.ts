@@ -33,7 +33,7 @@ export interface LoggerOptions {
    */
   write?: (line: string) => void;
   /** The time source for timestamps (default: the wall clock). */
-  clock?: Pick<Clock, "now">;
+  clock?: Pick<Clock, "wallNow">;
   /** The pid in text lines (default: this process's pid). */
   pid?: number;
   /** Printed where klog prints `file:line` in text lines (default `attacher`). */
@@ -145,7 +145,7 @@ interface Sink {
   verbosity: number;
   format: "text" | "json";
   write: (line: string) => void;
-  clock: Pick<Clock, "now">;
+  clock: Pick<Clock, "wallNow">;
   pid: number;
   component: string;
   utc: boolean;
@@ -153,9 +153,9 @@ interface Sink {
 
 function formatText(sink: Sink, entry: Entry): string {
   const pid = String(sink.pid).padStart(7, " ");
-  let line = `${entry.severity}${klogTime(sink.clock.now(), sink.utc)} ${pid} ${sink.component}] ${
-    JSON.stringify(entry.msg)
-  }`;
+  let line = `${entry.severity}${
+    klogTime(sink.clock.wallNow(), sink.utc)
+  } ${pid} ${sink.component}] ${JSON.stringify(entry.msg)}`;
   if (entry.err !== undefined && entry.err !== null) {
     line += ` err=${JSON.stringify(errorText(entry.err))}`;
   }
@@ -164,7 +164,7 @@ function formatText(sink: Sink, entry: Entry): string {
 }
 
 function formatJson(sink: Sink, entry: Entry): string {
-  let line = `{"ts":${sink.clock.now() / 1000}`;
+  let line = `{"ts":${sink.clock.wallNow() / 1000}`;
   if (entry.severity === "I") line += `,"v":${entry.level}`;
   line += `,"msg":${JSON.stringify(entry.msg)}`;
   if (entry.err !== undefined && entry.err !== null) {
@@ -268,7 +268,7 @@ export function createLogger(options: LoggerOptions): Logger {
     verbosity: options.verbosity,
     format: options.format,
     write: options.write ?? stderrWriter(),
-    clock: options.clock ?? { now: () => Date.now() },
+    clock: options.clock ?? { wallNow: () => Date.now() },
     pid: options.pid ?? Deno.pid,
     component: options.component ?? "attacher",
     utc: options.utc ?? false,

@@ -7,7 +7,17 @@
  * - component-base's workqueue metrics (`workqueue_*{name}`), fed by the queues through
  *   {@link Metrics.queueMetricsProvider};
  * - component-base's leader-election metrics (`leader_election_master_status{name}`,
- *   `leader_election_slowpath_total{name}`).
+ *   `leader_election_slowpath_total{name}`);
+ * - client-go's REST client counters `rest_client_requests_total{code,host,method}` (every try)
+ *   and `rest_client_request_retries_total{code,host,verb}` (every retry), fed by the API client.
+ *
+ * Beyond the Go attacher (README "Metrics"):
+ * - `csi_attacher_attach_duration_seconds{driver_name}` and
+ *   `csi_attacher_detach_duration_seconds{driver_name}`: end-to-end latency, with the buckets of
+ *   `csi_sidecar_operations_seconds`;
+ * - `csi_attacher_pending_volumeattachments{operation}` and
+ *   `csi_attacher_oldest_pending_seconds{operation}` (`attach`, `detach`): the backlog in the
+ *   informer cache, computed at each scrape from {@link Metrics.setPendingSource}.
  *
  * Metrics that component-base registers carry its stability marker at the start of their help
  * text (`[ALPHA] `), exactly as the Go binary prints them. The global default registry and
@@ -87,10 +97,40 @@ export const METRIC_HELP: Readonly<Record<string, string>> = Object.freeze({
     "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, " +
     "1 indicates master. 'name' is the string used to identify the lease. Please make sure " +
     "to group by name.",
+  rest_client_requests_total: ALPHA +
+    "Number of HTTP requests, partitioned by status code, method, and host.",
+  rest_client_request_retries_total: ALPHA +
+    "Number of request retries, partitioned by status code, verb, and host.",
   leader_election_slowpath_total: ALPHA +
     "Total number of slow path exercised in renewing leader leases. 'name' is the string " +
     "used to identify the lease. Please make sure to group by name.",
+  csi_attacher_attach_duration_seconds:
+    "Time from a VolumeAttachment's creation (or when the attacher first saw it, if later) " +
+    "until the attacher marked it attached",
+  csi_attacher_detach_duration_seconds:
+    "Time from a VolumeAttachment's deletion (or when the attacher first saw it deleted, if " +
+    "later) until the attacher removed its finalizer",
+  csi_attacher_pending_volumeattachments:
+    "VolumeAttachments of this driver waiting for the attacher: operation=attach not yet " +
+    "attached, operation=detach being deleted and not yet detached",
+  csi_attacher_oldest_pending_seconds:
+    "Age of the oldest pending VolumeAttachment of this driver, per operation: since its " +
+    "creation (attach) or deletion (detach); 0 when none is pending",
 });
+
+/** The operations of the pending-VolumeAttachment gauges. */
+export type PendingOperation = "attach" | "detach";
+
+/** The backlog of one operation. */
+export interface PendingFigures {
+  /** How many VolumeAttachments wait for it. */
+  count: number;
+  /** Age of the oldest of them, seconds; 0 when none. */
+  oldestSeconds: number;
+}
+
+/** The backlog, as {@link Metrics.setPendingSource} reads it at each scrape. */
+export type PendingVolumeAttachments = Record<PendingOperation, PendingFigures>;
 
 /** Options of {@link createMetrics}. */
 export interface MetricsOptions {
@@ -124,6 +164,16 @@ export interface CsiCallObservation {
   migrated?: boolean;
 }
 
+/** One try of an API request, or one retry, for {@link Metrics.observeApiRequest}. */
+export interface ApiRequestObservation {
+  /** HTTP method, e.g. `PATCH`. */
+  method: string;
+  /** `host:port` of the API server. */
+  host: string;
+  /** HTTP status code; 0 when no answer came (written `<error>`, as client-go does). */
+  code: number;
+}
+
 /** The attacher's metrics; see the module documentation. */
 export interface Metrics {
   /** The registry holding every metric below; nothing else is registered in it. */
@@ -140,10 +190,23 @@ export interface Metrics {
    * @throws {RangeError} when `seconds` is negative or not a finite number.
    */
   observeCsiCall(call: CsiCallObservation): void;
+  /** Records one end-to-end attach in `csi_attacher_attach_duration_seconds`. */
+  observeAttachDuration(seconds: number): void;
+  /** Records one end-to-end detach in `csi_attacher_detach_duration_seconds`. */
+  observeDetachDuration(seconds: number): void;
+  /**
+   * Sets where the pending-VolumeAttachment gauges come from (read at each scrape); undefined:
+   * they read 0 (e.g. while not leading).
+   */
+  setPendingSource(source: (() => PendingVolumeAttachments) | undefined): void;
   /** Sets `leader_election_master_status{name}` to 1 (leading) or 0. */
   setLeader(name: string, leading: boolean): void;
   /** Counts a renewal that took the slow path in `leader_election_slowpath_total{name}`. */
   slowpathExercised(name: string): void;
+  /** Counts one try of an API request in `rest_client_requests_total`. */
+  observeApiRequest(req: ApiRequestObservation): void;
+  /** Counts one retry of an API request in `rest_client_request_retries_total`. */
+  observeApiRetry(req: ApiRequestObservation): void;
   /** The text exposition of every metric. */
   metricsText(): Promise<string>;
 }
@@ -199,6 +262,45 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     registers,
   });
 
+  const durationHistogram = (name: string) =>
+    new Histogram({
+      name,
+      help: METRIC_HELP[name]!,
+      labelNames: ["driver_name"],
+      buckets: [...CSI_OPERATION_BUCKETS],
+      registers,
+    });
+  const attachDuration = durationHistogram("csi_attacher_attach_duration_seconds");
+  const detachDuration = durationHistogram("csi_attacher_detach_duration_seconds");
+  let pendingSource: (() => PendingVolumeAttachments) | undefined;
+  const pendingGauge = (name: string, pick: (f: PendingFigures) => number) =>
+    new Gauge({
+      name,
+      help: METRIC_HELP[name]!,
+      labelNames: ["operation"],
+      registers,
+      collect() {
+        const pending = pendingSource?.();
+        for (const operation of ["attach", "detach"] as const) {
+          this.set({ operation }, pending === undefined ? 0 : pick(pending[operation]));
+        }
+      },
+    });
+  pendingGauge("csi_attacher_pending_volumeattachments", (f) => f.count);
+  pendingGauge("csi_attacher_oldest_pending_seconds", (f) => f.oldestSeconds);
+  const apiRequests = new Counter({
+    name: "rest_client_requests_total",
+    help: METRIC_HELP.rest_client_requests_total!,
+    labelNames: ["code", "host", "method"],
+    registers,
+  });
+  const apiRetries = new Counter({
+    name: "rest_client_request_retries_total",
+    help: METRIC_HELP.rest_client_request_retries_total!,
+    labelNames: ["code", "host", "verb"],
+    registers,
+  });
+
   return {
     registry,
     contentType: registry.contentType,
@@ -220,11 +322,26 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
       if (migratedLabel) labels.migrated = call.migrated === true ? "true" : "false";
       csiOperations.observe(labels, call.seconds);
     },
+    observeAttachDuration(seconds: number): void {
+      attachDuration.observe({ driver_name: driverName }, seconds);
+    },
+    observeDetachDuration(seconds: number): void {
+      detachDuration.observe({ driver_name: driverName }, seconds);
+    },
+    setPendingSource(source: (() => PendingVolumeAttachments) | undefined): void {
+      pendingSource = source;
+    },
     setLeader(name: string, leading: boolean): void {
       leaderStatus.set({ name }, leading ? 1 : 0);
     },
     slowpathExercised(name: string): void {
       leaderSlowpath.inc({ name });
+    },
+    observeApiRequest(req: ApiRequestObservation): void {
+      apiRequests.inc({ code: httpCodeLabel(req.code), host: req.host, method: req.method });
+    },
+    observeApiRetry(req: ApiRequestObservation): void {
+      apiRetries.inc({ code: httpCodeLabel(req.code), host: req.host, verb: req.method });
     },
     metricsText(): Promise<string> {
       return registry.metrics();
@@ -312,6 +429,11 @@ function createQueueMetricsProvider(registers: Registry[]): QueueMetricsProvider
 
 function driverNameOrUnknown(name: string): string {
   return name === "" ? UNKNOWN_DRIVER_NAME : name;
+}
+
+/** client-go's `code` label: the status code, or `<error>` when no answer came. */
+function httpCodeLabel(code: number): string {
+  return code > 0 ? String(code) : "<error>";
 }
 
 function codeLabel(code: number | string | undefined): string {

@@ -257,3 +257,95 @@ Deno.test("queueMetricsProvider records the workqueue metrics of a real RateLimi
   }
   assert.equal(clock.pendingTimers(), 0);
 });
+
+Deno.test("createMetrics() exposes the end-to-end attach and detach histograms with driver_name and the CSI buckets", async () => {
+  const metrics = createMetrics({ driverName: "csi.example.com" });
+  metrics.observeAttachDuration(0.3);
+  metrics.observeAttachDuration(42);
+  metrics.observeDetachDuration(700);
+  const text = await metrics.metricsText();
+  const s = samples(text);
+  const labels = { driver_name: "csi.example.com" };
+  const buckets = [...CSI_OPERATION_BUCKETS.map(String), "+Inf"];
+  assert.deepEqual(
+    buckets.map((le) =>
+      s.get(series("csi_attacher_attach_duration_seconds_bucket", { ...labels, le }))
+    ),
+    [0, 0, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2],
+  );
+  assert.equal(s.get(series("csi_attacher_attach_duration_seconds_sum", labels)), 42.3);
+  assert.equal(s.get(series("csi_attacher_detach_duration_seconds_count", labels)), 1);
+  assert.equal(
+    s.get(series("csi_attacher_detach_duration_seconds_bucket", { ...labels, le: "600" })),
+    0,
+  );
+  assert.deepEqual(header(text, "csi_attacher_attach_duration_seconds"), [
+    `# HELP csi_attacher_attach_duration_seconds ${METRIC_HELP.csi_attacher_attach_duration_seconds}`,
+    "# TYPE csi_attacher_attach_duration_seconds histogram",
+  ]);
+});
+
+Deno.test("createMetrics() reads the pending gauges from the source at each scrape, 0 without one", async () => {
+  const metrics = createMetrics({});
+  const gauge = (s: Map<string, number>, name: string, operation: string) =>
+    s.get(series(name, { operation }));
+  let s = samples(await metrics.metricsText());
+  for (const op of ["attach", "detach"]) {
+    assert.equal(gauge(s, "csi_attacher_pending_volumeattachments", op), 0);
+    assert.equal(gauge(s, "csi_attacher_oldest_pending_seconds", op), 0);
+  }
+  let detaching = 3;
+  metrics.setPendingSource(() => ({
+    attach: { count: 1, oldestSeconds: 2.5 },
+    detach: { count: detaching, oldestSeconds: 600 },
+  }));
+  s = samples(await metrics.metricsText());
+  assert.equal(gauge(s, "csi_attacher_pending_volumeattachments", "attach"), 1);
+  assert.equal(gauge(s, "csi_attacher_pending_volumeattachments", "detach"), 3);
+  assert.equal(gauge(s, "csi_attacher_oldest_pending_seconds", "attach"), 2.5);
+  assert.equal(gauge(s, "csi_attacher_oldest_pending_seconds", "detach"), 600);
+  detaching = 0;
+  s = samples(await metrics.metricsText());
+  assert.equal(gauge(s, "csi_attacher_pending_volumeattachments", "detach"), 0);
+  metrics.setPendingSource(undefined);
+  s = samples(await metrics.metricsText());
+  assert.equal(gauge(s, "csi_attacher_oldest_pending_seconds", "detach"), 0);
+});
+
+Deno.test("createMetrics() counts API request tries and retries as client-go's rest_client metrics", async () => {
+  const metrics = createMetrics({});
+  const host = "10.0.0.1:6443";
+  metrics.observeApiRequest({ method: "PATCH", host, code: 429 });
+  metrics.observeApiRetry({ method: "PATCH", host, code: 429 });
+  metrics.observeApiRequest({ method: "PATCH", host, code: 429 });
+  metrics.observeApiRetry({ method: "PATCH", host, code: 429 });
+  metrics.observeApiRequest({ method: "PATCH", host, code: 200 });
+  metrics.observeApiRequest({ method: "GET", host, code: 0 });
+  metrics.observeApiRetry({ method: "GET", host, code: 0 });
+  const text = await metrics.metricsText();
+  const s = samples(text);
+  assert.equal(
+    s.get(series("rest_client_requests_total", { code: "429", host, method: "PATCH" })),
+    2,
+  );
+  assert.equal(
+    s.get(series("rest_client_requests_total", { code: "200", host, method: "PATCH" })),
+    1,
+  );
+  assert.equal(
+    s.get(series("rest_client_requests_total", { code: "<error>", host, method: "GET" })),
+    1,
+  );
+  assert.equal(
+    s.get(series("rest_client_request_retries_total", { code: "429", host, verb: "PATCH" })),
+    2,
+  );
+  assert.equal(
+    s.get(series("rest_client_request_retries_total", { code: "<error>", host, verb: "GET" })),
+    1,
+  );
+  assert.deepEqual(header(text, "rest_client_request_retries_total"), [
+    "# HELP rest_client_request_retries_total [ALPHA] Number of request retries, partitioned by status code, verb, and host.",
+    "# TYPE rest_client_request_retries_total counter",
+  ]);
+});

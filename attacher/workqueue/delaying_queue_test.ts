@@ -27,6 +27,14 @@ Deno.test("DelayingWorkQueue.addAfter adds the key once its delay has passed", (
   assert.equal(clock.pendingTimers(), 0);
 });
 
+Deno.test("DelayingWorkQueue: a key waiting for its delay is not queued until it is due", () => {
+  const { clock, q } = newQueue();
+  q.addAfter("a", 1000);
+  assert.equal(q.isQueuedOrProcessing("a"), false);
+  clock.advance(1000);
+  assert.equal(q.isQueuedOrProcessing("a"), true);
+});
+
 Deno.test("DelayingWorkQueue.addAfter with a delay <= 0 adds at once", () => {
   const { clock, q } = newQueue();
   q.addAfter("a", 0);

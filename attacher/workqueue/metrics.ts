@@ -155,6 +155,15 @@ export class QueueMetrics {
     }
   }
 
+  /**
+   * Records that `key` left without being handed out (it moved to another lane of the queue):
+   * the depth goes down and no latency is observed.
+   */
+  withdraw(key: string): void {
+    if (!this.#addTimes.delete(key)) return;
+    this.#depth.dec();
+  }
+
   /** Records that the worker finished `key`; observes how long it worked on it. */
   done(key: string): void {
     const startedAt = this.#processingStartTimes.get(key);

@@ -16,6 +16,23 @@ export interface WorkQueueDeps {
   metricsProvider?: QueueMetricsProvider;
 }
 
+/**
+ * Ready keys split into lanes, each served by its own workers (e.g. attach and detach, so that a
+ * burst of one never waits behind the other). Which lane a key goes to is decided each time it
+ * becomes ready, and again when it is added while it waits: a key moves to the lane its current
+ * state belongs to. The per-key guarantees hold across lanes, since a key is in at most one lane
+ * and never handed out while it is being processed.
+ */
+export interface QueueLanes {
+  /** The lane names; the first one also takes keys {@link laneOf} puts in no known lane. */
+  names: readonly string[];
+  /** The lane `key` belongs in now. */
+  laneOf(key: string): string;
+}
+
+/** The lane of a queue made without {@link WorkQueueOptions.lanes}. */
+export const DEFAULT_LANE = "";
+
 /** Options of {@link WorkQueue}. */
 export interface WorkQueueOptions {
   /** The queue name, used as the metrics' `name` label (e.g. `csi-attacher-va`). */
@@ -25,6 +42,43 @@ export interface WorkQueueOptions {
    * (client-go: 500 ms). Only used when metrics are recorded.
    */
   unfinishedWorkUpdatePeriodMs?: number;
+  /**
+   * Lanes of ready keys; default one lane, {@link DEFAULT_LANE}. With metrics, each lane also
+   * records the workqueue metrics under `<name>-<lane>`, besides the queue's own under `<name>`.
+   */
+  lanes?: QueueLanes;
+}
+
+/** The oldest key waiting in a lane, for backlog reports. */
+export interface OldestReady {
+  key: string;
+  /** When it was added (ms of the queue clock). */
+  addedAt: number;
+}
+
+/** One lane's ready keys in FIFO order. */
+interface Lane {
+  name: string;
+  /**
+   * Entries from `head` on, in the order they became ready. An entry is live only while
+   * `#ready.get(key)` names this lane and the same `seq`; entries of keys that were handed out or
+   * moved to another lane are skipped (and dropped) when reached.
+   */
+  entries: { key: string; seq: number }[];
+  head: number;
+  /** Number of live entries. */
+  size: number;
+  /** Pending `get(lane)` calls, oldest first. Non-empty only while the lane has no live entry. */
+  waiters: Array<(key: string | undefined) => void>;
+  metrics: QueueMetrics | undefined;
+}
+
+/** Where a ready key waits. */
+interface ReadyEntry {
+  lane: Lane;
+  seq: number;
+  /** When the key became dirty (ms of the queue clock). */
+  addedAt: number;
 }
 
 /** client-go's `unfinishedWorkUpdatePeriod`. */
@@ -40,7 +94,11 @@ const DEFAULT_UNFINISHED_WORK_UPDATE_PERIOD_MS = 500;
  *
  * After {@link shutDown} adds are ignored; keys already waiting are still handed out, then
  * {@link get} resolves `undefined`. Any number of workers may wait in {@link get} at once; each
- * ready key goes to the longest-waiting one.
+ * ready key goes to the longest-waiting one of its lane.
+ *
+ * With {@link WorkQueueOptions.lanes} the ready keys are split into lanes and workers take keys
+ * of one lane; the guarantees above hold for each key whatever lane it is in: a key is never
+ * ready in two lanes, nor ready while it is being processed.
  *
  * When metrics are recorded the queue runs a timer every
  * {@link WorkQueueOptions.unfinishedWorkUpdatePeriodMs} until it is shut down, so a queue
@@ -61,36 +119,64 @@ const DEFAULT_UNFINISHED_WORK_UPDATE_PERIOD_MS = 500;
 export class WorkQueue implements Queue {
   /** The queue name (the metrics' `name` label). */
   readonly name: string;
+  #clock: Clock;
   #metrics: QueueMetrics | undefined;
-  /**
-   * The order in which keys are handed out; entries before `#head` are consumed. Every entry
-   * from `#head` on is in `#dirty` and not in `#processing`.
-   */
-  #queue: string[] = [];
-  #head = 0;
-  /** Keys that need processing: everything waiting in `#queue` plus keys re-added while processing. */
+  #lanes: Lane[];
+  #laneOf: ((key: string) => string) | undefined;
+  /** Keys that are ready, i.e. dirty and not in `#processing`, and the lane each waits in. */
+  #ready = new Map<string, ReadyEntry>();
+  #seq = 0;
+  /** Keys that need processing: every ready key plus keys re-added while processing. */
   #dirty = new Set<string>();
-  /** Keys handed to a worker and not yet done. A key may be both here and in `#dirty`. */
-  #processing = new Set<string>();
-  /** Pending `get` calls, oldest first. Non-empty only while `#queue` is empty. */
-  #waiters: Array<(key: string | undefined) => void> = [];
+  /** Keys handed to a worker and not yet done, with the lane each came from. */
+  #processing = new Map<string, Lane>();
+  /** When each dirty key was added (ms of the clock), for backlog reports. */
+  #addedAt = new Map<string, number>();
+  /** Pending `get()` calls of any lane, oldest first. Non-empty only while no key is ready. */
+  #anyWaiters: Array<(key: string | undefined) => void> = [];
   /** Pending `drained` calls. */
   #drainWaiters: Array<() => void> = [];
   #shuttingDown = false;
   #metricsTimer: Timer | undefined;
 
   /**
-   * @throws {RangeError} when `unfinishedWorkUpdatePeriodMs` is not a positive number.
+   * @throws {RangeError} when `unfinishedWorkUpdatePeriodMs` is not a positive number, or the
+   *   lanes are empty or named twice.
    */
   constructor(deps: WorkQueueDeps, opts: WorkQueueOptions) {
     this.name = opts.name;
     const clock = deps.clock ?? realClock;
+    this.#clock = clock;
     const periodMs = opts.unfinishedWorkUpdatePeriodMs ?? DEFAULT_UNFINISHED_WORK_UPDATE_PERIOD_MS;
     if (!(periodMs > 0)) {
       throw new RangeError(`unfinishedWorkUpdatePeriodMs must be positive, got ${periodMs}`);
     }
-    if (metricsEnabled(deps.metricsProvider, opts.name)) {
-      const metrics = new QueueMetrics({ clock, provider: deps.metricsProvider }, {
+    const laneNames = opts.lanes?.names ?? [DEFAULT_LANE];
+    if (laneNames.length === 0 || new Set(laneNames).size !== laneNames.length) {
+      throw new RangeError(
+        `Cannot create queue ${opts.name}: lanes must be distinct and at least one, got ${
+          JSON.stringify(laneNames)
+        }`,
+      );
+    }
+    this.#laneOf = opts.lanes?.laneOf;
+    const provider = metricsEnabled(deps.metricsProvider, opts.name)
+      ? deps.metricsProvider
+      : undefined;
+    this.#lanes = laneNames.map((name) => ({
+      name,
+      entries: [],
+      head: 0,
+      size: 0,
+      waiters: [],
+      metrics: provider !== undefined && opts.lanes !== undefined
+        ? new QueueMetrics({ clock, provider }, {
+          name: `${opts.name}-${name}`,
+        })
+        : undefined,
+    }));
+    if (provider !== undefined) {
+      const metrics = new QueueMetrics({ clock, provider }, {
         name: opts.name,
       });
       this.#metrics = metrics;
@@ -98,76 +184,141 @@ export class WorkQueue implements Queue {
       // record metrics run it, so metric-less queues hold no timer.
       const tick = () => {
         metrics.updateUnfinishedWork();
+        for (const lane of this.#lanes) lane.metrics?.updateUnfinishedWork();
         this.#metricsTimer = clock.setTimer(periodMs, tick);
       };
       this.#metricsTimer = clock.setTimer(periodMs, tick);
     }
   }
 
-  /** Marks `key` as needing processing. Ignored after {@link shutDown}. */
+  /**
+   * Marks `key` as needing processing. Ignored after {@link shutDown}. A key that is already
+   * ready keeps its place, unless its lane changed: then it moves to the back of its new lane.
+   */
   add(key: string): void {
     if (this.#shuttingDown) return;
-    if (this.#dirty.has(key)) return;
+    if (this.#dirty.has(key)) {
+      if (this.#laneOf !== undefined && !this.#processing.has(key)) this.#reclassify(key);
+      return;
+    }
     this.#metrics?.add(key);
     this.#dirty.add(key);
+    this.#addedAt.set(key, this.#clock.now());
     if (this.#processing.has(key)) return;
-    this.#queue.push(key);
-    this.#handToWaiters();
+    this.#makeReady(key);
   }
 
   /**
-   * Waits for a key and marks it as being processed. Resolves `undefined` once the queue is shut
-   * down and no key is ready. The caller MUST call {@link done} with the key it received.
+   * Waits for a key of `lane` (any lane when undefined) and marks it as being processed.
+   * Resolves `undefined` once the queue is shut down and no such key is ready. The caller MUST
+   * call {@link done} with the key it received.
+   *
+   * @throws {RangeError} for a lane the queue does not have.
    */
-  get(): Promise<string | undefined> {
-    const key = this.tryGet();
+  get(lane?: string): Promise<string | undefined> {
+    const key = this.tryGet(lane);
     if (key !== undefined || this.#shuttingDown) return Promise.resolve(key);
-    return new Promise((resolve) => this.#waiters.push(resolve));
+    const waiters = lane === undefined ? this.#anyWaiters : this.#lane(lane).waiters;
+    return new Promise((resolve) => waiters.push(resolve));
   }
 
   /**
-   * Takes a ready key without waiting, or returns `undefined` when none is ready. A key returned
-   * is being processed: the caller MUST call {@link done} with it.
+   * Takes a ready key of `lane` without waiting (when undefined: the key that became ready first,
+   * whatever its lane), or returns `undefined` when none is ready. A key returned is being
+   * processed: the caller MUST call {@link done} with it.
+   *
+   * @throws {RangeError} for a lane the queue does not have.
    */
-  tryGet(): string | undefined {
-    if (this.#head >= this.#queue.length) return undefined;
-    const key = this.#queue[this.#head]!;
-    this.#head++;
-    if (this.#head >= this.#queue.length) {
-      this.#queue = [];
-      this.#head = 0;
-    } else if (this.#head >= 1024 && this.#head * 2 >= this.#queue.length) {
-      this.#queue = this.#queue.slice(this.#head);
-      this.#head = 0;
+  tryGet(lane?: string): string | undefined {
+    let from: Lane | undefined;
+    if (lane !== undefined) {
+      from = this.#lane(lane);
+    } else {
+      let first: number | undefined;
+      for (const l of this.#lanes) {
+        const head = this.#peek(l);
+        if (head !== undefined && (first === undefined || head.seq < first)) {
+          first = head.seq;
+          from = l;
+        }
+      }
     }
+    if (from === undefined) return undefined;
+    const entry = this.#peek(from);
+    if (entry === undefined) return undefined;
+    from.head++;
+    this.#compact(from);
+    const key = entry.key;
+    this.#ready.delete(key);
+    from.size--;
     this.#metrics?.get(key);
-    this.#processing.add(key);
+    from.metrics?.get(key);
+    this.#addedAt.delete(key);
+    this.#processing.set(key, from);
     this.#dirty.delete(key);
     return key;
   }
 
   /**
    * Ends the processing of `key`. If it was added while being processed it becomes ready again,
-   * at the back of the queue (also after {@link shutDown}). Calling it for a key that is not
-   * being processed does nothing.
+   * at the back of the lane it now belongs to (also after {@link shutDown}). Calling it for a key
+   * that is not being processed does nothing.
    */
   done(key: string): void {
-    if (!this.#processing.has(key)) return;
+    const lane = this.#processing.get(key);
+    if (lane === undefined) return;
     this.#metrics?.done(key);
+    lane.metrics?.done(key);
     this.#processing.delete(key);
-    if (this.#dirty.has(key)) {
-      this.#queue.push(key);
-      this.#handToWaiters();
-    }
+    if (this.#dirty.has(key)) this.#makeReady(key);
     this.#checkDrained();
   }
 
   /**
-   * How many keys are ready to be handed out. For information only: do not gate `add` or `get`
-   * on it.
+   * How many keys are ready to be handed out (in `lane`, or in all lanes). For information only:
+   * do not gate `add` or `get` on it.
+   *
+   * @throws {RangeError} for a lane the queue does not have.
    */
-  len(): number {
-    return this.#queue.length - this.#head;
+  len(lane?: string): number {
+    if (lane !== undefined) return this.#lane(lane).size;
+    return this.#ready.size;
+  }
+
+  /** The lane names, in the order given at construction. */
+  lanes(): readonly string[] {
+    return this.#lanes.map((l) => l.name);
+  }
+
+  /**
+   * The ready key of `lane` that was added first, or undefined when the lane has none (for
+   * backlog reports).
+   *
+   * @throws {RangeError} for a lane the queue does not have.
+   */
+  oldestReady(lane: string): OldestReady | undefined {
+    const l = this.#lane(lane);
+    let oldest: OldestReady | undefined;
+    // A key that moved lanes may sit behind younger ones, so every live entry is looked at.
+    for (let i = l.head; i < l.entries.length; i++) {
+      const { key, seq } = l.entries[i]!;
+      const ready = this.#ready.get(key);
+      if (ready === undefined || ready.lane !== l || ready.seq !== seq) continue;
+      if (oldest === undefined || ready.addedAt < oldest.addedAt) {
+        oldest = { key, addedAt: ready.addedAt };
+      }
+    }
+    return oldest;
+  }
+
+  /**
+   * True while `key` is ready to be handed out or is being processed (including a key added
+   * again while it is processed): a sync of it is coming or running. A key waiting for a delayed
+   * add is neither. For callers that must leave a key's work to its worker (the ListVolumes
+   * reconciler); do not gate `add` on it.
+   */
+  isQueuedOrProcessing(key: string): boolean {
+    return this.#dirty.has(key) || this.#processing.has(key);
   }
 
   /**
@@ -178,9 +329,10 @@ export class WorkQueue implements Queue {
     this.#shuttingDown = true;
     this.#metricsTimer?.cancel();
     this.#metricsTimer = undefined;
-    // Waiters exist only while no key is ready, so all of them are released.
-    const waiters = this.#waiters;
-    this.#waiters = [];
+    // Waiters exist only while no key of their lane is ready, so all of them are released.
+    const waiters = [...this.#anyWaiters, ...this.#lanes.flatMap((l) => l.waiters)];
+    this.#anyWaiters = [];
+    for (const l of this.#lanes) l.waiters = [];
     for (const resolve of waiters) resolve(undefined);
     this.#checkDrained();
   }
@@ -200,11 +352,79 @@ export class WorkQueue implements Queue {
     return this.#shuttingDown;
   }
 
-  #handToWaiters(): void {
-    while (this.#waiters.length > 0) {
-      const key = this.tryGet();
+  #lane(name: string): Lane {
+    const lane = this.#lanes.find((l) => l.name === name);
+    if (lane === undefined) {
+      throw new RangeError(`Queue ${this.name} has no lane ${JSON.stringify(name)}`);
+    }
+    return lane;
+  }
+
+  /** The lane `key` belongs in now; a name the queue does not know means the first lane. */
+  #classify(key: string): Lane {
+    if (this.#laneOf === undefined) return this.#lanes[0]!;
+    const name = this.#laneOf(key);
+    return this.#lanes.find((l) => l.name === name) ?? this.#lanes[0]!;
+  }
+
+  /** Puts a dirty key that is not being processed at the back of its lane. */
+  #makeReady(key: string): void {
+    const lane = this.#classify(key);
+    const seq = this.#seq++;
+    const addedAt = this.#addedAt.get(key) ?? this.#clock.now();
+    lane.entries.push({ key, seq });
+    lane.size++;
+    this.#ready.set(key, { lane, seq, addedAt });
+    lane.metrics?.add(key);
+    this.#handToWaiters(lane);
+  }
+
+  /** Moves a ready key to the lane it belongs in now, if that changed. */
+  #reclassify(key: string): void {
+    const ready = this.#ready.get(key);
+    if (ready === undefined) return;
+    const lane = this.#classify(key);
+    if (lane === ready.lane) return;
+    // The old lane's entry is now stale and is skipped when reached.
+    ready.lane.size--;
+    ready.lane.metrics?.withdraw(key);
+    this.#ready.delete(key);
+    this.#makeReady(key);
+  }
+
+  /** The first live entry of `lane`, dropping stale entries before it. */
+  #peek(lane: Lane): { key: string; seq: number } | undefined {
+    while (lane.head < lane.entries.length) {
+      const entry = lane.entries[lane.head]!;
+      const ready = this.#ready.get(entry.key);
+      if (ready !== undefined && ready.lane === lane && ready.seq === entry.seq) return entry;
+      lane.head++;
+    }
+    this.#compact(lane);
+    return undefined;
+  }
+
+  /** Frees the consumed part of the lane's array. */
+  #compact(lane: Lane): void {
+    if (lane.head >= lane.entries.length) {
+      lane.entries = [];
+      lane.head = 0;
+    } else if (lane.head >= 1024 && lane.head * 2 >= lane.entries.length) {
+      lane.entries = lane.entries.slice(lane.head);
+      lane.head = 0;
+    }
+  }
+
+  #handToWaiters(lane: Lane): void {
+    while (lane.waiters.length > 0) {
+      const key = this.tryGet(lane.name);
       if (key === undefined) return;
-      this.#waiters.shift()!(key);
+      lane.waiters.shift()!(key);
+    }
+    while (this.#anyWaiters.length > 0) {
+      const key = this.tryGet(lane.name);
+      if (key === undefined) return;
+      this.#anyWaiters.shift()!(key);
     }
   }
 

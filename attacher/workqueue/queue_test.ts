@@ -60,6 +60,22 @@ Deno.test("WorkQueue.done re-queues a dirty key at the back", () => {
   assert.deepEqual(drain(q), ["b", "a"]);
 });
 
+Deno.test("WorkQueue.isQueuedOrProcessing is true from add until done, also when re-added meanwhile", () => {
+  const q = new WorkQueue({}, { name: "" });
+  assert.equal(q.isQueuedOrProcessing("a"), false);
+  q.add("a");
+  assert.equal(q.isQueuedOrProcessing("a"), true, "ready");
+  assert.equal(q.tryGet(), "a");
+  assert.equal(q.isQueuedOrProcessing("a"), true, "processing");
+  q.add("a");
+  q.done("a");
+  assert.equal(q.isQueuedOrProcessing("a"), true, "re-added while processing: ready again");
+  assert.equal(q.tryGet(), "a");
+  q.done("a");
+  assert.equal(q.isQueuedOrProcessing("a"), false, "done and not re-added");
+  assert.equal(q.isQueuedOrProcessing("b"), false);
+});
+
 Deno.test("WorkQueue.done of a key not being processed changes nothing", () => {
   const q = new WorkQueue({}, { name: "" });
   q.add("a");

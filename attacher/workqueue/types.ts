@@ -12,16 +12,26 @@ export interface Queue {
   /** Marks `key` as needing processing. */
   add(key: string): void;
   /**
-   * Waits for a key to process. Resolves `undefined` once the queue is shut down and drained.
-   * The caller MUST call {@link Queue.done} with the key when it is finished with it.
+   * Waits for a key to process, of `lane` or (undefined) of any lane. Resolves `undefined` once
+   * the queue is shut down and drained. The caller MUST call {@link Queue.done} with the key when
+   * it is finished with it.
    */
-  get(): Promise<string | undefined>;
-  /** Takes a key without waiting, or undefined when none is ready (tests drain with this). */
-  tryGet(): string | undefined;
+  get(lane?: string): Promise<string | undefined>;
+  /**
+   * Takes a key of `lane` (undefined: the one ready first in any lane) without waiting, or
+   * undefined when none is ready (tests drain with this).
+   */
+  tryGet(lane?: string): string | undefined;
   /** Ends the processing of `key`; if it was added meanwhile it becomes ready again. */
   done(key: string): void;
-  /** Keys waiting to be processed (informational only). */
-  len(): number;
+  /** Keys waiting to be processed, in `lane` or in all lanes (informational only). */
+  len(lane?: string): number;
+  /** The lanes of ready keys, each with its own workers; one lane unless configured. */
+  lanes(): readonly string[];
+  /** The key of `lane` that has waited longest and when it was added, or undefined. */
+  oldestReady(lane: string): { key: string; addedAt: number } | undefined;
+  /** True while `key` is ready to be handed out or is being processed (not while delayed). */
+  isQueuedOrProcessing(key: string): boolean;
   /** Stops handing out keys; `get` resolves undefined once no key is ready. */
   shutDown(): void;
   /** Resolves once every key handed out has been `done` (after {@link Queue.shutDown}). */

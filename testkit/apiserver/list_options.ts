@@ -19,6 +19,8 @@ export interface ListOptions {
   allowWatchBookmarks: boolean;
   /** "" when not given. */
   continue: string;
+  /** Page size; 0 when not given (no pagination). */
+  limit: number;
 }
 
 /**
@@ -43,6 +45,7 @@ export function parseListOptions(query: Record<string, string>): ListOptions {
     resourceVersionMatch: query.resourceVersionMatch ?? "",
     allowWatchBookmarks: queryBool(query.allowWatchBookmarks) ?? false,
     continue: query.continue ?? "",
+    limit: /^[0-9]+$/.test(query.limit ?? "") ? Number(query.limit) : 0,
   };
   const send = queryBool(query.sendInitialEvents);
   if (send !== undefined) opts.sendInitialEvents = send;

@@ -338,13 +338,13 @@ export class Registry {
       stored.metadata.uid = crypto.randomUUID();
     }
     if (!opts.seed || stored.metadata.creationTimestamp === undefined) {
-      stored.metadata.creationTimestamp = timestamp(this.#clock.now());
+      stored.metadata.creationTimestamp = timestamp(this.#clock.wallNow());
     }
     if (!opts.seed) {
       delete stored.metadata.deletionTimestamp;
       delete stored.metadata.deletionGracePeriodSeconds;
       if (res.initialStatus !== undefined) {
-        stored.status = res.initialStatus(timestamp(this.#clock.now()));
+        stored.status = res.initialStatus(timestamp(this.#clock.wallNow()));
       }
     }
     const normalized = this.#normalize(stored);
@@ -458,7 +458,7 @@ export class Registry {
     if (finalizersOf(current).length === 0) return this.#remove(res, key, current);
     if (current.metadata.deletionTimestamp !== undefined) return clone(current);
     const next = clone(current);
-    next.metadata.deletionTimestamp = timestamp(this.#clock.now());
+    next.metadata.deletionTimestamp = timestamp(this.#clock.wallNow());
     next.metadata.deletionGracePeriodSeconds = 0;
     next.metadata.resourceVersion = String(++this.#rv);
     this.#objects.set(key, next);
@@ -474,6 +474,11 @@ export class Registry {
   eventsAfter(rv: number): RegistryEvent[] {
     if (rv < this.#compactedRv) throw resourceExpired(rv, this.#compactedRv);
     return this.#history.filter((ev) => ev.resourceVersion > rv).map(copyEvent);
+  }
+
+  /** The resourceVersion of the last compaction: older states and events are gone. */
+  get compactedResourceVersion(): number {
+    return this.#compactedRv;
   }
 
   /** Drops the whole history: a watch must then start from the current resourceVersion. */
@@ -555,7 +560,7 @@ export class Registry {
       manager,
       operation: "Update",
       apiVersion: apiVersionOf(res),
-      time: timestamp(this.#clock.now()),
+      time: timestamp(this.#clock.wallNow()),
       fieldsType: "FieldsV1",
       fieldsV1: {},
     };
@@ -574,7 +579,7 @@ export class Registry {
       const next = clone(current);
       if (incoming.status !== undefined) next.status = clone(incoming.status);
       else if (res.initialStatus !== undefined) {
-        next.status = res.initialStatus(timestamp(this.#clock.now()));
+        next.status = res.initialStatus(timestamp(this.#clock.wallNow()));
       } else delete next.status;
       return next;
     }

@@ -34,7 +34,7 @@
 import { type Clock, realClock, type Timer } from "../../attacher/clock.ts";
 import type { ObjectList, Patch, Resource } from "../../attacher/kube/api.ts";
 import type { KubeObject } from "../../attacher/kube/types.ts";
-import { type ChangeType, Registry } from "./registry.ts";
+import { type ChangeType, Registry, type StoredObject } from "./registry.ts";
 import {
   apiVersionOf,
   findServedResource,
@@ -44,8 +44,10 @@ import {
 } from "./resources.ts";
 import {
   badRequest,
+  continueExpired,
   errorForCode,
   failureStatus,
+  invalidContinue,
   invalidListOptions,
   invalidListResourceVersion,
   methodNotAllowed,
@@ -56,7 +58,7 @@ import {
   unsupportedPatchType,
 } from "./status_errors.ts";
 import { WatchHub } from "./watch_hub.ts";
-import { parseListOptions, validateListOptions } from "./list_options.ts";
+import { type ListOptions, parseListOptions, validateListOptions } from "./list_options.ts";
 import { goJsonSyntaxError } from "./go_json_error.ts";
 import { type DecodedBody, decodeObjectBody } from "./body_decoder.ts";
 
@@ -124,6 +126,13 @@ export interface FaultSpec {
   applyChange?: boolean;
   /** Delay before handling the request, on the server's clock. */
   delayMs?: number;
+  /**
+   * Sends `Retry-After: <seconds>` with the error answer, as a throttling or overloaded server
+   * does. With status 429 the answer is then the one of kube-apiserver's max-in-flight and
+   * priority-and-fairness filters (`tooManyRequests` in `apiserver/pkg/server/filters`): plain
+   * text `Too many requests, please try again later.`, not a Status.
+   */
+  retryAfterSeconds?: number;
 }
 
 /** A change of one object, for timelines. */
@@ -239,6 +248,51 @@ function parsePath(pathname: string): ParsedPath | undefined {
   };
 }
 
+/** The key of an object in its resource, as the storage orders lists: `namespace/name` or `name`. */
+function objectKey(obj: KubeObject): string {
+  const ns = obj.metadata.namespace ?? "";
+  return ns === "" ? obj.metadata.name : `${ns}/${obj.metadata.name}`;
+}
+
+/** Where a paginated list's snapshot is kept. */
+function snapshotKey(res: ServedResource, namespace: string, rv: number): string {
+  return `${rv}/${res.group}/${res.plural}/${namespace}`;
+}
+
+/**
+ * A `continue` token as the etcd3 store encodes it (`encodeContinue` in
+ * `apiserver/pkg/storage/etcd3/store.go`): URL-safe base64 without padding of
+ * `{"v":"meta.k8s.io/v1","rv":<rv>,"start":"<key>"}`.
+ */
+function encodeContinue(rv: number, start: string): string {
+  const json = JSON.stringify({ v: "meta.k8s.io/v1", rv, start });
+  const b64 = btoa(String.fromCharCode(...new TextEncoder().encode(json)));
+  return b64.replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+/** Decodes a `continue` token. @throws {StatusError} 400 when it is not one. */
+function decodeContinue(token: string): { rv: number; start: string } {
+  let parsed: unknown;
+  try {
+    const b64 = token.replace(/-/g, "+").replace(/_/g, "/");
+    const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+    parsed = JSON.parse(new TextDecoder().decode(bytes));
+  } catch {
+    throw invalidContinue("illegal base64 data or JSON");
+  }
+  const t = parsed as { v?: unknown; rv?: unknown; start?: unknown };
+  if (t?.v !== "meta.k8s.io/v1") {
+    throw invalidContinue(`server does not recognize this encoded key`);
+  }
+  if (typeof t.rv !== "number" || t.rv === 0) {
+    throw invalidContinue("incorrect encoded start resourceVersion (version meta.k8s.io/v1)");
+  }
+  if (typeof t.start !== "string" || t.start === "") {
+    throw invalidContinue("encoded start key empty (version meta.k8s.io/v1)");
+  }
+  return { rv: t.rv, start: t.start };
+}
+
 /** The verb of a request. */
 function verbOf(method: string, name: string, watch: boolean): Verb | "" {
   switch (method) {
@@ -292,6 +346,24 @@ function errorResponse(err: StatusError): Response {
   return res;
 }
 
+/** The answer of an injected fault (see {@link FaultSpec.retryAfterSeconds}). */
+function faultResponse(err: StatusError, retryAfterSeconds: number | undefined): Response {
+  if (retryAfterSeconds === undefined) return errorResponse(err);
+  if (err.status.code === 429) {
+    return new Response("Too many requests, please try again later.\n", {
+      status: 429,
+      headers: {
+        "content-type": "text/plain; charset=utf-8",
+        "x-content-type-options": "nosniff",
+        "retry-after": String(retryAfterSeconds),
+      },
+    });
+  }
+  const res = errorResponse(err);
+  res.headers.set("retry-after", String(retryAfterSeconds));
+  return res;
+}
+
 interface PendingFault {
   spec: FaultSpec;
   left: number;
@@ -313,6 +385,8 @@ export class MemoryApiServer {
   #watchWaiters: { count: number; resolve: () => void }[] = [];
   readonly #compactionIntervalMs: number;
   #compactionTimer: Timer | undefined;
+  /** Full lists that paginated answers were cut from, by {@link snapshotKey}. */
+  readonly #snapshots = new Map<string, StoredObject[]>();
 
   /** Use {@link MemoryApiServer.start}; the constructor does no I/O. */
   constructor(options: Omit<MemoryApiServerOptions, "port"> = {}) {
@@ -403,6 +477,10 @@ export class MemoryApiServer {
     }
     const times = spec.times ?? 1;
     if (!(times > 0)) throw new TypeError(`failNext: times must be positive, got ${times}`);
+    const retryAfter = spec.retryAfterSeconds;
+    if (retryAfter !== undefined && !(Number.isInteger(retryAfter) && retryAfter >= 0)) {
+      throw new TypeError(`failNext: retryAfterSeconds must be a whole number, got ${retryAfter}`);
+    }
     this.#faults.push({ spec: { ...spec }, left: times });
   }
 
@@ -609,7 +687,9 @@ export class MemoryApiServer {
       const injected = fault?.status !== undefined
         ? errorForCode(fault.status, route.resource, route.name, fault.message)
         : undefined;
-      if (injected !== undefined && fault?.applyChange !== true) return errorResponse(injected);
+      if (injected !== undefined && fault?.applyChange !== true) {
+        return faultResponse(injected, fault?.retryAfterSeconds);
+      }
       if (req.method === "PATCH" && !PATCH_TYPES.includes(contentType)) {
         // The router refuses a patch type no route consumes before the body is read.
         throw unsupportedPatchType();
@@ -629,7 +709,7 @@ export class MemoryApiServer {
       );
       if (injected !== undefined) {
         await response.body?.cancel();
-        return errorResponse(injected);
+        return faultResponse(injected, fault?.retryAfterSeconds);
       }
       return response;
     } catch (err) {
@@ -685,11 +765,11 @@ export class MemoryApiServer {
           if (Number(wanted) > registry.resourceVersion) {
             return this.#reach(Number(wanted)).then((reached) => {
               if (!reached) throw resourceVersionTooLarge(wanted, registry.resourceVersion);
-              return this.#listResponse(res, namespace);
+              return this.#listResponse(res, namespace, opts);
             });
           }
         }
-        return this.#listResponse(res, namespace);
+        return this.#listResponse(res, namespace, opts);
       }
       case "POST": {
         if (name !== "") throw methodNotAllowed();
@@ -741,16 +821,61 @@ export class MemoryApiServer {
     }
   }
 
-  /** A list of `res` (one namespace, or all when ""). */
-  #listResponse(res: ServedResource, namespace: string): Response {
-    const list = this.#registry.list(res, namespace === "" ? undefined : namespace);
+  /**
+   * A list of `res` (one namespace, or all when ""), or one page of it with `limit`: then
+   * `metadata.continue` names the next page, which is served from the same state (the snapshot
+   * is kept until a compaction passes its resourceVersion, then the token gets 410 Expired).
+   */
+  #listResponse(res: ServedResource, namespace: string, opts: ListOptions): Response {
+    let items: StoredObject[];
+    let rv: number;
+    let start = "";
+    if (opts.continue !== "") {
+      const token = decodeContinue(opts.continue);
+      rv = token.rv;
+      start = token.start;
+      if (rv < 0) {
+        // The token of a 410 answer: the rest of the list at the latest state.
+        const list = this.#registry.list(res, namespace === "" ? undefined : namespace);
+        items = list.items;
+        rv = list.resourceVersion;
+      } else {
+        const snapshot = this.#snapshots.get(snapshotKey(res, namespace, rv));
+        if (snapshot === undefined || rv < this.#registry.compactedResourceVersion) {
+          throw continueExpired(encodeContinue(-1, token.start));
+        }
+        items = snapshot;
+      }
+    } else {
+      const list = this.#registry.list(res, namespace === "" ? undefined : namespace);
+      items = list.items;
+      rv = list.resourceVersion;
+    }
+    const metadata: Record<string, unknown> = { resourceVersion: String(rv) };
+    let page = items.filter((item) => objectKey(item) >= start);
+    if (opts.limit > 0 && page.length > opts.limit) {
+      const rest = page.length - opts.limit;
+      page = page.slice(0, opts.limit);
+      this.#snapshots.set(snapshotKey(res, namespace, rv), items);
+      this.#dropCompactedSnapshots();
+      metadata.continue = encodeContinue(rv, objectKey(page.at(-1)!) + "\u0000");
+      metadata.remainingItemCount = rest;
+    }
     return jsonResponse(200, {
       kind: res.listKind,
       apiVersion: apiVersionOf(res),
-      metadata: { resourceVersion: String(list.resourceVersion) },
+      metadata,
       // The real server's list items carry no kind or apiVersion (only the list does).
-      items: list.items.map(({ kind: _k, apiVersion: _a, ...item }) => item),
+      items: page.map(({ kind: _k, apiVersion: _a, ...item }) => item),
     });
+  }
+
+  /** Forgets the list snapshots a compaction made unreachable. */
+  #dropCompactedSnapshots(): void {
+    const compacted = this.#registry.compactedResourceVersion;
+    for (const key of this.#snapshots.keys()) {
+      if (Number(key.split("/")[0]) < compacted) this.#snapshots.delete(key);
+    }
   }
 
   /**

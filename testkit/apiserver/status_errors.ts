@@ -251,6 +251,31 @@ export function resourceExpired(requested: number, oldest: number): StatusError 
 }
 
 /**
+ * 410 Expired for a list `continue` token whose resourceVersion was compacted, as the etcd3
+ * store words it (`handleCompactedErrorForPaging` in `apiserver/pkg/storage/etcd3/store.go`):
+ * the message ends with a token that continues the list, inconsistently, at the latest state.
+ */
+export function continueExpired(inconsistentToken: string): StatusError {
+  return new StatusError(
+    failureStatus(
+      410,
+      "Expired",
+      "The provided continue parameter is too old to display a consistent list result. You " +
+        "can start a new list without the continue parameter, or use the continue token in " +
+        "this response to retrieve the remainder of the results. Continuing with the provided " +
+        "token results in an inconsistent list - objects that were created, modified, or " +
+        "deleted between the time the first chunk was returned and now may show up in the " +
+        "list." + inconsistentToken,
+    ),
+  );
+}
+
+/** 400 for a `continue` token that cannot be decoded. */
+export function invalidContinue(detail: string): StatusError {
+  return badRequest(`continue key is not valid: ${detail}`);
+}
+
+/**
  * The error a real server would give with HTTP `code` for a request on `name`, used by fault
  * injection: e.g. 403 gives `<resource>.<group> "<name>" is forbidden: <msg>`, 500 gives
  * `Internal error occurred: <msg>`, 409 gives `Operation cannot be fulfilled on ...: <msg>`.

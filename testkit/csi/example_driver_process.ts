@@ -2,43 +2,118 @@
  * Runs the example CSI driver as its own process, for tests that must kill a driver the way a
  * crash does (the kernel closes its sockets; no HTTP/2 GOAWAY is sent).
  *
- * Usage: `deno run -A tests/example_driver_process.ts <socket> [volume-id...]`; prints
- * `listening` once it serves.
+ * Usage: `deno run -A testkit/csi/example_driver_process.ts [--publish-delay-ms=N] <socket>
+ * [volume-id...]`; prints `listening` once it serves. With a publish delay each
+ * ControllerPublishVolume waits N ms before it answers (a slow driver), and the driver prints
+ * `publish <volume-id>` when each one starts.
+ *
+ * @module
  */
 
 import { ExampleDriver } from "./example_driver.ts";
+import { startCsiDriverServer } from "./server.ts";
+
+const DELAY_FLAG = "--publish-delay-ms=";
 
 if (import.meta.main) {
-  const [socket, ...volumes] = Deno.args;
+  const args = [...Deno.args];
+  let publishDelayMs: number | undefined;
+  if (args[0]?.startsWith(DELAY_FLAG)) {
+    publishDelayMs = Number(args.shift()!.slice(DELAY_FLAG.length));
+    if (!Number.isFinite(publishDelayMs) || publishDelayMs < 0) {
+      console.error(`${DELAY_FLAG}: not a non-negative number`);
+      Deno.exit(2);
+    }
+  }
+  const [socket, ...volumes] = args;
   if (!socket) {
-    console.error("usage: example_driver_process.ts <socket> [volume-id...]");
+    console.error(`usage: example_driver_process.ts [${DELAY_FLAG}N] <socket> [volume-id...]`);
     Deno.exit(2);
   }
   const driver = new ExampleDriver();
   for (const id of volumes) driver.createVolume(id);
-  await driver.start(socket);
+  if (publishDelayMs === undefined) {
+    await driver.start(socket);
+  } else {
+    const delayMs = publishDelayMs;
+    const controller = driver.controllerHandlers();
+    await startCsiDriverServer({
+      address: socket,
+      identity: driver.identityHandlers(),
+      controller: {
+        ...controller,
+        controllerPublishVolume: async (req) => {
+          console.log(`publish ${req.volumeId}`);
+          await new Promise((resolve) => setTimeout(resolve, delayMs));
+          return driver.publish(req);
+        },
+      },
+    });
+  }
   console.log("listening");
+}
+
+/** Options of {@link spawnExampleDriver}. */
+export interface SpawnExampleDriverOptions {
+  /** Each ControllerPublishVolume waits this long before it answers. */
+  publishDelayMs?: number;
+  /** Called with each line the driver prints after `listening` (with a publish delay: calls). */
+  onLine?: (line: string) => void;
 }
 
 /** Starts the driver process and waits until it serves on `socket`. */
 export async function spawnExampleDriver(
   socket: string,
   volumes: string[],
+  options: SpawnExampleDriverOptions = {},
 ): Promise<Deno.ChildProcess> {
+  const flags = options.publishDelayMs === undefined
+    ? []
+    : [`${DELAY_FLAG}${options.publishDelayMs}`];
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", new URL(import.meta.url).pathname, socket, ...volumes],
+    args: ["run", "-A", new URL(import.meta.url).pathname, ...flags, socket, ...volumes],
     stdin: "null",
     stdout: "piped",
     stderr: "null",
   }).spawn();
-  const reader = child.stdout.getReader();
+  const lines = child.stdout.pipeThrough(new TextDecoderStream()).pipeThrough(splitLines());
+  const reader = lines.getReader();
   const first = await reader.read();
-  reader.releaseLock();
-  await child.stdout.cancel();
-  if (!new TextDecoder().decode(first.value).includes("listening")) {
+  if (first.value !== "listening") {
+    await reader.cancel();
     child.kill("SIGKILL");
     await child.status;
     throw new Error("example driver did not start");
   }
+  if (options.onLine === undefined) {
+    await reader.cancel();
+  } else {
+    const onLine = options.onLine;
+    (async () => {
+      for (;;) {
+        const next = await reader.read();
+        if (next.done) return;
+        onLine(next.value);
+      }
+    })().catch(() => {});
+  }
   return child;
+}
+
+function splitLines(): TransformStream<string, string> {
+  let rest = "";
+  return new TransformStream({
+    transform(text, controller) {
+      rest += text;
+      let newline = rest.indexOf("\n");
+      while (newline >= 0) {
+        controller.enqueue(rest.slice(0, newline));
+        rest = rest.slice(newline + 1);
+        newline = rest.indexOf("\n");
+      }
+    },
+    flush(controller) {
+      if (rest !== "") controller.enqueue(rest);
+    },
+  });
 }

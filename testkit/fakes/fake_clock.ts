@@ -16,7 +16,10 @@ interface PendingTimer {
 
 /**
  * A clock that moves only when told to. Timers fire in order of their due time during
- * {@link FakeClock.advance}.
+ * {@link FakeClock.advance}. It keeps both readings of {@link Clock}: {@link advance} moves the
+ * monotonic and the wall clock together; {@link stepWall} moves the wall clock alone (an NTP
+ * correction, an operator setting the date), which must change no duration, timer or deadline.
+ * Both start at `start`.
  *
  * @example
  * ```ts
@@ -29,6 +32,8 @@ interface PendingTimer {
  */
 export class FakeClock implements Clock {
   #now: number;
+  /** wallNow() - now(): changed only by {@link stepWall}. */
+  #wallOffset = 0;
   #seq = 0;
   #timers: PendingTimer[] = [];
 
@@ -38,6 +43,18 @@ export class FakeClock implements Clock {
 
   now(): number {
     return this.#now;
+  }
+
+  wallNow(): number {
+    return this.#now + this.#wallOffset;
+  }
+
+  /**
+   * Steps the wall clock alone by `ms` (negative: back in time). Fires no timer: timers and
+   * every duration follow the monotonic clock.
+   */
+  stepWall(ms: number): void {
+    this.#wallOffset += ms;
   }
 
   setTimer(ms: number, fn: () => void): Timer {

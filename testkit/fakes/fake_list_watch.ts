@@ -17,8 +17,8 @@
 
 import type {
   KubeApi,
+  ListOptions,
   ObjectList,
-  ObjectOptions,
   Resource,
   WatchEvent,
   WatchOptions,
@@ -37,13 +37,13 @@ export async function flushPromises(turns = 200): Promise<void> {
 export class PendingList {
   /** The resource and options the call was made with. */
   readonly resource: Resource;
-  readonly opts: (ObjectOptions & { resourceVersion?: string }) | undefined;
+  readonly opts: (ListOptions) | undefined;
   #resolve: (list: ObjectList<KubeObject>) => void;
   #reject: (err: unknown) => void;
 
   constructor(
     resource: Resource,
-    opts: (ObjectOptions & { resourceVersion?: string }) | undefined,
+    opts: (ListOptions) | undefined,
     resolve: (list: ObjectList<KubeObject>) => void,
     reject: (err: unknown) => void,
   ) {
@@ -157,7 +157,7 @@ export class FakeListWatch implements KubeApi {
 
   list<T extends KubeObject>(
     res: Resource,
-    opts?: ObjectOptions & { resourceVersion?: string },
+    opts?: ListOptions,
   ): Promise<ObjectList<T>> {
     return new Promise((resolve, reject) => {
       const signal = opts?.signal;

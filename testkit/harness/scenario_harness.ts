@@ -78,6 +78,27 @@ export interface StepContext {
   vaInformer: FakeInformer<VolumeAttachment>;
   pvInformer: FakeInformer<PersistentVolume>;
   csiNodeInformer: FakeInformer<CsiNode>;
+  /**
+   * Brings the VA cache up to date with the server, as a watch would: an add, update or delete
+   * event for every VA the server changed since the seeding or the last call. Without it the
+   * cache keeps what the test put there (as in the Go harness).
+   */
+  deliverWatchEvents(): void;
+  /** Syncs one VA key from the queue, as a worker does; false when none is ready. */
+  processNextVolumeAttachment(): Promise<boolean>;
+  /**
+   * Runs one reconcile pass now (also in the middle of a sync, from {@link Scenario.duringCsiCall});
+   * a failure is kept as {@link ScenarioResult.reconcileError}. The harness's own pass still runs
+   * once the queues are empty.
+   */
+  reconcile(): Promise<void>;
+}
+
+/** A CSI call seen by {@link Scenario.duringCsiCall}. */
+export interface CsiCallPoint {
+  method: "ControllerPublishVolume" | "ControllerUnpublishVolume" | "ListVolumes";
+  /** `before`: the request is about to be sent; `after`: the driver answered, the caller has not seen it. */
+  phase: "before" | "after";
 }
 
 /** What a {@link Scenario.handlerFactory} gets: the checked clients and the default options. */
@@ -123,6 +144,11 @@ export interface Scenario {
   permissiveDriver?: ExampleDriver;
   /** Called before every step of the run loop, e.g. to create objects between retries. */
   between?: (ctx: StepContext) => void | Promise<void>;
+  /**
+   * Called before and after each publish, unpublish and ListVolumes call the handler makes, e.g.
+   * to run a reconcile pass while an attach is in flight, or a sync while ListVolumes runs.
+   */
+  duringCsiCall?: (call: CsiCallPoint, ctx: StepContext) => void | Promise<void>;
   /** Builds the handler instead of the default one (used to prove the invariant checks fire). */
   handlerFactory?: (deps: HandlerFactoryDeps) => Handler;
   /** Invariant violations the run must report; default none. */
@@ -267,6 +293,8 @@ interface Checks {
   published: Map<string, boolean>;
   violations: string[];
   timeline: TimelineEntry[];
+  /** The scenario's {@link Scenario.duringCsiCall}, bound to the run. */
+  onCall?: (call: CsiCallPoint) => Promise<void>;
 }
 
 /** Wraps the API client to check the finalizer invariants on every write. */
@@ -351,8 +379,14 @@ class CheckingCsiClient implements CsiClient {
   controllerGetCapabilities(o: CallOptions) {
     return this.#inner.controllerGetCapabilities(o);
   }
-  listVolumes(req: { maxEntries: number; startingToken: string }, o: CallOptions) {
-    return this.#inner.listVolumes(req, o);
+  async listVolumes(req: { maxEntries: number; startingToken: string }, o: CallOptions) {
+    const onCall = this.#checks.onCall;
+    await onCall?.({ method: "ListVolumes", phase: "before" });
+    try {
+      return await this.#inner.listVolumes(req, o);
+    } finally {
+      await onCall?.({ method: "ListVolumes", phase: "after" });
+    }
   }
   close() {
     this.#inner.close();
@@ -405,6 +439,8 @@ class CheckingCsiClient implements CsiClient {
       options: { ...options },
       vaFinalizers: vas.map((va) => [...(va.metadata.finalizers ?? [])]),
     };
+    const onCall = this.#checks.onCall;
+    await onCall?.({ method, phase: "before" });
     try {
       const result = await call();
       this.#checks.timeline.push(entry);
@@ -414,6 +450,8 @@ class CheckingCsiClient implements CsiClient {
       if (err instanceof CsiError) entry.code = err.code;
       this.#checks.timeline.push(entry);
       throw err;
+    } finally {
+      await onCall?.({ method, phase: "after" });
     }
   }
 }
@@ -525,6 +563,52 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
       reconcileSyncMs: 60_000,
     });
 
+    const requestCount = () => server.requests.filter((r) => !r.watch).length;
+    const actions = () => server.requests.filter((r) => !r.watch).map(toAction);
+    // What the VA cache has seen of the server, for deliverWatchEvents: the seeded versions.
+    const delivered = new Map<string, string | undefined>();
+    for (const obj of server.list<VolumeAttachment>(VOLUME_ATTACHMENTS).items) {
+      delivered.set(obj.metadata.name, obj.metadata.resourceVersion);
+    }
+    const deliverWatchEvents = () => {
+      const current = server.list<VolumeAttachment>(VOLUME_ATTACHMENTS).items;
+      for (const obj of current) {
+        const name = obj.metadata.name;
+        if (delivered.get(name) === obj.metadata.resourceVersion) continue;
+        delivered.set(name, obj.metadata.resourceVersion);
+        const cached = vaInformer.get(name);
+        if (cached) vaInformer.emitUpdate(cached, obj);
+        else vaInformer.emitAdd(obj);
+      }
+      for (const name of [...delivered.keys()]) {
+        if (current.some((obj) => obj.metadata.name === name)) continue;
+        delivered.delete(name);
+        const cached = vaInformer.get(name);
+        if (cached) vaInformer.emitDelete(cached);
+      }
+    };
+    let reconcileError: unknown = undefined;
+    let step = 0;
+    const stepContext = (): StepContext => ({
+      step,
+      actions,
+      server,
+      vaInformer,
+      pvInformer,
+      csiNodeInformer,
+      deliverWatchEvents,
+      processNextVolumeAttachment: () => controller.processNextVolumeAttachment(),
+      reconcile: async () => {
+        try {
+          await handler.reconcile(new AbortController().signal);
+        } catch (err) {
+          reconcileError = err;
+        }
+      },
+    });
+    const duringCsiCall = scenario.duringCsiCall;
+    if (duringCsiCall) checks.onCall = async (call) => await duringCsiCall(call, stepContext());
+
     for (const fault of scenario.faults ?? []) server.failNext(fault);
     server.clearRequests();
 
@@ -556,10 +640,7 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
       .length ?? 0;
     const csiDone = () =>
       csi.calls.filter((c) => isPublishOrUnpublish(c.method)).length >= expectedCsi;
-    const requestCount = () => server.requests.filter((r) => !r.watch).length;
-    const actions = () => server.requests.filter((r) => !r.watch).map(toAction);
     let reconciled = !scenario.reconcile;
-    let reconcileError: unknown = undefined;
     const workers = scenario.workers ?? 1;
     if (workers > 1) {
       if (scenario.reconcile) throw new TypeError("reconcile runs only with one worker");
@@ -570,15 +651,8 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
         done: () => requestCount() >= scenario.expectedActions.length && csiDone(),
       });
     }
-    for (let step = 0; workers === 1 && step < 10_000; step++) {
-      await scenario.between?.({
-        step,
-        actions,
-        server,
-        vaInformer,
-        pvInformer,
-        csiNodeInformer,
-      });
+    for (step = 0; workers === 1 && step < 10_000; step++) {
+      await scenario.between?.(stepContext());
       if (requestCount() >= scenario.expectedActions.length && csiDone() && reconciled) break;
       if (await controller.processNextVolumeAttachment()) continue;
       if (await controller.processNextPersistentVolume()) continue;

@@ -31,6 +31,8 @@ class BrokenHandler implements Handler {
     this.#ctx = ctx;
   }
 
+  forgetVolumeAttachment(_name: string): void {}
+
   async syncVolumeAttachment(va: VolumeAttachment): Promise<void> {
     await this.#syncVolumeAttachment(va);
     this.#ctx?.vaQueue.forget(va.metadata.name);

@@ -7,7 +7,7 @@
  */
 
 import type { FakeClock } from "../../testkit/fakes/fake_clock.ts";
-import { AttachController } from "../../attacher/controller/controller.ts";
+import { AttachController, volumeAttachmentLanes } from "../../attacher/controller/controller.ts";
 import { CsiHandler } from "../../attacher/controller/csi_handler.ts";
 import { Informer } from "../../attacher/kube/informer.ts";
 import { CSI_NODES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../attacher/kube/api.ts";
@@ -15,6 +15,7 @@ import type { Logger } from "../../attacher/observe/logger.ts";
 import type { CsiNode, PersistentVolume, VolumeAttachment } from "../../attacher/kube/types.ts";
 import { ItemExponentialFailureRateLimiter } from "../../attacher/workqueue/rate_limiters.ts";
 import { RateLimitingWorkQueue } from "../../attacher/workqueue/rate_limiting_queue.ts";
+import type { QueueLanes } from "../../attacher/workqueue/queue.ts";
 import type { FaultyCsiDriver } from "./faulty_csi_client.ts";
 import type { FaultyKubeApi } from "./faulty_kube_api.ts";
 import { type Sabotage, sabotageClients } from "./sabotage.ts";
@@ -95,15 +96,16 @@ export class AttacherInstance {
       resyncMs: RESYNC_MS,
       name: "csinodes",
     });
-    const queue = (name: string) =>
+    const queue = (name: string, lanes?: QueueLanes) =>
       new RateLimitingWorkQueue({
         clock: deps.clock,
         rateLimiter: new ItemExponentialFailureRateLimiter({
           baseMs: RETRY_INTERVAL_START_MS,
           maxMs: RETRY_INTERVAL_MAX_MS,
         }),
-      }, { name });
-    this.vaQueue = queue("csi-attacher-va");
+      }, { name, lanes });
+    // As in production: attach and detach lanes (the sweep takes keys of either, oldest first).
+    this.vaQueue = queue("csi-attacher-va", volumeAttachmentLanes(this.vaInformer));
     this.pvQueue = queue("csi-attacher-pv");
     this.handler = new CsiHandler({ kube, csi, log: this.log, clock: deps.clock }, {
       driverName: DRIVER_NAME,

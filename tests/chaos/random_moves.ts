@@ -139,7 +139,8 @@ export function randomUserAction(sim: Simulation): void {
 
 /**
  * One random fault that is not tied to a request: kill or replace the attacher, drop, break or
- * expire a watch, send a bookmark, compact the history, take the driver down for a while.
+ * expire a watch, send a bookmark, compact the history, take the driver down for a while, step
+ * the wall clock.
  */
 export function randomFault(sim: Simulation): void {
   const watches = sim.api.watches().filter((w) => !w.ended);
@@ -153,6 +154,7 @@ export function randomFault(sim: Simulation): void {
     ["bookmark", idle.length > 0 ? 1.5 : 0],
     ["compact", 0.5],
     ["driverDown", sim.csi.unavailable ? 0 : 1],
+    ["clockStep", 0.7],
   ]);
   switch (kind) {
     case "kill":
@@ -195,6 +197,17 @@ export function randomFault(sim: Simulation): void {
       sim.journal.count("api.compaction");
       sim.api.compact();
       break;
+    case "clockStep": {
+      // The wall clock jumps (NTP, an operator), up to a day either way: durations, timers,
+      // backoff and lease observations follow the monotonic clock and must not notice.
+      const stepMs = sim.prng.pick([-1, 1]) * sim.prng.between(1, 86_400) * 1000;
+      sim.journal.count(
+        stepMs < 0 ? "clock.wallStepBack" : "clock.wallStepForward",
+        `${stepMs / 1000} s`,
+      );
+      sim.clock.stepWall(stepMs);
+      break;
+    }
     case "driverDown": {
       const until = sim.journal.step + sim.prng.between(3, 40);
       sim.journal.count("csi.driverUnavailable", `until step ${until}`);

@@ -24,6 +24,8 @@ export interface AttacherOptions {
   verbosity?: number;
   /** Kill the attacher once this process is gone. */
   ownerPid?: number;
+  /** `--kubeconfig`; default the attacher user's (e.g. one pointing through a proxy). */
+  kubeconfig?: string;
 }
 
 /** The repository's entry point. */
@@ -37,7 +39,7 @@ export const MAIN_TS = new URL("../../main.ts", import.meta.url).pathname;
 export function startAttacher(cluster: ClusterInfo, options: AttacherOptions): ManagedProcess {
   const entry = options.entry ?? MAIN_TS;
   const flags = [
-    `--kubeconfig=${cluster.attacherKubeconfig}`,
+    `--kubeconfig=${options.kubeconfig ?? cluster.attacherKubeconfig}`,
     `--csi-address=${cluster.driverSocket}`,
     `--v=${options.verbosity ?? 5}`,
     "--retry-interval-start=500ms",

@@ -292,11 +292,11 @@ export class LocalCluster {
     await this.#runApiServer();
   }
 
-  async #runApiServer(): Promise<void> {
+  async #runApiServer(extraArgs: readonly string[] = []): Promise<void> {
     const apiserver = ManagedProcess.start({
       name: "kube-apiserver",
       cmd: this.#binaries.kubeApiserver,
-      args: this.#apiserverArgs,
+      args: [...this.#apiserverArgs, ...extraArgs],
       logFile: `${this.info.dir}/logs/kube-apiserver.log`,
       ownerPid: this.ownerPid,
     });
@@ -313,12 +313,13 @@ export class LocalCluster {
   /**
    * Stops kube-apiserver (SIGTERM; SIGKILL after 5 s: it stops listening at once but its process
    * can linger for a long time) and starts it again on the same port and etcd; resolves once
-   * `/readyz` answers 200 again. `downMs` keeps it down that long in between.
+   * `/readyz` answers 200 again. `downMs` keeps it down that long in between; `extraArgs` are
+   * added to its usual flags for this run only (the next restart drops them).
    */
-  async restartApiServer(downMs = 0): Promise<void> {
+  async restartApiServer(downMs = 0, extraArgs: readonly string[] = []): Promise<void> {
     await this.#processes.apiserver?.stop(5_000);
     if (downMs > 0) await sleep(downMs);
-    await this.#runApiServer();
+    await this.#runApiServer(extraArgs);
     await this.saveInfo();
   }
 

@@ -11,6 +11,7 @@ import type { LocalCluster } from "./cluster.ts";
 import { ScenarioKit } from "./kit.ts";
 import type { ManagedProcess } from "./process.ts";
 import {
+  countRepeatedUnpublishes,
   describeRepublishes,
   findRepublishes,
   type ReplicaLog,
@@ -98,6 +99,21 @@ export class ScenarioContext {
     const failing = all.filter((r) => !allowed.includes(r.cause) && !this.#tolerate.has(r.cause));
     assert.deepEqual(describeRepublishes(failing), [], what);
     return all.filter((r) => !failing.includes(r));
+  }
+
+  /**
+   * One line for the suite's output: this scenario's repeated ControllerPublishVolume calls, by
+   * cause, and repeated ControllerUnpublishVolume calls, as the attachers logged them.
+   */
+  async repeatedCallsSummary(): Promise<string> {
+    const logs = await this.attacherLogs();
+    const republishes = findRepublishes(logs, `${this.#prefix}-`);
+    const causes = new Map<string, number>();
+    for (const r of republishes) causes.set(r.cause, (causes.get(r.cause) ?? 0) + 1);
+    const byCause = [...causes].map(([cause, n]) => `${cause} ${n}`).join(", ");
+    const unpublishes = countRepeatedUnpublishes(logs, `${this.#prefix}-`);
+    return `repeated publishes: ${republishes.length}${byCause ? ` (${byCause})` : ""}; ` +
+      `repeated unpublishes: ${unpublishes}`;
   }
 
   /** True while any attacher of this scenario runs. */

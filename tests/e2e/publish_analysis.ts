@@ -146,6 +146,26 @@ export function findRepublishes(logs: readonly ReplicaLog[], prefix = ""): Repub
   return out;
 }
 
+/**
+ * How many ControllerUnpublishVolume calls came after the first one of the same VolumeAttachment
+ * (optionally only those whose name starts with `prefix`), over all replicas; failed calls that
+ * were retried count too.
+ */
+export function countRepeatedUnpublishes(logs: readonly ReplicaLog[], prefix = ""): number {
+  const calls = new Map<string, number>();
+  for (const log of logs) {
+    for (const line of parseAttacherLog(log.text)) {
+      if (line.msg !== "Calling ControllerUnpublishVolume") continue;
+      const va = fieldsOf(line.rest).volumeAttachment;
+      if (va === undefined || !va.startsWith(prefix)) continue;
+      calls.set(va, (calls.get(va) ?? 0) + 1);
+    }
+  }
+  let repeated = 0;
+  for (const n of calls.values()) repeated += n - 1;
+  return repeated;
+}
+
 /** `cause: va (volume), …` lines for messages. */
 export function describeRepublishes(list: readonly Republish[]): string[] {
   return list.map((r) => `${r.cause}: ${r.volumeAttachment} (volume ${r.volumeHandle})`);

@@ -1,5 +1,9 @@
 import assert from "node:assert/strict";
-import { findRepublishes, republishesByVolume } from "./publish_analysis.ts";
+import {
+  countRepeatedUnpublishes,
+  findRepublishes,
+  republishesByVolume,
+} from "./publish_analysis.ts";
 
 function line(time: string, msg: string, fields: string): string {
   return `I1121 ${time}   4242 attacher] "${msg}" ${fields}`;
@@ -56,4 +60,22 @@ Deno.test("findRepublishes() reads the Go csi-attacher's gRPC call lines", () =>
   assert.deepEqual(found.map((r) => [r.volumeAttachment, r.volumeHandle, r.cause]), [
     ["s3-va17", "22", "stale-cache"],
   ]);
+});
+
+Deno.test("countRepeatedUnpublishes() counts the unpublish calls after each VA's first, over replicas", () => {
+  const call = (time: string, va: string) =>
+    line(time, "Calling ControllerUnpublishVolume", `volumeAttachment="${va}" volumeHandle="7"`);
+  const a = [
+    call("10:00:00.000000", "s2-va1"),
+    call("10:00:00.100000", "s2-va2"),
+    call("10:00:01.000000", "s2-va2"),
+    call("10:00:01.000000", "s3-va1"),
+  ].join("\n");
+  const b = call("10:00:02.000000", "s2-va1");
+  assert.equal(countRepeatedUnpublishes([{ replica: "a", text: a }], "s2-"), 1);
+  assert.equal(
+    countRepeatedUnpublishes([{ replica: "a", text: a }, { replica: "b", text: b }], "s2-"),
+    2,
+  );
+  assert.equal(countRepeatedUnpublishes([{ replica: "a", text: a }]), 1, "no prefix: all VAs");
 });

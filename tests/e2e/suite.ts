@@ -24,6 +24,7 @@ import { leaderFailover } from "./scenarios/leader_failover.ts";
 import { driverRestart } from "./scenarios/driver_restart.ts";
 import { apiserverRestart } from "./scenarios/apiserver_restart.ts";
 import { badObjects } from "./scenarios/bad_objects.ts";
+import { silentConnections, throttledApiServer } from "./scenarios/api_faults.ts";
 import { checkRbacSufficient } from "./rbac_check.ts";
 import { compareWithMemoryApiServer } from "./api_differences.ts";
 import { resolveSettings } from "./settings.ts";
@@ -58,6 +59,16 @@ const SCENARIOS: Scenario[] = [
     id: 7,
     name: "bad objects get the Go attacher's attachError texts, then attach",
     run: badObjects,
+  },
+  {
+    id: 8,
+    name: "every connection goes silent: a new VA attaches within 45 s",
+    run: silentConnections,
+  },
+  {
+    id: 9,
+    name: "kube-apiserver answers 429: retries absorb it, no attachError",
+    run: (ctx) => throttledApiServer(ctx),
   },
 ];
 
@@ -124,6 +135,7 @@ Deno.test({
             await scenario.run(ctx);
           } finally {
             await ctx.close();
+            log(`scenario ${scenario.id}: ${await ctx.repeatedCallsSummary()}`);
           }
           log(
             `scenario ${scenario.id} took ${((performance.now() - started) / 1000).toFixed(1)} s`,

@@ -184,10 +184,39 @@ Deno.test("main.ts attaches and detaches through a CSI driver and exits 1 when t
       (metricLine(metrics, "workqueue_retries_total", { name: "csi-attacher-va" }) ?? 0) >= 1,
     );
     assert.match(metrics, /^process_start_time_seconds \d/m);
+    // Beyond the Go attacher: end-to-end latency, the backlog gauges and per-lane queue metrics.
+    const driverLabel = { driver_name: DRIVER };
+    assert.equal(metricLine(metrics, "csi_attacher_attach_duration_seconds_count", driverLabel), 1);
+    assert.equal(
+      metricLine(metrics, "csi_attacher_detach_duration_seconds_count", driverLabel),
+      undefined,
+      "nothing detached yet",
+    );
+    assert.equal(
+      metricLine(metrics, "csi_attacher_pending_volumeattachments", { operation: "attach" }),
+      1,
+      "va-bad is not attached",
+    );
+    assert.equal(
+      metricLine(metrics, "csi_attacher_pending_volumeattachments", { operation: "detach" }),
+      0,
+    );
+    assert.ok(
+      (metricLine(metrics, "csi_attacher_oldest_pending_seconds", { operation: "attach" }) ??
+        -1) >= 0,
+    );
+    assert.ok(
+      (metricLine(metrics, "workqueue_adds_total", { name: "csi-attacher-va-attach" }) ?? 0) >= 2,
+    );
 
     // Detach, then the PV finalizer goes once the PV is deleted and no VA names it.
     server.delete(VOLUME_ATTACHMENTS, "va-1");
     await until(server, "va-1 gone", () => !server.find(VOLUME_ATTACHMENTS, "va-1"));
+    const afterDetach = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    assert.equal(
+      metricLine(afterDetach, "csi_attacher_detach_duration_seconds_count", driverLabel),
+      1,
+    );
     server.delete(PERSISTENT_VOLUMES, "pv-1");
     await until(server, "pv-1 gone", () => !server.find(PERSISTENT_VOLUMES, "pv-1"));
 

@@ -17,6 +17,20 @@ import type { RecordedRequest } from "../../testkit/apiserver/server.ts";
 import { parseOptions, validateOptions } from "../../attacher/cli/options.ts";
 import { runScenario, SANDBOX_NAMESPACE } from "../../sandbox/scenario.ts";
 import { VERSION } from "../../attacher/version.ts";
+import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
+import { ExampleDriver } from "../../testkit/csi/example_driver.ts";
+import { KubeClient } from "../../attacher/kube/client.ts";
+import { connectionFromKubeconfigs } from "../../attacher/kube/config.ts";
+import { nullLogger } from "../../attacher/observe/logger.ts";
+import { runAttacher } from "../../attacher/run.ts";
+import {
+  CSI_NODES,
+  EVENTS,
+  PERSISTENT_VOLUMES,
+  VOLUME_ATTACHMENTS,
+} from "../../attacher/kube/api.ts";
+import type { CoreEvent } from "../../attacher/events/correlator.ts";
+import type { VolumeAttachment } from "../../attacher/kube/types.ts";
 
 const RBAC_FILE = new URL("../../deploy/kubernetes/rbac.yaml", import.meta.url);
 const DEPLOYMENT_FILE = new URL("../../deploy/kubernetes/deployment.yaml", import.meta.url);
@@ -87,15 +101,107 @@ function permissionOf(r: RecordedRequest): (Permission & { namespace: string }) 
 /**
  * Granted and never requested, on purpose: `get` on the resources the attacher reads through
  * informers (list + watch). It adds nothing to `list`, and it keeps the ClusterRole the same as
- * the Go csi-attacher's (see the comment in rbac.yaml).
+ * the Go csi-attacher's (see the comment in rbac.yaml). And `list` on the same resources: the
+ * informers start with a watch list, which the scenario's server serves; `list` is their
+ * fallback for a server that does not.
  */
 const GRANTED_UNUSED = new Set([
   "core persistentvolumes get",
   "storage.k8s.io volumeattachments get",
   "storage.k8s.io csinodes get",
+  "core persistentvolumes list",
+  "storage.k8s.io volumeattachments list",
+  "storage.k8s.io csinodes list",
 ]);
 
-Deno.test("rbac.yaml grants exactly the requests of attach, detach, release, secrets and leader election", async () => {
+/** Polls `check` every 10 ms until it holds; fails after 20 s. */
+async function waitFor(what: string, check: () => boolean): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+/**
+ * The requests of an attach that fails until the driver has the volume (the real attacher,
+ * in-process): the Warning Event is created, patched as the failure repeats, and a Normal Event
+ * follows the attach.
+ */
+async function failingAttachRequests(): Promise<RecordedRequest[]> {
+  const server = await MemoryApiServer.start();
+  const dir = await Deno.makeTempDir({ prefix: "attacher-rbac-" });
+  const driver = new ExampleDriver({}, { nodeIds: ["node-1-id"] });
+  const driverServer = await driver.start(`${dir}/csi.sock`);
+  const connection = await connectionFromKubeconfigs([
+    { file: "memory-apiserver", text: server.kubeconfig() },
+  ]);
+  const clients: KubeClient[] = [];
+  const parsed = parseOptions([
+    `--csi-address=${driverServer.address}`,
+    "--retry-interval-start=10ms",
+    "--retry-interval-max=10ms",
+  ]);
+  assert.ok(parsed.ok);
+  const stop = new AbortController();
+  const ready = Promise.withResolvers<void>();
+  const running = runAttacher(parsed.options, {
+    log: nullLogger,
+    signal: stop.signal,
+    kube: () => {
+      const client = new KubeClient({ connection }, {});
+      clients.push(client);
+      return client;
+    },
+    env: { exit: () => stop.abort(), writeTerminationMessage: () => {}, hostname: () => "rbac" },
+    onReady: () => ready.resolve(),
+  });
+  try {
+    await ready.promise;
+    const driverName = "example.csi.k8s.io";
+    server.create(PERSISTENT_VOLUMES, {
+      apiVersion: "v1",
+      kind: "PersistentVolume",
+      metadata: { name: "pv-1" },
+      spec: {
+        accessModes: ["ReadWriteOnce"],
+        capacity: { storage: "1Gi" },
+        csi: { driver: driverName, volumeHandle: "vol-1" },
+      },
+    });
+    server.create(CSI_NODES, {
+      apiVersion: "storage.k8s.io/v1",
+      kind: "CSINode",
+      metadata: { name: "node-1" },
+      spec: { drivers: [{ name: driverName, nodeID: "node-1-id", topologyKeys: null }] },
+    });
+    server.create<VolumeAttachment>(VOLUME_ATTACHMENTS, {
+      apiVersion: "storage.k8s.io/v1",
+      kind: "VolumeAttachment",
+      metadata: { name: "va-1" },
+      spec: { attacher: driverName, nodeName: "node-1", source: { persistentVolumeName: "pv-1" } },
+    });
+    const events = () => server.list<CoreEvent>(EVENTS, "default").items;
+    await waitFor("a repeated Warning Event", () => events().some((e) => e.count >= 2));
+    driver.createVolume("vol-1");
+    await waitFor("a Normal Event", () => events().some((e) => e.type === "Normal"));
+    const warnings = events().filter((e) => e.type === "Warning");
+    assert.equal(warnings.length, 1, "one Event object for the repeated failure");
+    assert.equal(warnings[0]!.reason, "AttachFailed");
+    assert.equal(warnings[0]!.message, "rpc error: code = NotFound desc = volume vol-1 not found");
+    assert.ok(server.get<VolumeAttachment>(VOLUME_ATTACHMENTS, "va-1").status?.attached);
+    return [...server.requests];
+  } finally {
+    stop.abort();
+    await running;
+    for (const client of clients) await client.close();
+    await driverServer.close();
+    await server.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+Deno.test("rbac.yaml grants exactly the requests of attach, detach, release, secrets, leader election and Events", async () => {
   const text = Deno.readTextFileSync(RBAC_FILE);
   const manifests = loadManifests(RBAC_FILE);
   const clusterRole = one(manifests, "ClusterRole");
@@ -121,7 +227,7 @@ Deno.test("rbac.yaml grants exactly the requests of attach, detach, release, sec
   assert.equal(report.exitCode, 0, lines.join("\n"));
 
   const used = new Map<string, Permission & { namespace: string }>();
-  for (const request of report.requests) {
+  for (const request of [...report.requests, ...await failingAttachRequests()]) {
     const permission = permissionOf(request);
     assert.ok(permission, `request without a resource: ${request.method} ${request.path}`);
     used.set(`${key(permission)} ${permission.namespace}`, permission);
@@ -133,13 +239,11 @@ Deno.test("rbac.yaml grants exactly the requests of attach, detach, release, sec
     "coordination.k8s.io leases get",
     "coordination.k8s.io leases update",
     "core events create",
-    "core persistentvolumes list",
+    "core events patch",
     "core persistentvolumes patch",
     "core persistentvolumes watch",
     "core secrets get",
-    "storage.k8s.io csinodes list",
     "storage.k8s.io csinodes watch",
-    "storage.k8s.io volumeattachments list",
     "storage.k8s.io volumeattachments patch",
     "storage.k8s.io volumeattachments watch",
     "storage.k8s.io volumeattachments/status patch",

@@ -126,6 +126,8 @@ const scenarios: Scenario[] = [
     expectedCsiCalls: [publish()],
   },
   {
+    // The VA has no uid (as in the Go fixtures), so nothing ties the earlier publish to it: each
+    // retry publishes again.
     name: "status patch fails after a successful publish -> retried, finalizer kept throughout",
     initialObjects: [pv(), csiNode()],
     addedVA: va(false),
@@ -144,6 +146,55 @@ const scenarios: Scenario[] = [
       assert.deepEqual(stored.metadata.finalizers, [FIN]);
       assert.equal(stored.status?.attached, true);
     },
+  },
+  {
+    // As the row above, with a uid as every real VA has: the driver confirmed the publish, so
+    // the retries only write the status (the Go attacher publishes again each time).
+    name: "status patch fails after a successful publish -> retries record it, no second publish",
+    initialObjects: [pv(), csiNode()],
+    addedVA: with_(va(false), (o) => o.metadata.uid = "uid-1"),
+    faults: [{
+      verb: "patch",
+      resource: "volumeattachments",
+      subresource: "status",
+      status: 500,
+      times: 2,
+    }],
+    expectedActions: [ADD_FIN_ANN, ATT, ADD_FIN_ANN, ATT, ADD_FIN_ANN, ATT],
+    expectedCsiCalls: [publish()],
+    check: (result) => {
+      assertFinalizerKept(result);
+      const stored = result.server.get<VolumeAttachment>(VOLUME_ATTACHMENTS, "pv1-node1");
+      assert.deepEqual(stored.metadata.finalizers, [FIN]);
+      assert.equal(stored.status?.attached, true);
+    },
+  },
+  {
+    // The earlier publish answered another request (the node's driver registered again with a
+    // new node ID): the retry publishes with the new one.
+    name: "status patch fails, then the node ID changes -> the retry publishes again",
+    initialObjects: [pv(), csiNode()],
+    addedVA: with_(va(false), (o) => o.metadata.uid = "uid-1"),
+    faults: [{ verb: "patch", resource: "volumeattachments", subresource: "status", status: 500 }],
+    between: ({ actions, server, csiNodeInformer }) => {
+      const node = csiNodeInformer.get("node1");
+      if (actions().length === 2 && node?.spec.drivers?.[0]?.nodeID === "nodeID1") {
+        const renamed = with_(
+          server.get<CsiNode>("csinodes", "node1"),
+          (o) => o.spec.drivers = [{ name: DRIVER, nodeID: "nodeID2" }],
+        );
+        csiNodeInformer.set(server.update("csinodes", renamed));
+      }
+    },
+    expectedActions: [
+      ADD_FIN_ANN,
+      ATT,
+      vaMetaPatch({
+        metadata: { annotations: { [NODE_ID_ANN]: "nodeID2" }, finalizers: [FIN] },
+      }),
+      ATT,
+    ],
+    expectedCsiCalls: [publish(), publish({ nodeId: "nodeID2" })],
   },
   {
     name: "PV with other finalizers -> ours appended with a JSON patch",

@@ -1,0 +1,103 @@
+/**
+ * Nothing is kept per VolumeAttachment after it is gone: the backoff record and the handler's
+ * marks end when the VA is deleted, or when a later sync finds it gone.
+ */
+
+import assert from "node:assert/strict";
+import { AttachController } from "./controller.ts";
+import type { Handler, HandlerContext } from "./handler.ts";
+import { FakeInformer } from "../../testkit/fakes/fake_informer.ts";
+import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
+import { nullLogger } from "../observe/logger.ts";
+import { ItemExponentialFailureRateLimiter } from "../workqueue/rate_limiters.ts";
+import { RateLimitingWorkQueue } from "../workqueue/rate_limiting_queue.ts";
+import type { PersistentVolume, VolumeAttachment } from "../kube/types.ts";
+
+const DRIVER = "csi.example.com";
+
+function va(name: string): VolumeAttachment {
+  return {
+    metadata: { name, resourceVersion: "1" },
+    spec: { attacher: DRIVER, nodeName: "node1", source: { persistentVolumeName: `pv-${name}` } },
+  };
+}
+
+/** Fails every sync (a retry with backoff) and records what it was told to forget. */
+class FailingHandler implements Handler {
+  ctx: HandlerContext | undefined;
+  forgotten: string[] = [];
+  init(ctx: HandlerContext): void {
+    this.ctx = ctx;
+  }
+  syncVolumeAttachment(va: VolumeAttachment): Promise<void> {
+    this.ctx!.vaQueue.addRateLimited(va.metadata.name);
+    return Promise.resolve();
+  }
+  syncPersistentVolume(pv: PersistentVolume): Promise<void> {
+    this.ctx!.pvQueue.addRateLimited(pv.metadata.name);
+    return Promise.resolve();
+  }
+  reconcile(): Promise<void> {
+    return Promise.resolve();
+  }
+  forgetVolumeAttachment(name: string): void {
+    this.forgotten.push(name);
+  }
+}
+
+function setUp() {
+  const clock = new FakeClock(0);
+  const queue = (name: string) =>
+    new RateLimitingWorkQueue({
+      clock,
+      rateLimiter: new ItemExponentialFailureRateLimiter({ baseMs: 1000, maxMs: 300_000 }),
+    }, { name });
+  const vaInformer = new FakeInformer<VolumeAttachment>();
+  const pvInformer = new FakeInformer<PersistentVolume>();
+  const handler = new FailingHandler();
+  const vaQueue = queue("va");
+  const pvQueue = queue("pv");
+  const controller = new AttachController({
+    vaInformer,
+    pvInformer,
+    csiNodeStore: new FakeInformer(),
+    vaQueue,
+    pvQueue,
+    handler,
+    log: nullLogger,
+    clock,
+  }, { driverName: DRIVER, workers: 1, reconcile: false, reconcileSyncMs: 60_000 });
+  return { clock, vaInformer, pvInformer, handler, vaQueue, pvQueue, controller };
+}
+
+Deno.test("AttachController forgets a VolumeAttachment's backoff and handler marks when it is deleted", async () => {
+  const { vaInformer, handler, vaQueue, controller } = setUp();
+  const names = Array.from({ length: 100 }, (_, i) => `va-${i}`);
+  for (const name of names) {
+    vaInformer.set(va(name));
+    vaInformer.emitAdd(va(name));
+    assert.ok(await controller.processNextVolumeAttachment());
+    assert.equal(vaQueue.numRequeues(name), 1);
+  }
+  for (const name of names) vaInformer.emitDelete(va(name));
+  for (const name of names) assert.equal(vaQueue.numRequeues(name), 0, name);
+  assert.deepEqual(handler.forgotten, names);
+  vaQueue.shutDown();
+});
+
+Deno.test("AttachController forgets a key whose object is gone when its retry comes", async () => {
+  const { clock, vaInformer, pvInformer, handler, vaQueue, pvQueue, controller } = setUp();
+  // A failure recorded after the delete event (a sync in flight while the VA went away).
+  vaQueue.addRateLimited("gone-va");
+  pvQueue.addRateLimited("gone-pv");
+  assert.equal(vaInformer.get("gone-va"), undefined);
+  assert.equal(pvInformer.get("gone-pv"), undefined);
+  clock.advance(1000);
+  assert.ok(await controller.processNextVolumeAttachment());
+  assert.ok(await controller.processNextPersistentVolume());
+  assert.equal(vaQueue.numRequeues("gone-va"), 0);
+  assert.equal(pvQueue.numRequeues("gone-pv"), 0);
+  assert.deepEqual(handler.forgotten, ["gone-va"]);
+  vaQueue.shutDown();
+  pvQueue.shutDown();
+});

@@ -1,0 +1,84 @@
+import assert from "node:assert/strict";
+import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
+import type { VolumeAttachment } from "../kube/types.ts";
+import { OperationLatency } from "./operation_latency.ts";
+
+/** Wall clock 2026-01-01T00:00:10Z; the monotonic clock starts elsewhere on purpose. */
+const WALL = Date.parse("2026-01-01T00:00:10Z");
+
+function setup() {
+  const clock = new FakeClock(5_000);
+  clock.stepWall(WALL - clock.wallNow());
+  const attaches: number[] = [];
+  const detaches: number[] = [];
+  const latency = new OperationLatency({
+    clock,
+    sink: {
+      observeAttachDuration: (s) => attaches.push(s),
+      observeDetachDuration: (s) => detaches.push(s),
+    },
+  });
+  const step = (ms: number) => clock.advance(ms);
+  return { latency, attaches, detaches, step };
+}
+
+function va(fields: { created?: string; deleted?: string; attached?: boolean }): VolumeAttachment {
+  return {
+    metadata: {
+      name: "va",
+      uid: "uid-1",
+      creationTimestamp: fields.created,
+      deletionTimestamp: fields.deleted,
+    },
+    spec: { attacher: "d", nodeName: "n", source: { persistentVolumeName: "p" } },
+    status: { attached: fields.attached ?? false },
+  };
+}
+
+Deno.test("OperationLatency times an attach from when it was first seen to the attached write", () => {
+  const { latency, attaches, step } = setup();
+  const created = va({ created: "2026-01-01T00:00:09Z" }); // created before we saw it
+  latency.seen(created);
+  step(1500);
+  latency.seen(created); // later events do not move the start
+  step(1000);
+  latency.attached(created);
+  assert.deepEqual(attaches, [2.5]);
+  latency.attached(created);
+  assert.deepEqual(attaches, [2.5], "one observation per VA");
+  assert.equal(latency.size, 0);
+});
+
+Deno.test("OperationLatency starts at the creationTimestamp when it is later than our first sight", () => {
+  const { latency, attaches, step } = setup();
+  // The API server's clock runs 2 s ahead of ours.
+  const created = va({ created: "2026-01-01T00:00:12Z" });
+  latency.seen(created);
+  step(3000);
+  latency.attached(created);
+  assert.deepEqual(attaches, [1]);
+});
+
+Deno.test("OperationLatency times a detach from the deletion to the finalizer removal", () => {
+  const { latency, attaches, detaches, step } = setup();
+  latency.seen(va({ created: "2026-01-01T00:00:00Z", attached: true }));
+  assert.equal(latency.size, 0, "an attached VA waits for nothing");
+  const deleting = va({ created: "2026-01-01T00:00:00Z", deleted: "2026-01-01T00:00:10Z" });
+  latency.seen(deleting);
+  step(4250);
+  latency.detached(deleting);
+  assert.deepEqual(detaches, [4.25]);
+  assert.deepEqual(attaches, []);
+});
+
+Deno.test("OperationLatency drops a VA deleted before its attach, and one that is gone", () => {
+  const { latency, attaches, detaches } = setup();
+  latency.seen(va({ created: "2026-01-01T00:00:10Z" }));
+  latency.seen(va({ deleted: "2026-01-01T00:00:10Z" }));
+  latency.attached(va({}));
+  assert.deepEqual(attaches, [], "the attach it waited for was abandoned");
+  latency.forget(va({}));
+  latency.detached(va({}));
+  assert.deepEqual(detaches, []);
+  assert.equal(latency.size, 0);
+});

@@ -1,0 +1,168 @@
+import assert from "node:assert/strict";
+import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
+import { createMetrics } from "../observe/metrics.ts";
+import { WorkQueue } from "./queue.ts";
+
+/** A two-lane queue whose lane of each key the test sets in `state`. */
+function laned(clock = new FakeClock(0)) {
+  const state = new Map<string, "attach" | "detach">();
+  const metrics = createMetrics({});
+  const q = new WorkQueue({ clock, metricsProvider: metrics.queueMetricsProvider }, {
+    name: "va",
+    lanes: { names: ["attach", "detach"], laneOf: (key) => state.get(key) ?? "attach" },
+  });
+  return { q, state, metrics, clock };
+}
+
+function drain(q: WorkQueue, lane?: string): string[] {
+  const keys: string[] = [];
+  for (let key = q.tryGet(lane); key !== undefined; key = q.tryGet(lane)) keys.push(key);
+  return keys;
+}
+
+Deno.test("WorkQueue lanes: each key goes to the lane laneOf names, FIFO per lane", () => {
+  const { q, state } = laned();
+  try {
+    state.set("d1", "detach");
+    state.set("d2", "detach");
+    for (const key of ["d1", "a1", "d2", "a2"]) q.add(key);
+    assert.equal(q.len(), 4);
+    assert.equal(q.len("attach"), 2);
+    assert.equal(q.len("detach"), 2);
+    assert.deepEqual(drain(q, "attach"), ["a1", "a2"]);
+    assert.deepEqual(drain(q, "detach"), ["d1", "d2"]);
+  } finally {
+    q.shutDown();
+  }
+});
+
+Deno.test("WorkQueue lanes: tryGet() without a lane takes the key that became ready first", () => {
+  const { q, state } = laned();
+  try {
+    state.set("d1", "detach");
+    for (const key of ["d1", "a1", "a2"]) q.add(key);
+    assert.deepEqual(drain(q), ["d1", "a1", "a2"]);
+  } finally {
+    q.shutDown();
+  }
+});
+
+Deno.test("WorkQueue lanes: a waiting key whose lane changed moves when it is added again", () => {
+  const { q, state } = laned();
+  try {
+    q.add("va-1");
+    q.add("va-2");
+    state.set("va-1", "detach"); // deleted while its attach waited
+    q.add("va-1");
+    assert.equal(q.len("attach"), 1);
+    assert.equal(q.len("detach"), 1);
+    assert.deepEqual(drain(q, "attach"), ["va-2"]);
+    assert.deepEqual(drain(q, "detach"), ["va-1"]);
+    assert.equal(q.tryGet(), undefined, "the old lane's entry must not hand the key out again");
+  } finally {
+    q.shutDown();
+  }
+});
+
+Deno.test("WorkQueue lanes: a key in processing is not handed to the other lane's workers", () => {
+  const { q, state } = laned();
+  try {
+    q.add("va-1");
+    assert.equal(q.tryGet("attach"), "va-1");
+    state.set("va-1", "detach");
+    q.add("va-1");
+    assert.equal(q.tryGet("detach"), undefined, "one worker at a time, across lanes");
+    assert.equal(q.isQueuedOrProcessing("va-1"), true);
+    q.done("va-1");
+    assert.equal(q.len("detach"), 1, "done puts it in the lane it belongs in now");
+    assert.equal(q.tryGet("detach"), "va-1");
+    q.done("va-1");
+    assert.equal(q.isQueuedOrProcessing("va-1"), false);
+  } finally {
+    q.shutDown();
+  }
+});
+
+Deno.test("WorkQueue lanes: get(lane) waits for a key of its own lane only", async () => {
+  const { q, state } = laned();
+  try {
+    const got: string[] = [];
+    const detachWorker = q.get("detach").then((k) => got.push(`detach:${k}`));
+    q.add("a1");
+    await Promise.resolve();
+    assert.deepEqual(got, []);
+    assert.equal(q.len("attach"), 1, "an attach key is not handed to a detach worker");
+    state.set("d1", "detach");
+    q.add("d1");
+    await detachWorker;
+    assert.deepEqual(got, ["detach:d1"]);
+    assert.equal(await q.get("attach"), "a1");
+  } finally {
+    q.shutDown();
+  }
+});
+
+Deno.test("WorkQueue lanes: shutDown releases the waiters of every lane", async () => {
+  const { q } = laned();
+  const waits = [q.get("attach"), q.get("detach"), q.get()];
+  q.shutDown();
+  assert.deepEqual(await Promise.all(waits), [undefined, undefined, undefined]);
+});
+
+Deno.test("WorkQueue lanes: an unknown lane is a RangeError; bad lane lists are refused", () => {
+  const { q } = laned();
+  try {
+    assert.throws(() => q.tryGet("resize"), RangeError);
+    assert.deepEqual(q.lanes(), ["attach", "detach"]);
+  } finally {
+    q.shutDown();
+  }
+  assert.throws(
+    () => new WorkQueue({}, { name: "x", lanes: { names: ["a", "a"], laneOf: () => "a" } }),
+    RangeError,
+  );
+  assert.throws(
+    () => new WorkQueue({}, { name: "x", lanes: { names: [], laneOf: () => "a" } }),
+    RangeError,
+  );
+  assert.deepEqual(new WorkQueue({}, { name: "" }).lanes(), [""]);
+});
+
+Deno.test("WorkQueue lanes: oldestReady names the key waiting longest, a moved one included", () => {
+  const { q, state, clock } = laned();
+  try {
+    state.set("d-old", "attach");
+    q.add("d-old");
+    clock.advance(1000);
+    state.set("d-new", "detach");
+    q.add("d-new");
+    clock.advance(1000);
+    state.set("d-old", "detach");
+    q.add("d-old"); // moves behind d-new, keeps its age
+    assert.deepEqual(q.oldestReady("detach"), { key: "d-old", addedAt: 0 });
+    assert.equal(q.oldestReady("attach"), undefined);
+    assert.equal(q.tryGet("detach"), "d-new");
+    assert.deepEqual(q.oldestReady("detach"), { key: "d-old", addedAt: 0 });
+  } finally {
+    q.shutDown();
+  }
+});
+
+Deno.test("WorkQueue lanes: metrics per lane besides the queue's own, depth follows moves", async () => {
+  const { q, state, metrics } = laned();
+  try {
+    q.add("va-1");
+    q.add("va-2");
+    state.set("va-1", "detach");
+    q.add("va-1");
+    const text = await metrics.metricsText();
+    assert.match(text, /^workqueue_depth\{name="va"\} 2$/m);
+    assert.match(text, /^workqueue_depth\{name="va-attach"\} 1$/m);
+    assert.match(text, /^workqueue_depth\{name="va-detach"\} 1$/m);
+    assert.match(text, /^workqueue_adds_total\{name="va"\} 2$/m);
+    drain(q, "detach");
+    assert.match(await metrics.metricsText(), /^workqueue_depth\{name="va-detach"\} 0$/m);
+  } finally {
+    q.shutDown();
+  }
+});

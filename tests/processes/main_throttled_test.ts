@@ -1,0 +1,164 @@
+/**
+ * main.ts under a 429 storm: the fake API server answers the attacher's writes `429` with
+ * `Retry-After: 1`; every VA still attaches without a single `attachError` write, and the
+ * retries show in `rest_client_request_retries_total`.
+ */
+
+import assert from "node:assert/strict";
+import { CSI_NODES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../attacher/kube/api.ts";
+import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
+import type { PersistentVolume, VolumeAttachment } from "../../attacher/kube/types.ts";
+import { spawnExampleDriver } from "../../testkit/csi/example_driver_process.ts";
+
+const MAIN = new URL("../../main.ts", import.meta.url).pathname;
+const DRIVER = "example.csi.k8s.io";
+const COUNT = 3;
+const THROTTLED = 6;
+
+function pv(name: string, handle: string): PersistentVolume {
+  return {
+    apiVersion: "v1",
+    kind: "PersistentVolume",
+    metadata: { name },
+    spec: {
+      accessModes: ["ReadWriteOnce"],
+      capacity: { storage: "1Gi" },
+      csi: { driver: DRIVER, volumeHandle: handle },
+    },
+  };
+}
+
+function va(name: string, pvName: string): VolumeAttachment {
+  return {
+    apiVersion: "storage.k8s.io/v1",
+    kind: "VolumeAttachment",
+    metadata: { name },
+    spec: { attacher: DRIVER, nodeName: "node1", source: { persistentVolumeName: pvName } },
+  };
+}
+
+/** Resolves when `pred()` holds, re-checked on every change of the server and every 50 ms. */
+function until(server: MemoryApiServer, what: string, pred: () => boolean, ms = 60_000) {
+  return new Promise<void>((resolve, reject) => {
+    const poll = setInterval(() => check(), 50);
+    const check = () => {
+      if (!pred()) return;
+      clearTimeout(timer);
+      clearInterval(poll);
+      unsubscribe();
+      resolve();
+    };
+    const timer = setTimeout(() => {
+      clearInterval(poll);
+      unsubscribe();
+      reject(new Error(`timed out waiting for ${what}`));
+    }, ms);
+    const unsubscribe = server.onEvent(check);
+    check();
+  });
+}
+
+function metric(text: string, name: string, labels: Record<string, string>): number {
+  let sum = 0;
+  for (const line of text.split("\n")) {
+    if (!line.startsWith(`${name}{`)) continue;
+    if (Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`))) {
+      sum += Number(line.slice(line.lastIndexOf(" ") + 1));
+    }
+  }
+  return sum;
+}
+
+Deno.test("main.ts under a 429 storm: every VA attached, no attachError written, retries counted", async () => {
+  await using server = await MemoryApiServer.start();
+  const dir = await Deno.makeTempDir({ prefix: "attacher-throttled-" });
+  const socket = `${dir}/csi.sock`;
+  const kubeconfig = `${dir}/kubeconfig`;
+  await Deno.writeTextFile(kubeconfig, server.kubeconfig());
+  server.create(CSI_NODES, {
+    apiVersion: "storage.k8s.io/v1",
+    kind: "CSINode",
+    metadata: { name: "node1" },
+    spec: { drivers: [{ name: DRIVER, nodeID: "node-1" }] },
+  });
+  const handles = Array.from({ length: COUNT }, (_, i) => `vol-${i}`);
+  for (const [i, h] of handles.entries()) server.create(PERSISTENT_VOLUMES, pv(`pv-${i}`, h));
+  const attachErrors: string[] = [];
+  server.onEvent((ev) => {
+    const message = (ev.object as VolumeAttachment).status?.attachError?.message;
+    if (ev.resource === "volumeattachments" && message) attachErrors.push(`${ev.name}: ${message}`);
+  });
+
+  const driver = await spawnExampleDriver(socket, handles);
+  const attacher = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      MAIN,
+      `--kubeconfig=${kubeconfig}`,
+      `--csi-address=${socket}`,
+      "--http-endpoint=127.0.0.1:0",
+      "--retry-interval-start=100ms",
+      "--v=4",
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  let log = "";
+  const reading = (async () => {
+    const decoder = new TextDecoder();
+    const drain = async (stream: ReadableStream<Uint8Array>) => {
+      for await (const chunk of stream) log += decoder.decode(chunk);
+    };
+    await Promise.all([drain(attacher.stdout), drain(attacher.stderr)]);
+  })();
+  try {
+    await until(server, "the informers", () => server.watchCount >= 3);
+    server.clearRequests();
+    // Every write is throttled until THROTTLED answers went out.
+    server.failNext({ method: "PATCH", status: 429, retryAfterSeconds: 1, times: THROTTLED });
+    for (let i = 0; i < COUNT; i++) server.create(VOLUME_ATTACHMENTS, va(`va-${i}`, `pv-${i}`));
+    await until(
+      server,
+      "every VA attached",
+      () =>
+        Array.from({ length: COUNT }, (_, i) => `va-${i}`).every((name) =>
+          server.find<VolumeAttachment>(VOLUME_ATTACHMENTS, name)?.status?.attached === true
+        ),
+    );
+
+    assert.deepEqual(attachErrors, [], "throttling absorbed by retries writes no attachError");
+    const requests = server.requests.filter((r) => !r.watch);
+    const patches = requests.filter((r) => r.method === "PATCH");
+    // Three writes per attach (PV finalizer, VA finalizer and node ID, VA status), plus one per
+    // throttled answer.
+    assert.equal(patches.length, 3 * COUNT + THROTTLED);
+    console.log(
+      `${requests.length} API requests for ${COUNT} attaches (${
+        (requests.length / COUNT).toFixed(1)
+      } per attach) with ${THROTTLED} answered 429; ${attachErrors.length} attachError writes`,
+    );
+
+    await until(server, "HTTP server", () => /"Serving HTTP".*port=\d+/.test(log));
+    const port = log.match(/"Serving HTTP".*port=(\d+)/)![1];
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    assert.equal(metric(text, "rest_client_request_retries_total", { code: "429" }), THROTTLED);
+    assert.equal(
+      metric(text, "rest_client_requests_total", { code: "429", method: "PATCH" }),
+      THROTTLED,
+    );
+    assert.ok(metric(text, "rest_client_requests_total", { code: "200", method: "PATCH" }) >= 9);
+    assert.equal(
+      (log.match(/Got a Retry-After response, retrying/g) ?? []).length,
+      THROTTLED,
+      "each retry logged at --v=4",
+    );
+  } finally {
+    attacher.kill("SIGTERM");
+    await attacher.status;
+    await reading;
+    driver.kill("SIGKILL");
+    await driver.status;
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -1,0 +1,161 @@
+/**
+ * SIGTERM with work queued and a slow driver: the workers take no further key, the calls in
+ * flight finish and are recorded, the Lease is released and the process exits 0. What was
+ * still queued is left for the next leader.
+ */
+
+import assert from "node:assert/strict";
+import {
+  CSI_NODES,
+  LEASES,
+  PERSISTENT_VOLUMES,
+  VOLUME_ATTACHMENTS,
+} from "../../attacher/kube/api.ts";
+import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
+import type { Lease, PersistentVolume, VolumeAttachment } from "../../attacher/kube/types.ts";
+import { spawnExampleDriver } from "../../testkit/csi/example_driver_process.ts";
+
+const MAIN = new URL("../../main.ts", import.meta.url).pathname;
+const DRIVER = "example.csi.k8s.io";
+const LEASE = "external-attacher-leader-example-csi-k8s-io";
+const COUNT = 200;
+const WORKERS = 10;
+const PUBLISH_DELAY_MS = 3000;
+
+function pv(i: number): PersistentVolume {
+  return {
+    apiVersion: "v1",
+    kind: "PersistentVolume",
+    metadata: { name: `pv-${i}` },
+    spec: {
+      accessModes: ["ReadWriteOnce"],
+      capacity: { storage: "1Gi" },
+      csi: { driver: DRIVER, volumeHandle: `vol-${i}` },
+    },
+  };
+}
+
+function va(i: number): VolumeAttachment {
+  return {
+    apiVersion: "storage.k8s.io/v1",
+    kind: "VolumeAttachment",
+    metadata: { name: `va-${i}` },
+    spec: { attacher: DRIVER, nodeName: "node1", source: { persistentVolumeName: `pv-${i}` } },
+  };
+}
+
+/** Resolves when `pred()` holds, checked every 20 ms; rejects after `ms`. */
+async function until(what: string, pred: () => boolean, ms = 30_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!pred()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+Deno.test("SIGTERM: no CSI call starts after the signal, calls in flight finish, the Lease is released, exit 0", async () => {
+  await using server = await MemoryApiServer.start();
+  const dir = await Deno.makeTempDir({ prefix: "attacher-sigterm-" });
+  const socket = `${dir}/csi.sock`;
+  const kubeconfig = `${dir}/kubeconfig`;
+  await Deno.writeTextFile(kubeconfig, server.kubeconfig());
+  server.create(CSI_NODES, {
+    apiVersion: "storage.k8s.io/v1",
+    kind: "CSINode",
+    metadata: { name: "node1" },
+    spec: { drivers: [{ name: DRIVER, nodeID: "node-1" }] },
+  });
+  const indexes = Array.from({ length: COUNT }, (_, i) => i);
+  for (const i of indexes) server.create(PERSISTENT_VOLUMES, pv(i));
+
+  const publishes: string[] = [];
+  const driver = await spawnExampleDriver(socket, indexes.map((i) => `vol-${i}`), {
+    publishDelayMs: PUBLISH_DELAY_MS,
+    onLine: (line) => {
+      if (line.startsWith("publish ")) publishes.push(line.slice("publish ".length));
+    },
+  });
+  const attacher = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      MAIN,
+      `--kubeconfig=${kubeconfig}`,
+      `--csi-address=${socket}`,
+      `--worker-threads=${WORKERS}`,
+      // The workers' first publishes start together, not 1/qps apart.
+      "--kube-api-qps=1000",
+      "--kube-api-burst=1000",
+      "--timeout=15s",
+      "--leader-election",
+      "--leader-election-namespace=default",
+      "--v=2",
+    ],
+    env: { HOSTNAME: "attacher-a" },
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  let log = "";
+  const reading = (async () => {
+    const decoder = new TextDecoder();
+    const drain = async (stream: ReadableStream<Uint8Array>) => {
+      for await (const chunk of stream) log += decoder.decode(chunk);
+    };
+    await Promise.all([drain(attacher.stdout), drain(attacher.stderr)]);
+  })();
+  const holder = () => server.find<Lease>(LEASES, LEASE, "default")?.spec.holderIdentity;
+  const attached = () =>
+    server.list<VolumeAttachment>(VOLUME_ATTACHMENTS).items.filter((v) => v.status?.attached)
+      .length;
+  try {
+    await until("the attacher to lead", () => holder() === "attacher-a");
+    for (const i of indexes) server.create(VOLUME_ATTACHMENTS, va(i));
+    // Every worker is in a publish that lasts PUBLISH_DELAY_MS: no call can start by itself
+    // until they end, so any call started later was started after the signal.
+    await until("the first publishes", () => publishes.length >= WORKERS);
+    // Signal in a quiet moment: no publish started in the last 500 ms.
+    for (let seen = -1; seen !== publishes.length;) {
+      seen = publishes.length;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+    const startedBefore = publishes.length;
+    assert.ok(attached() < startedBefore, "publishes are in flight at the signal");
+    const signalledAt = performance.now();
+    attacher.kill("SIGTERM");
+    const status = await attacher.status;
+    const exitMs = performance.now() - signalledAt;
+    await reading;
+
+    assert.equal(status.code, 0, log);
+    assert.deepEqual(publishes.slice(startedBefore), [], "CSI calls started after the signal");
+    // The calls in flight finished and their results were recorded.
+    assert.equal(attached(), startedBefore);
+    assert.equal(holder(), "", "the Lease is released");
+    assert.match(log, /Released lease/);
+    // Nothing else was touched: the rest is the next leader's work, with no error recorded.
+    const rest = server.list<VolumeAttachment>(VOLUME_ATTACHMENTS).items.filter((v) =>
+      !v.status?.attached
+    );
+    assert.equal(rest.length, COUNT - startedBefore);
+    assert.ok(rest.every((v) => v.status?.attachError === undefined));
+    assert.ok(exitMs < PUBLISH_DELAY_MS + 10_000, `exit took ${exitMs} ms`);
+    console.log(
+      `SIGTERM figures: CSI calls started after the signal ${
+        publishes.length - startedBefore
+      }, in flight at the signal ${startedBefore}, exit ${status.code} after ${
+        Math.round(exitMs)
+      } ms, Lease holder "${holder()}"`,
+    );
+  } finally {
+    for (const child of [attacher, driver]) {
+      try {
+        child.kill("SIGKILL");
+      } catch {
+        // already exited
+      }
+      await child.status;
+    }
+    await reading;
+    await Deno.remove(dir, { recursive: true });
+  }
+});
