@@ -615,7 +615,7 @@ export class KubeClient implements KubeApi {
       await this.#rateLimiter?.take(opts.signal);
       const start = performance.now();
       let code = 0;
-      let answer: { status: number; text: string } | undefined;
+      let answer: { status: number; text: string; retryAfter?: string } | undefined;
       let failure: unknown;
       try {
         answer = await this.#send(method, url, opts.body, opts.signal);
