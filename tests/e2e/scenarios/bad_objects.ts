@@ -1,6 +1,7 @@
 /**
  * Scenario 7: VolumeAttachments that cannot attach yet get the Go attacher's `attachError` texts
- * (as rows of external-attacher's TestCSIHandler in `pkg/controller/csi_handler_test.go`), and attach once the missing object appears.
+ * (as rows of external-attacher's TestCSIHandler in `pkg/controller/csi_handler_test.go`) and a
+ * Warning Event with the same text, and attach once the missing object appears (a Normal Event).
  *
  * @module
  */
@@ -34,6 +35,30 @@ async function expectErrorThenAttach(
   await fix();
   const attached = await ctx.kit.waitAttached(va, 60_000);
   assert.equal(attached.status?.attachError ?? undefined, undefined, "attachError cleared");
+  // Beyond the Go attacher: the failure is a Warning Event with the attachError text, and the
+  // attach that follows a Normal one (VolumeAttachments are cluster-scoped: namespace default).
+  const events = await waitUntil(`Warning and Normal Events of ${va}`, async () => {
+    const list = await ctx.kit.api.getOk<{ items: VaEvent[] }>(
+      `/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D${va}`,
+    );
+    const warning = list.items.find((e) =>
+      e.type === "Warning" && e.reason === "AttachFailed" && e.message === expected
+    );
+    const normal = list.items.find((e) => e.type === "Normal" && e.reason === "Attached");
+    return warning && normal ? { warning, normal } : undefined;
+  }, 30_000);
+  assert.equal(events.warning.message, expected);
+  assert.equal(events.warning.involvedObject.kind, "VolumeAttachment");
+  assert.ok(events.warning.count >= 1);
+}
+
+/** The fields of a core/v1 Event the scenario reads. */
+interface VaEvent {
+  type: string;
+  reason: string;
+  message: string;
+  count: number;
+  involvedObject: { kind: string; name: string };
 }
 
 /** Missing PV, node without CSINode, missing secret (forbidden first, then not found). */
