@@ -1,7 +1,8 @@
 /**
- * The end-to-end suite: our attacher against a real kube-apiserver, etcd and a real CSI driver,
- * all on loopback, started and stopped here. Run it with `deno task e2e` (needs Go and openssl;
- * the first run builds the programs, see `binaries.ts`).
+ * The end-to-end suite: our attacher against a real kube-apiserver, kube-controller-manager (its
+ * attach/detach controller turns the Pods of scenarios 8-13 into VolumeAttachments), etcd and a
+ * real CSI driver, all on loopback, started and stopped here. Run it with `deno task e2e` (needs
+ * Go and openssl; the first run builds the programs, see `binaries.ts`).
  *
  * Environment (all optional): `E2E_CACHE_DIR` (default `~/.cache/csi-attacher-e2e`), `GO`
  * (default `go` on PATH, else `/usr/local/go/bin/go`), `E2E_GO_JOBS` (default 2), `E2E_ONLY`
