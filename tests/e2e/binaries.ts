@@ -1,6 +1,8 @@
 /**
- * The end-to-end suite's third-party programs: kube-apiserver, etcd and the CSI mock driver,
- * built with Go from the pinned module in `tests/e2e/tools` and cached outside the repository.
+ * The end-to-end suite's third-party programs: kube-apiserver, kube-controller-manager, kubectl,
+ * etcd and the CSI mock driver, built with Go from the pinned module in `tests/e2e/tools` and
+ * cached outside the repository. kube-controller-manager and kubectl share most of their packages
+ * with kube-apiserver, so after the first program the others mostly link.
  *
  * A build is reused while its stamp (a hash of `go.mod`, `go.sum`, the Go version, the build flags
  * and, for the driver, the launcher's source) is unchanged, so only the first run pays for the build.
@@ -16,6 +18,8 @@ export const KUBERNETES_VERSION = "v1.34.4";
 /** The paths of the built programs. */
 export interface Binaries {
   kubeApiserver: string;
+  kubeControllerManager: string;
+  kubectl: string;
   etcd: string;
   mockDriver: string;
 }
@@ -43,8 +47,11 @@ export interface EnsureBinariesOptions {
 
 const TOOLS_DIR = new URL("./tools/", import.meta.url).pathname;
 
-/** Linker flags that give kube-apiserver its real version (`/version`, `--version`). */
-function apiserverLdflags(): string {
+/**
+ * Linker flags that give the Kubernetes programs their real version (`/version`, `--version`,
+ * `kubectl version`), as kubernetes hack/lib/version.sh sets them.
+ */
+function kubernetesLdflags(): string {
   const [major, minor] = KUBERNETES_VERSION.slice(1).split(".");
   return [
     `-X k8s.io/component-base/version.gitVersion=${KUBERNETES_VERSION}`,
@@ -68,7 +75,19 @@ const TARGETS: readonly Target[] = [
     name: "kubeApiserver",
     file: "kube-apiserver",
     pkg: "k8s.io/kubernetes/cmd/kube-apiserver",
-    ldflags: apiserverLdflags(),
+    ldflags: kubernetesLdflags(),
+  },
+  {
+    name: "kubeControllerManager",
+    file: "kube-controller-manager",
+    pkg: "k8s.io/kubernetes/cmd/kube-controller-manager",
+    ldflags: kubernetesLdflags(),
+  },
+  {
+    name: "kubectl",
+    file: "kubectl",
+    pkg: "k8s.io/kubernetes/cmd/kubectl",
+    ldflags: kubernetesLdflags(),
   },
 ];
 

@@ -1,7 +1,8 @@
 /**
  * A local cluster on loopback for the end-to-end suite: etcd, a real kube-apiserver with client
- * certificate authentication and RBAC, and a real CSI driver (the Kubernetes e2e CSI mock driver)
- * on a unix socket. Everything runs as child processes in their own process groups, with logs and
+ * certificate authentication and RBAC, optionally a real kube-controller-manager running the
+ * attach/detach controller (so Pods make VolumeAttachments, as in a cluster), and a real CSI driver
+ * (the Kubernetes e2e CSI mock driver) on a unix socket. Everything runs as child processes in their own process groups, with logs and
  * state under one working directory; {@link LocalCluster.stop} stops all of it.
  *
  * @module
@@ -12,6 +13,7 @@ import { type ClusterCertificates, kubeconfigFor, makeCertificates } from "./cer
 import { DriverClient } from "./driver_client.ts";
 import { type DriverCall, parseDriverCalls } from "./driver_log.ts";
 import { applyManifest } from "./manifests.ts";
+import { csiNode, node, PATHS } from "./objects.ts";
 import { ManagedProcess, stopGroup } from "./process.ts";
 import { RawApi } from "./raw_api.ts";
 
@@ -19,6 +21,27 @@ import { RawApi } from "./raw_api.ts";
 export const ATTACHER_USER = "system:serviceaccount:default:csi-attacher";
 /** The suite's administrator (member of `system:masters`). */
 export const ADMIN_USER = "csi-attacher-e2e-admin";
+/**
+ * kube-controller-manager's own user: kube-apiserver's bootstrap RBAC binds it to the
+ * `system:kube-controller-manager` ClusterRole (kubernetes
+ * plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go).
+ */
+export const CONTROLLER_MANAGER_USER = "system:kube-controller-manager";
+
+/**
+ * The controllers kube-controller-manager runs (canonical names of kubernetes
+ * cmd/kube-controller-manager/names/controller_names.go): attach/detach makes the
+ * VolumeAttachments of scheduled Pods, the binder binds PVCs, the garbage collector deletes a
+ * deleted Node's CSINode (its owner), pod GC deletes the Pods of deleted Nodes, and the service
+ * account controller makes the `default` ServiceAccount that admission requires for every Pod.
+ */
+export const CONTROLLERS = [
+  "persistentvolume-attach-detach-controller",
+  "persistentvolume-binder-controller",
+  "garbage-collector-controller",
+  "pod-garbage-collector-controller",
+  "serviceaccount-controller",
+] as const;
 
 /** What a running cluster is, in a form that can be saved and read back (`cluster.json`). */
 export interface ClusterInfo {
@@ -28,6 +51,8 @@ export interface ClusterInfo {
   adminKubeconfig: string;
   /** Kubeconfig of {@link ATTACHER_USER}. */
   attacherKubeconfig: string;
+  /** Kubeconfig of {@link CONTROLLER_MANAGER_USER}; "" when kube-controller-manager does not run. */
+  controllerManagerKubeconfig: string;
   driverName: string;
   /** Unix socket path of the CSI driver. */
   driverSocket: string;
@@ -35,8 +60,8 @@ export interface ClusterInfo {
   driverLog: string;
   /** The API server's audit log (requests of {@link ATTACHER_USER} only). */
   auditLog: string;
-  /** Process group ids. */
-  pids: { etcd: number; apiserver: number; driver: number };
+  /** Process group ids (0: not running). */
+  pids: { etcd: number; apiserver: number; controllerManager: number; driver: number };
 }
 
 /** Options of {@link LocalCluster.start}. */
@@ -52,6 +77,8 @@ export interface ClusterOptions {
   log: (line: string) => void;
   /** Kill every process of the cluster once this process is gone (see `ProcessSpec.ownerPid`). */
   ownerPid?: number;
+  /** Also run kube-controller-manager with {@link CONTROLLERS}. */
+  controllerManager?: boolean;
 }
 
 /** How long one part took. */
@@ -142,6 +169,7 @@ export class LocalCluster {
   readonly #processes: {
     etcd?: ManagedProcess;
     apiserver?: ManagedProcess;
+    controllerManager?: ManagedProcess;
     driver?: ManagedProcess;
   } = {};
   #driverClient: DriverClient | undefined;
@@ -180,6 +208,7 @@ export class LocalCluster {
             user: ATTACHER_USER,
             groups: ["system:serviceaccounts", "system:serviceaccounts:default"],
           },
+          { id: "controller-manager", user: CONTROLLER_MANAGER_USER, groups: [] },
         ]),
       timings,
     );
@@ -190,11 +219,12 @@ export class LocalCluster {
       server,
       adminKubeconfig: `${dir}/admin.kubeconfig`,
       attacherKubeconfig: `${dir}/attacher.kubeconfig`,
+      controllerManagerKubeconfig: "",
       driverName: options.driverName,
       driverSocket: `${dir}/csi/csi.sock`,
       driverLog: `${dir}/logs/driver.log`,
       auditLog: `${dir}/logs/audit.log`,
-      pids: { etcd: 0, apiserver: 0, driver: 0 },
+      pids: { etcd: 0, apiserver: 0, controllerManager: 0, driver: 0 },
     };
     await Deno.writeTextFile(
       info.adminKubeconfig,
@@ -204,6 +234,18 @@ export class LocalCluster {
       info.attacherKubeconfig,
       await kubeconfigFor(server, certs.ca.cert, certs.clients.attacher!, ATTACHER_USER),
     );
+    if (options.controllerManager) {
+      info.controllerManagerKubeconfig = `${dir}/controller-manager.kubeconfig`;
+      await Deno.writeTextFile(
+        info.controllerManagerKubeconfig,
+        await kubeconfigFor(
+          server,
+          certs.ca.cert,
+          certs.clients["controller-manager"]!,
+          CONTROLLER_MANAGER_USER,
+        ),
+      );
+    }
     const admin = new RawApi({
       server,
       caCert: await Deno.readTextFile(certs.ca.cert),
@@ -220,6 +262,13 @@ export class LocalCluster {
         const applied = await applyManifest(admin, options.rbacManifest);
         options.log(`applied ${applied.join(", ")}`);
       }, cluster.timings);
+      if (options.controllerManager) {
+        await timed(
+          "kube-controller-manager",
+          () => cluster.#startControllerManager(certs),
+          cluster.timings,
+        );
+      }
       await timed("CSI driver", () => cluster.startDriver(), cluster.timings);
       await cluster.saveInfo();
       return cluster;
@@ -278,8 +327,8 @@ export class LocalCluster {
       `--service-account-signing-key-file=${certs.serviceAccountKey}`,
       "--service-cluster-ip-range=10.0.0.0/24",
       "--authorization-mode=RBAC",
-      // No kube-controller-manager runs: the pv-protection finalizer this plugin adds would never
-      // be removed, so PVs could not go away.
+      // kube-controller-manager runs without the pv- and pvc-protection controllers: the
+      // finalizers this plugin adds would never be removed, so PVs could not go away.
       "--disable-admission-plugins=StorageObjectInUseProtection",
       // The "kubernetes" Service endpoints cannot be 127.0.0.1.
       "--endpoint-reconciler-type=none",
@@ -308,6 +357,55 @@ export class LocalCluster {
       return res.status === 200;
     });
     this.apiserverStarts.push({ startedAt, readyAt: Date.now() });
+  }
+
+  /**
+   * Starts kube-controller-manager as {@link CONTROLLER_MANAGER_USER} with {@link CONTROLLERS};
+   * each controller acts with its own service account's token (as kubeadm sets it up), so the
+   * bootstrap roles `system:controller:<name>` apply. Serves `/healthz` on loopback with the
+   * API server's certificate; resolves once that answers `ok`.
+   */
+  async #startControllerManager(certs: ClusterCertificates): Promise<void> {
+    const port = freePort();
+    const process = ManagedProcess.start({
+      name: "kube-controller-manager",
+      cmd: this.#binaries.kubeControllerManager,
+      args: [
+        `--kubeconfig=${this.info.controllerManagerKubeconfig}`,
+        `--controllers=${CONTROLLERS.join(",")}`,
+        "--use-service-account-credentials=true",
+        "--leader-elect=false",
+        // The binder retries a PVC whose PV it has not seen yet at this period (default 15 s).
+        "--pvclaimbinder-sync-period=2s",
+        "--bind-address=127.0.0.1",
+        `--secure-port=${port}`,
+        `--tls-cert-file=${certs.server.cert}`,
+        `--tls-private-key-file=${certs.server.key}`,
+        // No front proxy or webhook token authentication: /healthz is always allowed.
+        "--authentication-skip-lookup",
+        "--profiling=false",
+        "--v=2",
+      ],
+      logFile: `${this.info.dir}/logs/kube-controller-manager.log`,
+      ownerPid: this.ownerPid,
+    });
+    this.#processes.controllerManager = process;
+    this.info.pids.controllerManager = process.pid;
+    const client = Deno.createHttpClient({ caCerts: [await Deno.readTextFile(certs.ca.cert)] });
+    try {
+      await waitFor("kube-controller-manager /healthz", process, 60_000, async () => {
+        const res = await fetch(`https://127.0.0.1:${port}/healthz`, { client });
+        return (await res.text()) === "ok";
+      });
+    } finally {
+      client.close();
+    }
+  }
+
+  /** Stops kube-controller-manager (when it runs); the rest of the cluster keeps running. */
+  async stopControllerManager(): Promise<void> {
+    await this.#processes.controllerManager?.stop(10_000);
+    this.info.pids.controllerManager = 0;
   }
 
   /**
@@ -357,6 +455,20 @@ export class LocalCluster {
     await driver.stop(5000);
   }
 
+  /**
+   * Registers Node `name` as a kubelet would for controller-managed attach/detach (no kubelet
+   * runs) and its CSINode listing the driver (node ID: the driver's name, the only one the mock
+   * driver accepts), owned by the Node so that it goes with it.
+   */
+  async addNode(name: string): Promise<void> {
+    const created = await this.admin.createOk<{ metadata: { uid: string } }>(
+      PATHS.nodes,
+      node(name),
+    );
+    const driver = this.info.driverName;
+    await this.admin.createOk(PATHS.csiNodes, csiNode(name, driver, driver, created.metadata.uid));
+  }
+
   /** The suite's gRPC client for the driver (CreateVolume, ListVolumes). */
   driver(): DriverClient {
     this.#driverClient ??= new DriverClient(this.info.driverSocket);
@@ -393,12 +505,15 @@ export class LocalCluster {
     this.#driverClient = undefined;
   }
 
-  /** Stops the driver, kube-apiserver and etcd (in that order) and closes the clients. */
+  /**
+   * Stops the driver, kube-controller-manager, kube-apiserver and etcd (in that order) and closes
+   * the clients.
+   */
   async stop(): Promise<void> {
     this.#driverClient?.close();
     this.#driverClient = undefined;
     this.admin.close();
-    for (const name of ["driver", "apiserver", "etcd"] as const) {
+    for (const name of ["driver", "controllerManager", "apiserver", "etcd"] as const) {
       const p = this.#processes[name];
       if (p !== undefined) await p.stop(10_000);
     }
@@ -407,7 +522,9 @@ export class LocalCluster {
 
 /** Stops a cluster described by a saved {@link ClusterInfo} (from another process). */
 export async function stopSavedCluster(info: ClusterInfo): Promise<void> {
-  for (const pid of [info.pids.driver, info.pids.apiserver, info.pids.etcd]) {
+  const pids = info.pids;
+  // `?? 0`: a cluster.json written before kube-controller-manager was added.
+  for (const pid of [pids.driver, pids.controllerManager ?? 0, pids.apiserver, pids.etcd]) {
     if (pid > 0) await stopGroup(pid, 10_000);
   }
 }

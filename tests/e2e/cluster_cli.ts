@@ -1,6 +1,7 @@
 /**
- * `deno task cluster`: starts the end-to-end suite's local cluster (etcd, kube-apiserver, the CSI
- * mock driver) and leaves it running; prints the kubeconfig paths and the driver socket.
+ * `deno task cluster`: starts the end-to-end suite's local cluster (etcd, kube-apiserver,
+ * kube-controller-manager, the CSI mock driver, Nodes `node-1`… with their CSINodes) and leaves
+ * it running; prints the kubeconfig paths, the driver socket and the kubectl built with them.
  * `deno task cluster -- --stop` stops it; `deno task cluster -- --compare` sends the probes of
  * {@link compareWithMemoryApiServer} to the running cluster and to a fresh in-memory API server
  * and writes the differences to `<cache dir>/cluster/api-differences.md`. The cluster lives in
@@ -11,14 +12,55 @@
 
 import { compareWithMemoryApiServer } from "./api_differences.ts";
 import { ensureBinaries, KUBERNETES_VERSION } from "./binaries.ts";
-import { type ClusterInfo, LocalCluster, stopSavedCluster } from "./cluster.ts";
-import { csiNode, PATHS } from "./objects.ts";
+import { type ClusterInfo, CONTROLLERS, LocalCluster, stopSavedCluster } from "./cluster.ts";
 import { groupAlive } from "./process.ts";
 import { RawApi } from "./raw_api.ts";
 import { resolveSettings } from "./settings.ts";
 
 const DRIVER_NAME = "io.kubernetes.storage.mock";
 const NODES = ["node-1", "node-2", "node-3"];
+
+/**
+ * The walkthrough's objects (README): a PV for the driver volume `volumeHandle`, a PVC bound to
+ * it, and a Pod on node-1 that mounts it.
+ */
+export function exampleManifest(driver: string, volumeHandle: string): string {
+  return `apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: example-pv
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: ""
+  csi: {driver: ${driver}, volumeHandle: "${volumeHandle}", fsType: ext4}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: example-pvc
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+  storageClassName: ""
+  volumeName: example-pv
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: example
+spec:
+  nodeName: node-1   # no scheduler and no kubelet: bound by hand, stays Pending
+  containers:
+    - name: app
+      image: registry.k8s.io/pause:3.10
+      volumeMounts: [{name: data, mountPath: /data}]
+  volumes:
+    - name: data
+      persistentVolumeClaim: {claimName: example-pvc}
+`;
+}
 
 async function readInfo(path: string): Promise<ClusterInfo | undefined> {
   try {
@@ -30,7 +72,8 @@ async function readInfo(path: string): Promise<ClusterInfo | undefined> {
 }
 
 function running(info: ClusterInfo): boolean {
-  return [info.pids.etcd, info.pids.apiserver, info.pids.driver].some((p) =>
+  const pids = info.pids;
+  return [pids.etcd, pids.apiserver, pids.controllerManager ?? 0, pids.driver].some((p) =>
     p > 0 && groupAlive(p)
   );
 }
@@ -80,11 +123,13 @@ async function main(args: string[]): Promise<number> {
     driverName: DRIVER_NAME,
     rbacManifest: settings.rbacManifest.text,
     log,
+    controllerManager: true,
   });
+  const example = `${dir}/example.yaml`;
   try {
-    for (const node of NODES) {
-      await cluster.admin.createOk(PATHS.csiNodes, csiNode(node, DRIVER_NAME, DRIVER_NAME));
-    }
+    for (const node of NODES) await cluster.addNode(node);
+    const volumeHandle = await cluster.driver().createVolume("example");
+    await Deno.writeTextFile(example, exampleManifest(DRIVER_NAME, volumeHandle));
   } catch (err) {
     await cluster.stop();
     throw err;
@@ -97,14 +142,23 @@ async function main(args: string[]): Promise<number> {
   console.log([
     "",
     `kube-apiserver ${KUBERNETES_VERSION} at ${info.server} (${times.join(", ")})`,
+    `kube-controller-manager: ${CONTROLLERS.join(", ")}`,
     `admin kubeconfig:    ${info.adminKubeconfig}`,
     `attacher kubeconfig: ${info.attacherKubeconfig} (RBAC: ${settings.rbacManifest.path})`,
     `CSI driver socket:   ${info.driverSocket} (driver ${info.driverName}, node ID ${info.driverName})`,
-    `CSINodes:            ${NODES.join(", ")}`,
+    `Nodes and CSINodes:  ${
+      NODES.join(", ")
+    } (no kubelet: Pods set spec.nodeName and stay Pending)`,
+    `kubectl:             ${build.binaries.kubectl}`,
     `logs:                ${dir}/logs`,
     "",
+    "use kubectl as the administrator:",
+    `  export KUBECONFIG=${info.adminKubeconfig}`,
+    `  alias kubectl=${build.binaries.kubectl}`,
     "run the attacher:",
-    `  deno run -A main.ts --kubeconfig=${info.attacherKubeconfig} --csi-address=${info.driverSocket} --v=5`,
+    `  deno task dev -- --kubeconfig=${info.attacherKubeconfig} --csi-address=${info.driverSocket} --v=5`,
+    "a PV (of a volume made in the driver), a PVC and a Pod on node-1 that uses it:",
+    `  kubectl apply -f ${example}`,
     "stop:",
     "  deno task cluster -- --stop",
   ].join("\n"));

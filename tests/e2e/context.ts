@@ -80,9 +80,12 @@ export class ScenarioContext {
     );
   }
 
-  /** Repeated ControllerPublishVolume calls of this scenario's VolumeAttachments, explained. */
-  async republishes(): Promise<Republish[]> {
-    return findRepublishes(await this.attacherLogs(), `${this.#prefix}-`);
+  /**
+   * Repeated ControllerPublishVolume calls of this scenario's VolumeAttachments (by default those
+   * named with its prefix; the attach/detach controller's are `csi-…`), explained.
+   */
+  async republishes(vaPrefix = `${this.#prefix}-`): Promise<Republish[]> {
+    return findRepublishes(await this.attacherLogs(), vaPrefix);
   }
 
   /**
@@ -90,8 +93,12 @@ export class ScenarioContext {
    * (tolerated causes only print a warning). Returns the repeated publishes accepted, so driver
    * call counts can be checked against them.
    */
-  async checkRepublishes(allowed: readonly RepublishCause[], what: string): Promise<Republish[]> {
-    const all = await this.republishes();
+  async checkRepublishes(
+    allowed: readonly RepublishCause[],
+    what: string,
+    vaPrefix?: string,
+  ): Promise<Republish[]> {
+    const all = await this.republishes(vaPrefix);
     const tolerated = all.filter((r) => !allowed.includes(r.cause) && this.#tolerate.has(r.cause));
     for (const line of describeRepublishes(tolerated)) {
       console.log(`    WARNING (tolerated, E2E_TOLERATE): repeated publish, ${line}`);

@@ -8,7 +8,14 @@
 import assert from "node:assert/strict";
 import type { PersistentVolume, VolumeAttachment } from "../../attacher/kube/types.ts";
 import type { LocalCluster } from "./cluster.ts";
-import { PATHS, persistentVolume, type PvOptions, volumeAttachment } from "./objects.ts";
+import {
+  PATHS,
+  persistentVolume,
+  persistentVolumeClaim,
+  pod,
+  type PvOptions,
+  volumeAttachment,
+} from "./objects.ts";
 import type { ManagedProcess } from "./process.ts";
 
 /** The annotation the attacher stores the node ID in. */
@@ -18,6 +25,56 @@ export const NODE_ID_ANNOTATION = "csi.alpha.kubernetes.io/node-id";
 export function finalizerFor(driverName: string): string {
   const sanitized = driverName.replace(/[^a-zA-Z0-9-]/g, "-");
   return `external-attacher/${sanitized.endsWith("-") ? `${sanitized}X` : sanitized}`;
+}
+
+/** The namespace of the scenarios' Pods and PVCs. */
+export const POD_NAMESPACE = "default";
+
+/**
+ * The name under which the attach/detach controller and the Node's `status.volumesAttached` know
+ * a CSI volume (kubernetes pkg/volume/csi/csi_plugin.go, GetVolumeName, prefixed with the
+ * plugin name `kubernetes.io/csi`).
+ */
+export function uniqueVolumeName(driver: string, volumeHandle: string): string {
+  return `kubernetes.io/csi/${driver}^${volumeHandle}`;
+}
+
+/**
+ * The VolumeAttachment name the attach/detach controller uses: `csi-` and the SHA-256 of volume
+ * handle, driver and node name (kubernetes pkg/volume/csi/csi_attacher.go, getAttachmentName).
+ */
+export async function controllerVaName(
+  volumeHandle: string,
+  driver: string,
+  node: string,
+): Promise<string> {
+  const digest = await crypto.subtle.digest(
+    "SHA-256",
+    new TextEncoder().encode(`${volumeHandle}${driver}${node}`),
+  );
+  return `csi-${[...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("")}`;
+}
+
+/** A Node as far as the scenarios read it. */
+export interface NodeStatusView {
+  metadata: { name: string };
+  status?: { volumesAttached?: { name: string; devicePath: string }[] | null };
+}
+
+/** A Pod as far as the scenarios read it. */
+export interface PodView {
+  metadata: { name: string; deletionTimestamp?: string };
+  status?: { phase?: string };
+}
+
+/** An Event as far as the scenarios read it. */
+export interface EventView {
+  reason?: string;
+  message?: string;
+  type?: string;
+  involvedObject: { kind?: string; name?: string };
+  source?: { component?: string };
+  reportingComponent?: string;
 }
 
 /** Waits `ms`. */
@@ -72,6 +129,8 @@ export class ScenarioKit {
   readonly finalizer: string;
   readonly #vas = new Set<string>();
   readonly #pvs = new Set<string>();
+  readonly #pods = new Set<string>();
+  readonly #claims = new Set<string>();
   readonly #extra: string[] = [];
 
   constructor(cluster: LocalCluster, prefix: string) {
@@ -115,6 +174,106 @@ export class ScenarioKit {
       volumeAttachment(va, this.driverName, node, pv),
     );
     return va;
+  }
+
+  /**
+   * Creates a PVC `<prefix>-<name>` for the PV `pv` (the binder binds them; without `pv`, any PV
+   * of `storage` or more); returns its name.
+   */
+  async createClaim(name: string, pv: string | undefined, storage = "1Gi"): Promise<string> {
+    const claim = `${this.prefix}-${name}`;
+    this.#claims.add(claim);
+    await this.api.createOk(
+      PATHS.persistentVolumeClaims(POD_NAMESPACE),
+      persistentVolumeClaim(claim, POD_NAMESPACE, pv, storage),
+    );
+    return claim;
+  }
+
+  /** Creates a Pod `<prefix>-<name>` on `node` mounting the PVCs `claims`; returns its name. */
+  async createPod(name: string, node: string, claims: string[]): Promise<string> {
+    const podName = `${this.prefix}-${name}`;
+    this.#pods.add(podName);
+    await this.api.createOk(PATHS.pods(POD_NAMESPACE), pod(podName, POD_NAMESPACE, node, claims));
+    return podName;
+  }
+
+  /**
+   * Deletes a Pod. Gracefully (`kubectl delete pod`) it only gets a deletionTimestamp, since no
+   * kubelet confirms; `force` (grace period 0, `--grace-period=0 --force`) removes it at once.
+   */
+  async deletePod(name: string, force = true): Promise<void> {
+    const body = force ? { gracePeriodSeconds: 0 } : undefined;
+    const res = await this.api.request("DELETE", `${PATHS.pods(POD_NAMESPACE)}/${name}`, { body });
+    if (res.status !== 200 && res.status !== 202 && res.status !== 404) {
+      throw new Error(`DELETE pod ${name}: HTTP ${res.status}: ${res.text.slice(0, 300)}`);
+    }
+    if (force) this.#pods.delete(name);
+  }
+
+  /** A Pod, or undefined when it does not exist. */
+  podObject(name: string): Promise<PodView | undefined> {
+    return this.api.find<PodView>(`${PATHS.pods(POD_NAMESPACE)}/${name}`);
+  }
+
+  /** Every VolumeAttachment of the PV `pv`. */
+  async vasOf(pv: string): Promise<VolumeAttachment[]> {
+    const list = await this.api.getOk<{ items: VolumeAttachment[] }>(PATHS.volumeAttachments);
+    return list.items.filter((va) => va.spec.source.persistentVolumeName === pv);
+  }
+
+  /** Waits until the VolumeAttachment of `pv` on `node` is attached; returns it. */
+  waitVaAttached(pv: string, node: string, timeoutMs = 60_000): Promise<VolumeAttachment> {
+    return waitUntil(`the VolumeAttachment of ${pv} on ${node} attached`, async () => {
+      const va = (await this.vasOf(pv)).find((v) => v.spec.nodeName === node);
+      return va?.status?.attached === true ? va : undefined;
+    }, timeoutMs);
+  }
+
+  /** Waits until no VolumeAttachment of `pv` on `node` exists. */
+  waitVaGone(pv: string, node: string, timeoutMs = 60_000): Promise<true> {
+    return waitUntil(`the VolumeAttachment of ${pv} on ${node} to be gone`, async () => {
+      return !(await this.vasOf(pv)).some((v) => v.spec.nodeName === node);
+    }, timeoutMs);
+  }
+
+  /** The names in the Node's `status.volumesAttached` (written by the attach/detach controller). */
+  async volumesAttached(node: string): Promise<string[]> {
+    const obj = await this.api.getOk<NodeStatusView>(`${PATHS.nodes}/${node}`);
+    return (obj.status?.volumesAttached ?? []).map((v) => v.name).sort();
+  }
+
+  /** Waits until the Node's `status.volumesAttached` lists exactly `names` (in any order). */
+  waitVolumesAttached(node: string, names: readonly string[], timeoutMs = 60_000): Promise<true> {
+    const want = JSON.stringify([...names].sort());
+    let last = "";
+    return waitUntil(`node ${node} status.volumesAttached = ${want}`, async () => {
+      last = JSON.stringify(await this.volumesAttached(node));
+      if (last === want) return true;
+      throw new Error(`it lists ${last}`);
+    }, timeoutMs);
+  }
+
+  /** The Events about the object `name` (a Pod or PVC) in the scenarios' namespace. */
+  async events(name: string): Promise<EventView[]> {
+    const list = await this.api.getOk<{ items: EventView[] }>(
+      `${PATHS.events(POD_NAMESPACE)}?fieldSelector=involvedObject.name%3D${name}`,
+    );
+    return list.items;
+  }
+
+  /** Waits for an Event about `name` with `reason` whose message matches `pattern`. */
+  waitEvent(
+    name: string,
+    reason: string,
+    pattern: RegExp,
+    timeoutMs = 60_000,
+  ): Promise<EventView> {
+    return waitUntil(`event ${reason} ${pattern} on ${name}`, async () => {
+      return (await this.events(name)).find((e) =>
+        e.reason === reason && pattern.test(e.message ?? "")
+      );
+    }, timeoutMs);
   }
 
   /** Registers an object path to delete at cleanup (secrets, CSINodes, bindings). */
@@ -210,6 +369,18 @@ export class ScenarioKit {
    * every remaining finalizer of ours is stripped by force so the next scenario starts clean.
    */
   async cleanup(attacherRunning: boolean): Promise<void> {
+    // Pods first: the attach/detach controller then deletes their VolumeAttachments.
+    for (const p of this.#pods) await this.deletePod(p, true);
+    for (const c of this.#claims) {
+      await this.api.deleteOk(`${PATHS.persistentVolumeClaims(POD_NAMESPACE)}/${c}`);
+    }
+    if (this.#pvs.size > 0) {
+      const list = await this.api.getOk<{ items: VolumeAttachment[] }>(PATHS.volumeAttachments);
+      for (const va of list.items) {
+        const pv = va.spec.source.persistentVolumeName;
+        if (pv !== undefined && pv !== null && this.#pvs.has(pv)) this.#vas.add(va.metadata.name);
+      }
+    }
     const vas = [...this.#vas];
     if (attacherRunning && vas.length > 0) {
       try {
@@ -223,6 +394,8 @@ export class ScenarioKit {
     for (const path of this.#extra) await this.api.deleteOk(path);
     this.#vas.clear();
     this.#pvs.clear();
+    this.#pods.clear();
+    this.#claims.clear();
     this.#extra.length = 0;
   }
 
