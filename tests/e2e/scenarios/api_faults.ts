@@ -93,8 +93,11 @@ export async function throttledApiServer(
   await ctx.cluster.restartApiServer(0, THROTTLING_FLAGS);
   try {
     const attacher = ctx.startAttacher("a", {
-      // Let many requests race: the default 5 QPS would space them out.
-      args: ["--kube-api-qps=200", "--kube-api-burst=400", "--worker-threads=20"],
+      // Let the requests of the default 10 workers race: the default 5 QPS would space them out.
+      // (With more workers than retries, a herd that retries in step after `Retry-After: 1` gets
+      // one request through per second, and its last members can run out of their 10 retries,
+      // with client-go as with us: 20 workers gave 4 attachError writes in one run.)
+      args: ["--kube-api-qps=200", "--kube-api-burst=400"],
     });
     await waitForLog(attacher, READY_LINE);
     const volumes = [];
