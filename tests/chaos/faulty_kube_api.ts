@@ -160,14 +160,20 @@ export class SimWatch {
     this.#onClose = onClose;
   }
 
-  /** True when the client waits for an event and one is queued. */
+  /**
+   * The connection went silent: the server's events queue up but none reaches the client until
+   * the stream is dropped (as the client's idle watchdog closes it).
+   */
+  stalled = false;
+
+  /** True when the client waits for an event and one is queued (and the stream is not silent). */
   get deliverable(): boolean {
-    return !this.#ended && this.#waiter !== undefined && this.queue.length > 0;
+    return !this.#ended && !this.stalled && this.#waiter !== undefined && this.queue.length > 0;
   }
 
   /** True when the client waits and nothing is queued: the stream is caught up. */
   get idle(): boolean {
-    return !this.#ended && this.#waiter !== undefined && this.queue.length === 0;
+    return !this.#ended && !this.stalled && this.#waiter !== undefined && this.queue.length === 0;
   }
 
   get ended(): boolean {
@@ -243,6 +249,10 @@ export class FaultyKubeApi {
   #clock: FakeClock;
   #prng: Prng;
   #journal: Journal;
+  /** Journal step until which a throttling storm lasts (see {@link throttleUntil}). */
+  #throttledUntil = 0;
+  /** Journal step until which every connection is silent (see {@link silenceUntil}). */
+  #silentUntil = 0;
   #rates: ApiFaultRates;
   #timeoutMs: number;
   #serverTimeoutMs: number;
@@ -295,9 +305,50 @@ export class FaultyKubeApi {
     this.#rules.push({ ...rule });
   }
 
-  /** Drops the scripted faults not used yet. */
+  /** Drops the scripted faults not used yet, and ends a throttling storm or a silence. */
   clearInjected(): void {
     this.#rules = [];
+    this.#throttledUntil = 0;
+    this.endSilence();
+  }
+
+  /**
+   * API Priority and Fairness throttles the attacher until journal step `until`: each request is
+   * either late (the client's retries after `Retry-After` absorbed the 429s) or fails with 429
+   * (its retries ran out).
+   */
+  throttleUntil(until: number): void {
+    this.#throttledUntil = until;
+  }
+
+  /** True while a throttling storm lasts. */
+  get throttled(): boolean {
+    return this.#journal.step < this.#throttledUntil;
+  }
+
+  /**
+   * Every connection goes silent until journal step `until`: open watches deliver nothing and
+   * every request (watches included) times out. {@link endSilence} drops the silent watches, as
+   * the client's idle watchdog does, so the informers resume from their resourceVersions.
+   */
+  silenceUntil(until: number): void {
+    this.#silentUntil = until;
+    for (const w of this.#watches) w.stalled = true;
+  }
+
+  /** True while the connections are silent. */
+  get silent(): boolean {
+    return this.#journal.step < this.#silentUntil;
+  }
+
+  /** Ends a silence: the stalled watches are closed by the client. */
+  endSilence(): void {
+    this.#silentUntil = 0;
+    for (const w of [...this.#watches]) {
+      if (!w.stalled) continue;
+      this.#journal.note(`watch ${w.client}/${w.resource} closed by the idle watchdog`);
+      w.end();
+    }
   }
 
   /** The API client of one controller instance. */
@@ -495,6 +546,8 @@ export class FaultyKubeApi {
       ? undefined
       : rule?.fault.kind === "error"
       ? rule.fault.code
+      : this.faultsEnabled && this.silent
+      ? 0
       : this.faultsEnabled && this.#prng.chance(this.#rates.fault / 2)
       ? 0
       : undefined;
@@ -600,6 +653,15 @@ export class FaultyKubeApi {
   #decide(verb: Verb, meta: RuleTarget): { fault: ApiFault | undefined; latency: boolean } {
     const rule = this.#takeRule(verb, meta);
     if (rule) return { fault: rule.fault, latency: false };
+    if (this.faultsEnabled && this.silent) {
+      return { fault: { kind: "error", code: 0 }, latency: false };
+    }
+    if (this.faultsEnabled && this.throttled) {
+      const fault: ApiFault = this.#prng.chance(0.25)
+        ? { kind: "error", code: 429 }
+        : { kind: "slow", applyOnSend: false };
+      return { fault, latency: false };
+    }
     const write = verb !== "get" && verb !== "list";
     if (this.faultsEnabled && this.#prng.chance(this.#rates.fault)) {
       const kind = this.#prng.weighted<string>(
@@ -673,6 +735,8 @@ function faultName(fault: { kind: "error"; code: number }): string {
       return "api.timeout";
     case 409:
       return "api.conflict";
+    case 429:
+      return "api.throttled429";
     default:
       return `api.error${fault.code}`;
   }

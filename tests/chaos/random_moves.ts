@@ -140,7 +140,7 @@ export function randomUserAction(sim: Simulation): void {
 /**
  * One random fault that is not tied to a request: kill or replace the attacher, drop, break or
  * expire a watch, send a bookmark, compact the history, take the driver down for a while, step
- * the wall clock.
+ * the wall clock, throttle the API (429 storm) or make every connection silent for a while.
  */
 export function randomFault(sim: Simulation): void {
   const watches = sim.api.watches().filter((w) => !w.ended);
@@ -155,6 +155,8 @@ export function randomFault(sim: Simulation): void {
     ["compact", 0.5],
     ["driverDown", sim.csi.unavailable ? 0 : 1],
     ["clockStep", 0.7],
+    ["throttleStorm", sim.api.throttled ? 0 : 0.7],
+    ["silence", sim.api.silent ? 0 : 0.5],
   ]);
   switch (kind) {
     case "kill":
@@ -206,6 +208,22 @@ export function randomFault(sim: Simulation): void {
         `${stepMs / 1000} s`,
       );
       sim.clock.stepWall(stepMs);
+      break;
+    }
+    case "throttleStorm": {
+      // API Priority and Fairness answers 429 for a while: most requests get through late (the
+      // client's retries), some run out of retries.
+      const until = sim.journal.step + sim.prng.between(5, 60);
+      sim.journal.count("api.throttleStorm", `until step ${until}`);
+      sim.api.throttleUntil(until);
+      break;
+    }
+    case "silence": {
+      // Every connection goes silent without closing (a vanished API server node, a load
+      // balancer failover) until the client's idle watchdog and request timeouts notice.
+      const until = sim.journal.step + sim.prng.between(3, 40);
+      sim.journal.count("api.connectionsSilent", `until step ${until}`);
+      sim.api.silenceUntil(until);
       break;
     }
     case "driverDown": {

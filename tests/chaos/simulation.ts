@@ -676,6 +676,7 @@ export class Simulation {
     if (this.csi.unavailable && this.journal.step >= this.#unavailableUntil) {
       this.csi.unavailable = false;
     }
+    if (!this.api.silent) this.api.endSilence();
     let entries = this.#candidates(phase);
     if (!entries.some(([, w]) => w > 0)) {
       await this.settle(); // work started outside a step may still be running
