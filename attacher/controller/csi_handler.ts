@@ -419,6 +419,13 @@ export class CsiHandler implements Handler {
         metadata: updated.metadata,
       });
       if (Object.keys(metadataPatch).length > 0) {
+        // The uid makes the API server refuse the patch when the VA was deleted and created
+        // again under the same name after the sync began: the driver must not publish for an
+        // object this attacher has not seen, whose deletion the cache may already have passed on
+        // to the PV's finalizer check. (The Go attacher patches by name only.)
+        if (va.metadata.uid) {
+          (metadataPatch.metadata as Record<string, unknown>).uid = va.metadata.uid;
+        }
         try {
           current = await this.#kube.patch<VolumeAttachment>(
             VOLUME_ATTACHMENTS,

@@ -182,6 +182,15 @@ export function vaStatusPatch(body: unknown, name = "pv1-node1"): Action {
 export const ADD_FIN_ANN = vaMetaPatch({
   metadata: { annotations: { [NODE_ID_ANN]: "nodeID1" }, finalizers: [FIN] },
 });
+/**
+ * +fin +ann of a VA with `uid` (every real VA has one; the Go attacher's fixtures have none): the
+ * uid makes the server refuse the patch for a VA deleted and created again under the same name.
+ */
+export function addFinAnnFor(uid: string, nodeId = "nodeID1"): Action {
+  return vaMetaPatch({
+    metadata: { annotations: { [NODE_ID_ANN]: nodeId }, finalizers: [FIN], uid },
+  });
+}
 /** −fin: the VA's only finalizer removed. */
 export const REMOVE_FIN = vaMetaPatch({ metadata: { finalizers: null } });
 /** att: marked attached. */

@@ -75,3 +75,14 @@ Deno.test("chaos: removing the finalizer without a real unpublish breaks invaria
 Deno.test("chaos: logging a publish request's secrets breaks invariant 6", async () => {
   assert.deepEqual(await firstBreach("logSecrets"), [6]);
 });
+
+Deno.test("chaos: a VA re-created under its name while its attach waits on a throttled API is never published (seeds that broke invariant 3 before the finalizer patch carried the uid)", async () => {
+  // In each, a throttling storm holds the PV finalizer patch of an attach; meanwhile the VA is
+  // deleted and created again under the same name. A finalizer patch by name alone lands on the
+  // new VA, the driver publishes for it, and the PV's finalizer goes while it is still in use.
+  for (const seed of [4043, 5633, 7729]) {
+    const result = await runSchedule({ seed, serializeVolumeOps: true });
+    assert.deepEqual(result.violations.map(formatViolation), [], `seed ${seed}`);
+    assert.ok(result.converged, `seed ${seed} converged`);
+  }
+});

@@ -17,6 +17,7 @@ import { runScenario } from "../../testkit/harness/scenario_harness.ts";
 import type { ScriptedCall } from "../../testkit/csi/fake_driver.ts";
 import {
   ADD_FIN_ANN,
+  addFinAnnFor,
   ANN,
   ATT,
   ATT_CLR,
@@ -192,10 +193,13 @@ Deno.test("events: a VA re-created under the name of one that failed and went aw
         stage = 2;
         server.create("persistentvolumes", pv());
         pvInformer.set(pv());
+        // Re-created on the server too: the attacher's patches carry the uid they were made for.
+        server.delete("volumeattachments", "pv1-node1");
+        server.create("volumeattachments", recreated);
         vaInformer.emitUpdate(vaInformer.get("pv1-node1")!, recreated);
       }
     },
-    expectedActions: [attachError('persistentvolume "pv1" not found'), ADD_FIN_ANN, ATT_CLR],
+    expectedActions: [attachError('persistentvolume "pv1" not found'), addFinAnnFor("uid-2"), ATT],
     expectedCsiCalls: [publish()],
   });
   assert.equal(stage, 2);

@@ -12,6 +12,7 @@ import type { ScriptedCall } from "../../testkit/csi/fake_driver.ts";
 import type { Action } from "../../testkit/harness/fixtures.ts";
 import {
   ADD_FIN_ANN,
+  addFinAnnFor,
   ANN,
   ATT,
   ATT_CLR,
@@ -91,7 +92,7 @@ const scenarios: Scenario[] = [
         vaInformer.emitUpdate(staleVA, staleVA);
       }
     },
-    expectedActions: [ADD_FIN_ANN, ATT],
+    expectedActions: [addFinAnnFor("uid-1"), ATT],
     expectedCsiCalls: [publish()],
     check: () => assert.ok(staleResynced, "the stale VA was synced again"),
   },
@@ -160,7 +161,14 @@ const scenarios: Scenario[] = [
       status: 500,
       times: 2,
     }],
-    expectedActions: [ADD_FIN_ANN, ATT, ADD_FIN_ANN, ATT, ADD_FIN_ANN, ATT],
+    expectedActions: [
+      addFinAnnFor("uid-1"),
+      ATT,
+      addFinAnnFor("uid-1"),
+      ATT,
+      addFinAnnFor("uid-1"),
+      ATT,
+    ],
     expectedCsiCalls: [publish()],
     check: (result) => {
       assertFinalizerKept(result);
@@ -187,11 +195,9 @@ const scenarios: Scenario[] = [
       }
     },
     expectedActions: [
-      ADD_FIN_ANN,
+      addFinAnnFor("uid-1"),
       ATT,
-      vaMetaPatch({
-        metadata: { annotations: { [NODE_ID_ANN]: "nodeID2" }, finalizers: [FIN] },
-      }),
+      addFinAnnFor("uid-1", "nodeID2"),
       ATT,
     ],
     expectedCsiCalls: [publish(), publish({ nodeId: "nodeID2" })],

@@ -25,6 +25,7 @@ import {
 } from "../../testkit/harness/scenario_harness.ts";
 import {
   ADD_FIN_ANN,
+  addFinAnnFor,
   ANN,
   ATT,
   csiNode,
@@ -364,7 +365,7 @@ const raceScenarios: Scenario[] = [
     }],
     between: (ctx) => ctx.deliverWatchEvents(),
     expectedCsiCalls: [publish, listVolumes({}), publish],
-    expectedActions: [ADD_FIN_ANN, ATT, vaStatusPatch({})],
+    expectedActions: [addFinAnnFor("uid-1"), ATT, vaStatusPatch({})],
     check: (result) =>
       assert.deepEqual(driverCalls(result), [
         "ControllerPublishVolume",
