@@ -144,7 +144,7 @@ function summaryLine(r: RunResult): string {
     ? ""
     : `Pod → volumesAttached p50 ${f(r.pods.attachLatency.p50)} s, all in ${
       f(r.pods.allAttachedSeconds)
-    } s; Pod deleted → detached p50 ${f(r.pods.detachLatency.p50)} s, all in ${
+    } s; Pod deleted → off volumesAttached p50 ${f(r.pods.detachLatency.p50)} s, all in ${
       f(r.pods.allDetachedSeconds)
     } s; `;
   return `  ${flood}${pods}attached in ${f(r.attachSeconds)} s (${

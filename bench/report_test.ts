@@ -48,13 +48,13 @@ Deno.test("figureRows() adds the Pod rows for --pods scenarios: medians per atta
   assert.deepEqual(values(rows, "Pod → volumesAttached p50 (s)"), [1.5, 5]);
   assert.deepEqual(values(rows, "Pod → volumesAttached p99 (s)"), [3.5, 7]);
   assert.deepEqual(values(rows, "all Pods' volumes attached (s)"), [4, 7.5]);
-  assert.deepEqual(values(rows, "Pod deleted → detached p50 (s)"), [3, 10]);
-  assert.deepEqual(values(rows, "Pod deleted → detached p99 (s)"), [7, 14]);
-  assert.deepEqual(values(rows, "all Pods' volumes detached (s)"), [7.5, 14.5]);
+  assert.deepEqual(values(rows, "Pod deleted → off volumesAttached p50 (s)"), [3, 10]);
+  assert.deepEqual(values(rows, "Pod deleted → off volumesAttached p99 (s)"), [7, 14]);
+  assert.deepEqual(values(rows, "all off volumesAttached (s)"), [7.5, 14.5]);
   // They come before the VolumeAttachment figures, which stay.
   const figures = rows.map((r) => r.figure);
   assert.ok(
-    figures.indexOf("all Pods' volumes detached (s)") < figures.indexOf("all attached (s)"),
+    figures.indexOf("all off volumesAttached (s)") < figures.indexOf("all attached (s)"),
   );
 });
 
