@@ -19,13 +19,18 @@ export interface BenchOptions {
    * {@link DETACH_FLOOD_UNPUBLISH_MS}, and a new VA is created while the N detaches run.
    */
   detachFlood: boolean;
+  /**
+   * Drive the N through Pods and kube-controller-manager's attach/detach controller instead of
+   * creating VolumeAttachments (cluster only, unthrottled scenarios only).
+   */
+  pods: boolean;
   /** Attacher command lines; empty means ours as shipped (`shipped_form.ts`). At most two. */
   attacherCommands: string[];
   /** Runs per attacher and scenario. */
   runs: number;
   /** `--worker-threads` of the attachers. */
   workers: number;
-  /** Nodes (CSINodes) the VolumeAttachments are spread over. */
+  /** Nodes (CSINodes; with `pods`, Nodes) the VolumeAttachments are spread over. */
   nodes: number;
   /** Length of the rest phase, ms. */
   restMs: number;
@@ -51,6 +56,11 @@ per attach and detach, CPU and memory. Writes bench/results/<date>.json.
                           (default N=1000), the driver's ControllerUnpublishVolume set to take
                           100 ms, all N deleted at once, then one new VolumeAttachment created;
                           the seconds until it is attached are floodAttachLatencySeconds
+  --pods                  drive the N through Pods instead (not with --fake; default N=100,
+                          --nodes=5, unthrottled only): kube-controller-manager's attach/detach
+                          controller creates and deletes the VolumeAttachments; adds Pod created
+                          -> volume in its Node's status.volumesAttached, and Pod deleted -> volume
+                          gone from it (the "pods" figures of each run)
   --attacher-cmd='CMD'    the attacher's command line (shell text); --kubeconfig, --csi-address,
                           --worker-threads, --kube-api-qps, --kube-api-burst and --v=1 are
                           appended. Give it twice to compare two attachers (runs alternate
@@ -60,7 +70,7 @@ per attach and detach, CPU and memory. Writes bench/results/<date>.json.
   --runs=N                runs per attacher and scenario (default 1, or 3 with two attachers);
                           the table shows medians
   --workers=10            --worker-threads of the attacher
-  --nodes=50              nodes the VolumeAttachments are spread over
+  --nodes=50              nodes the VolumeAttachments are spread over (5 with --pods)
   --rest=3000             ms to wait with everything attached before reading the RSS at rest
   --out=DIR               where to write the JSON and the attacher logs (default bench/results)
   -h, --help              this text
@@ -106,10 +116,11 @@ export function parseBenchOptions(args: string[], defaultOutDir: string): BenchO
         sizes: { type: "string" },
         "skip-throttled": { type: "boolean", default: false },
         "detach-flood": { type: "boolean", default: false },
+        pods: { type: "boolean", default: false },
         "attacher-cmd": { type: "string", multiple: true },
         runs: { type: "string" },
         workers: { type: "string", default: "10" },
-        nodes: { type: "string", default: "50" },
+        nodes: { type: "string" },
         rest: { type: "string", default: "3000" },
         out: { type: "string", default: defaultOutDir },
         help: { type: "boolean", short: "h", default: false },
@@ -123,7 +134,15 @@ export function parseBenchOptions(args: string[], defaultOutDir: string): BenchO
   if (detachFlood && !fake) {
     throw new BenchUsageError("Cannot run --detach-flood without --fake");
   }
-  const sizes = (values.sizes ?? (detachFlood ? "1000" : fake ? "100,1000" : "100,1000,5000"))
+  const pods = values.pods === true;
+  if (pods && fake) throw new BenchUsageError("Cannot run --pods with --fake");
+  if (pods && detachFlood) throw new BenchUsageError("Cannot run --pods with --detach-flood");
+  const defaultSizes = detachFlood || pods
+    ? (pods ? "100" : "1000")
+    : fake
+    ? "100,1000"
+    : "100,1000,5000";
+  const sizes = (values.sizes ?? defaultSizes)
     .split(",")
     .filter((s) => s.trim() !== "")
     .map((s) => positiveInt("sizes", s.trim()));
@@ -142,12 +161,13 @@ export function parseBenchOptions(args: string[], defaultOutDir: string): BenchO
     sizes: [...new Set(sizes)].sort((a, b) => a - b),
     skipThrottled: values["skip-throttled"] === true,
     detachFlood,
+    pods,
     attacherCommands,
     runs: values.runs === undefined
       ? (attacherCommands.length === 2 ? 3 : 1)
       : positiveInt("runs", values.runs),
     workers: positiveInt("workers", values.workers ?? "10"),
-    nodes: positiveInt("nodes", values.nodes ?? "50"),
+    nodes: positiveInt("nodes", values.nodes ?? (pods ? "5" : "50")),
     restMs: positiveInt("rest", values.rest ?? "3000"),
     outDir: values.out ?? defaultOutDir,
     help: values.help === true,

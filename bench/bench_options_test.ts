@@ -68,3 +68,23 @@ Deno.test("parseBenchOptions() --detach-flood: N=1000 by default, only with --fa
     ),
   );
 });
+
+Deno.test("parseBenchOptions() --pods: cluster only, N=100 over 5 nodes, unthrottled scenarios", () => {
+  const o = parseBenchOptions(["--pods"], "/o");
+  assert.equal(o.pods, true);
+  assert.deepEqual(o.sizes, [100]);
+  assert.equal(o.nodes, 5);
+  assert.equal(parseBenchOptions(["--pods", "--nodes=3"], "/o").nodes, 3);
+  assert.equal(parseBenchOptions([], "/o").nodes, 50);
+  assert.equal(parseBenchOptions([], "/o").pods, false);
+  assert.throws(() => parseBenchOptions(["--pods", "--fake"], "/o"), /--pods with --fake/);
+  assert.throws(
+    () => parseBenchOptions(["--pods", "--fake", "--detach-flood"], "/o"),
+    BenchUsageError,
+  );
+  const scenarios = scenariosFor(parseBenchOptions(["--pods", "--sizes=50,20"], "/o"));
+  assert.deepEqual(scenarios.map((s) => [s.name, s.count, s.nodes, s.qps, s.pods]), [
+    ["N=20, Pods through kube-controller-manager, unthrottled", 20, 5, 10000, true],
+    ["N=50, Pods through kube-controller-manager, unthrottled", 50, 5, 10000, true],
+  ]);
+});

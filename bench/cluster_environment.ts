@@ -15,21 +15,34 @@ import { ensureBinaries, KUBERNETES_VERSION } from "../tests/e2e/binaries.ts";
 import type { Binaries } from "../tests/e2e/binaries.ts";
 import { type ClusterInfo, LocalCluster, stopSavedCluster } from "../tests/e2e/cluster.ts";
 import { parseDriverCalls } from "../tests/e2e/driver_log.ts";
-import { PATHS } from "../tests/e2e/objects.ts";
+import {
+  controllerVaName,
+  POD_NAMESPACE,
+  sleep,
+  uniqueVolumeName,
+  waitUntil,
+} from "../tests/e2e/kit.ts";
+import { PATHS, persistentVolumeClaim, pod } from "../tests/e2e/objects.ts";
 import { resolveSettings } from "../tests/e2e/settings.ts";
-import type { VolumeAttachment } from "../attacher/kube/types.ts";
+import type { KubeObject, VolumeAttachment } from "../attacher/kube/types.ts";
 import type { BenchEnvironment, EnvironmentFactory } from "./environment.ts";
 import {
   CANARY,
   csiNode,
   type FixtureSpec,
+  nodeName,
+  nodeOf,
   persistentVolume,
+  podName,
+  pvcName,
+  pvName,
   vaName,
   volumeAttachment,
   volumeId,
 } from "./fixtures.ts";
 import { countAuditRecords } from "./audit_counts.ts";
 import { LogTail } from "./log_tail.ts";
+import { PodTimeline } from "./pod_timeline.ts";
 import { bump, type RequestCounts } from "./request_counts.ts";
 import { type ChangeKind, Timeline, type TimelineReport, type WaitAnswer } from "./timeline.ts";
 import type { WaitTarget } from "./timeline.ts";
@@ -39,6 +52,22 @@ const DRIVER_NAME = "io.kubernetes.storage.mock";
 
 /** Requests the benchmark keeps in flight while creating or deleting objects. */
 const CONCURRENCY = 32;
+
+/** A Node as far as the `--pods` timeline reads it. */
+interface NodeObject extends KubeObject {
+  status?: { volumesAttached?: { name: string }[] | null };
+}
+
+/** A PVC as far as the `--pods` seeding reads it. */
+interface ClaimObject extends KubeObject {
+  status?: { phase?: string };
+}
+
+function describe(pods: boolean): string {
+  return pods
+    ? `e2e cluster (kube-apiserver ${KUBERNETES_VERSION}, etcd, kube-controller-manager, CSI mock driver)`
+    : `e2e cluster (kube-apiserver ${KUBERNETES_VERSION}, etcd, CSI mock driver)`;
+}
 
 /** Runs `fn` over `items` with at most `limit` calls in flight. */
 export async function forEachLimited<T>(
@@ -80,15 +109,30 @@ export class ClusterEnvironment implements BenchEnvironment {
   readonly #driverLog: LogTail;
   readonly #watchStop = new AbortController();
   #watching: Promise<void> = Promise.resolve();
+  /** `--pods`: the controller's VA names and the Nodes' volume names, by index. */
+  readonly #vaIndex = new Map<string, number>();
+  readonly #volumeIndex = new Map<string, number>();
+  readonly #pods: PodTimeline | undefined;
 
   /** Use {@link ClusterEnvironment.start}. */
   constructor(deps: { cluster: LocalCluster }, options: { spec: FixtureSpec }) {
     this.#cluster = deps.cluster;
     this.spec = options.spec;
-    this.description = `e2e cluster (kube-apiserver ${KUBERNETES_VERSION}, etcd, CSI mock driver)`;
+    this.description = describe(options.spec.pods === true);
     this.kubeconfigPath = deps.cluster.info.attacherKubeconfig;
     this.csiAddress = deps.cluster.info.driverSocket;
-    this.#timeline = new Timeline({}, { spec: options.spec });
+    if (options.spec.pods) {
+      this.#timeline = new Timeline({}, {
+        spec: options.spec,
+        indexOf: (name) => this.#vaIndex.get(name),
+      });
+      this.#pods = new PodTimeline({}, {
+        count: options.spec.count,
+        indexOf: (name) => this.#volumeIndex.get(name),
+      });
+    } else {
+      this.#timeline = new Timeline({}, { spec: options.spec });
+    }
     this.#audit = new LogTail({ path: deps.cluster.info.auditLog });
     this.#driverLog = new LogTail({ path: deps.cluster.info.driverLog });
   }
@@ -96,7 +140,9 @@ export class ClusterEnvironment implements BenchEnvironment {
   /**
    * Starts a cluster in `dir` (removed first, after stopping what a benchmark that was killed may
    * have left running there), then creates the run's CSINodes, driver volumes and PVs and starts
-   * watching VolumeAttachments. On failure the cluster is stopped.
+   * watching VolumeAttachments. With `params.pods` the cluster also runs kube-controller-manager,
+   * the nodes are Nodes with their CSINodes, each PV gets a bound PVC, and the Nodes are watched
+   * too. On failure the cluster is stopped.
    */
   static async start(
     options: {
@@ -117,6 +163,7 @@ export class ClusterEnvironment implements BenchEnvironment {
       driverName: DRIVER_NAME,
       rbacManifest: options.rbacManifest,
       log: () => {},
+      controllerManager: options.params.pods === true,
     });
     const spec: FixtureSpec = { ...options.params, driver: DRIVER_NAME, sharedNodeId: DRIVER_NAME };
     const env = new ClusterEnvironment({ cluster }, { spec });
@@ -135,7 +182,8 @@ export class ClusterEnvironment implements BenchEnvironment {
     const t0 = performance.now();
     const nodes = Array.from({ length: spec.nodes }, (_, n) => n);
     await forEachLimited(nodes, CONCURRENCY, async (n) => {
-      await admin.createOk(PATHS.csiNodes, csiNode(spec, n));
+      if (spec.pods) await this.#cluster.addNode(nodeName(spec, n));
+      else await admin.createOk(PATHS.csiNodes, csiNode(spec, n));
     });
     // The mock driver names volumes itself: the PV's handle is the ID CreateVolume returns.
     const indexes = [CANARY, ...Array.from({ length: spec.count }, (_, i) => i)];
@@ -149,25 +197,93 @@ export class ClusterEnvironment implements BenchEnvironment {
       if (pv.spec.csi) pv.spec.csi.volumeHandle = handles.get(i) as string;
       await admin.createOk(PATHS.persistentVolumes, pv);
     });
+    if (spec.pods) await this.#seedClaims(indexes, handles);
     log(
-      `  cluster seeded with ${spec.nodes} CSINodes, ${indexes.length} volumes and PVs in ${
-        ((performance.now() - t0) / 1000).toFixed(1)
-      } s`,
+      `  cluster seeded with ${spec.nodes} ${spec.pods ? "Nodes" : "CSINodes"}, ${indexes.length} ${
+        spec.pods ? "volumes, PVs and bound PVCs" : "volumes and PVs"
+      } in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
     );
-    const list = await admin.getOk<{ metadata: { resourceVersion: string } }>(
+    const vas = await admin.getOk<{ metadata: { resourceVersion: string } }>(
       `${PATHS.volumeAttachments}?limit=1`,
     );
-    this.#watching = this.#watch(list.metadata.resourceVersion);
+    const watches = [
+      this.#watch<VolumeAttachment>(
+        PATHS.volumeAttachments,
+        vas.metadata.resourceVersion,
+        (t, o) => {
+          this.#timeline.observe(t, o);
+        },
+      ),
+    ];
+    const pods = this.#pods;
+    if (pods !== undefined) {
+      const list = await admin.getOk<{ metadata: { resourceVersion: string } }>(
+        `${PATHS.nodes}?limit=1`,
+      );
+      watches.push(
+        this.#watch<NodeObject>(PATHS.nodes, list.metadata.resourceVersion, (type, node) => {
+          const names = type === "DELETED"
+            ? []
+            : (node.status?.volumesAttached ?? []).map((v) => v.name);
+          pods.observeNode(node.metadata.name, names);
+        }),
+      );
+    }
+    this.#watching = Promise.all(watches).then(() => {});
     await this.#audit.skip();
     await this.#driverLog.skip();
   }
 
-  /** Feeds the timeline from a VolumeAttachment watch, reopened from the last version on end. */
-  async #watch(fromVersion: string): Promise<void> {
+  /**
+   * `--pods`: the names the controller and the Nodes use for each index, the `default`
+   * ServiceAccount that Pod admission needs, and a PVC per PV, bound by the binder.
+   */
+  async #seedClaims(indexes: number[], handles: Map<number, string>): Promise<void> {
+    const { spec } = this;
+    const admin = this.#cluster.admin;
+    for (const i of indexes) {
+      const handle = handles.get(i) as string;
+      const node = nodeName(spec, nodeOf(spec, i));
+      this.#vaIndex.set(await controllerVaName(handle, spec.driver, node), i);
+      this.#volumeIndex.set(uniqueVolumeName(spec.driver, handle), i);
+    }
+    await forEachLimited(indexes, CONCURRENCY, async (i) => {
+      await admin.createOk(
+        PATHS.persistentVolumeClaims(POD_NAMESPACE),
+        persistentVolumeClaim(pvcName(spec, i), POD_NAMESPACE, pvName(spec, i)),
+      );
+    });
+    await waitUntil("the default ServiceAccount", async () => {
+      return await admin.find(`/api/v1/namespaces/${POD_NAMESPACE}/serviceaccounts/default`) !==
+        undefined;
+    });
+    const claims = new Set(indexes.map((i) => pvcName(spec, i)));
+    await waitUntil(
+      `${claims.size} PVCs bound`,
+      async () => {
+        const list = await admin.getOk<{ items: ClaimObject[] }>(
+          PATHS.persistentVolumeClaims(POD_NAMESPACE),
+        );
+        const bound = list.items.filter((c) =>
+          claims.has(c.metadata.name) && c.status?.phase === "Bound"
+        );
+        return bound.length === claims.size;
+      },
+      120_000,
+      250,
+    );
+  }
+
+  /** Feeds `observe` from a watch of `collection`, reopened from the last version on end. */
+  async #watch<T extends KubeObject>(
+    collection: string,
+    fromVersion: string,
+    observe: (type: ChangeKind, object: T) => void,
+  ): Promise<void> {
     let version = fromVersion;
     const signal = this.#watchStop.signal;
     while (!signal.aborted) {
-      const path = `${PATHS.volumeAttachments}?watch=true&allowWatchBookmarks=true` +
+      const path = `${collection}?watch=true&allowWatchBookmarks=true` +
         `&resourceVersion=${version}&timeoutSeconds=3600`;
       let res: Response;
       try {
@@ -199,11 +315,11 @@ export class ClusterEnvironment implements BenchEnvironment {
             const line = buffered.slice(0, nl);
             buffered = buffered.slice(nl + 1);
             if (line.trim() === "") continue;
-            const ev = JSON.parse(line) as { type: string; object: VolumeAttachment };
+            const ev = JSON.parse(line) as { type: string; object: T };
             if (ev.type === "ERROR") throw new Error(`watch error: ${line}`);
             version = ev.object.metadata.resourceVersion ?? version;
             if (ev.type === "BOOKMARK") continue;
-            this.#timeline.observe(ev.type as ChangeKind, ev.object);
+            observe(ev.type as ChangeKind, ev.object);
           }
         }
       } catch (err) {
@@ -216,14 +332,31 @@ export class ClusterEnvironment implements BenchEnvironment {
   }
 
   async createCanary(): Promise<void> {
+    if (this.spec.pods) return await this.#createPod(CANARY);
     await this.#cluster.admin.createOk(
       PATHS.volumeAttachments,
       volumeAttachment(this.spec, CANARY),
     );
   }
 
+  /** `--pods`: the Pod of `index` on its node, with its PVC. */
+  async #createPod(index: number): Promise<void> {
+    const { spec } = this;
+    if (index >= 0) this.#pods?.podCreating(index);
+    await this.#cluster.admin.createOk(
+      PATHS.pods(POD_NAMESPACE),
+      pod(podName(spec, index), POD_NAMESPACE, nodeName(spec, nodeOf(spec, index)), [
+        pvcName(spec, index),
+      ]),
+    );
+  }
+
   async startAttach(): Promise<void> {
     this.#timeline.attachStarted();
+    if (this.spec.pods) {
+      const indexes = Array.from({ length: this.spec.count }, (_, i) => i);
+      return await forEachLimited(indexes, CONCURRENCY, (i) => this.#createPod(i));
+    }
     const vas = Array.from({ length: this.spec.count }, (_, i) => volumeAttachment(this.spec, i));
     await forEachLimited(vas, CONCURRENCY, async (va) => {
       await this.#cluster.admin.createOk(PATHS.volumeAttachments, va);
@@ -237,18 +370,46 @@ export class ClusterEnvironment implements BenchEnvironment {
 
   async startDetach(): Promise<void> {
     this.#timeline.detachStarted();
+    if (this.spec.pods) {
+      // As `kubectl delete pod --grace-period=0 --force`: no kubelet would confirm a graceful one.
+      const indexes = Array.from({ length: this.spec.count }, (_, i) => i);
+      return await forEachLimited(indexes, CONCURRENCY, async (i) => {
+        this.#pods?.podDeleting(i);
+        const path = `${PATHS.pods(POD_NAMESPACE)}/${podName(this.spec, i)}`;
+        const res = await this.#cluster.admin.request("DELETE", path, {
+          body: { gracePeriodSeconds: 0 },
+        });
+        if (res.status !== 200 && res.status !== 202) {
+          throw new Error(`DELETE ${path}: HTTP ${res.status}: ${res.text.slice(0, 300)}`);
+        }
+      });
+    }
     const names = Array.from({ length: this.spec.count }, (_, i) => vaName(this.spec, i));
     await forEachLimited(names, CONCURRENCY, async (name) => {
       await this.#cluster.admin.deleteOk(`${PATHS.volumeAttachments}/${name}`);
     });
   }
 
-  wait(target: WaitTarget, timeoutMs: number): Promise<WaitAnswer> {
-    return Promise.race([
+  async wait(target: WaitTarget, timeoutMs: number): Promise<WaitAnswer> {
+    const deadline = Date.now() + timeoutMs;
+    const vas = await Promise.race([
       this.#timeline.wait(target, timeoutMs),
       // A failed watch must not look like a slow attacher.
       this.#watching.then(() => this.#timeline.state(target)),
     ]);
+    const pods = this.#pods;
+    if (pods === undefined || !vas.done || (target !== "attached" && target !== "gone")) return vas;
+    // `--pods`: also every volume in (or out of) its Node's list. The times come from the watch;
+    // polling only decides when the run goes on.
+    for (;;) {
+      const answer = pods.state(target);
+      if (answer.done) return { ...answer, at: Math.max(answer.at, vas.at) };
+      if (Date.now() >= deadline || this.#watchStop.signal.aborted) {
+        return { ...answer, done: false };
+      }
+      // A failed watch rejects here rather than look like a slow controller.
+      await Promise.race([sleep(50), this.#watching.then(() => sleep(50))]);
+    }
   }
 
   async takeRequests(): Promise<RequestCounts> {
@@ -265,12 +426,20 @@ export class ClusterEnvironment implements BenchEnvironment {
   }
 
   timeline(): Promise<TimelineReport> {
-    return Promise.resolve(this.#timeline.report());
+    const report = this.#timeline.report();
+    if (this.#pods !== undefined) report.pods = this.#pods.report();
+    return Promise.resolve(report);
   }
 
   helperPids(): Record<string, number> {
     const { pids } = this.#cluster.info;
-    return { apiServer: pids.apiserver, etcd: pids.etcd, driver: pids.driver };
+    const out: Record<string, number> = {
+      apiServer: pids.apiserver,
+      etcd: pids.etcd,
+      driver: pids.driver,
+    };
+    if (pids.controllerManager > 0) out.controllerManager = pids.controllerManager;
+    return out;
   }
 
   async close(): Promise<void> {
@@ -293,6 +462,8 @@ export class ClusterEnvironment implements BenchEnvironment {
  */
 export async function openClusterEnvironment(
   options: {
+    /** `--pods`: the description names kube-controller-manager. */
+    pods?: boolean;
     log: (line: string) => void;
     env: (name: string) => string | undefined;
   },
@@ -317,6 +488,6 @@ export async function openClusterEnvironment(
   return {
     factory: (params) =>
       ClusterEnvironment.start({ dir, binaries, rbacManifest, params, log: options.log }),
-    description: `e2e cluster (kube-apiserver ${KUBERNETES_VERSION}, etcd, CSI mock driver)`,
+    description: describe(options.pods === true),
   };
 }

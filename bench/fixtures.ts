@@ -30,6 +30,11 @@ export interface FixtureSpec {
    * {@link FLOOD_PROBE} PV and volume exist for a VA created during the detaches.
    */
   unpublishDelayMs?: number;
+  /**
+   * `--pods`: each object is a PV, a PVC bound to it and a Pod on its node, and the attach/detach
+   * controller makes the VolumeAttachments (cluster environment only).
+   */
+  pods?: boolean;
 }
 
 /** Index of the canary: it is not one of the `count` measured objects. */
@@ -65,6 +70,16 @@ export function pvName(spec: FixtureSpec, index: number): string {
 /** Name of the VolumeAttachment of object `index`. */
 export function vaName(spec: FixtureSpec, index: number): string {
   return `${spec.prefix}va-${suffix(index)}`;
+}
+
+/** Name of the PersistentVolumeClaim of object `index` (`--pods`). */
+export function pvcName(spec: FixtureSpec, index: number): string {
+  return `${spec.prefix}pvc-${suffix(index)}`;
+}
+
+/** Name of the Pod of object `index` (`--pods`). */
+export function podName(spec: FixtureSpec, index: number): string {
+  return `${spec.prefix}pod-${suffix(index)}`;
 }
 
 /** Name of node `node` (0-based). */

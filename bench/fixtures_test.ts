@@ -6,6 +6,8 @@ import {
   indexOfVa,
   nodeOf,
   persistentVolume,
+  podName,
+  pvcName,
   vaName,
   volumeAttachment,
 } from "./fixtures.ts";
@@ -36,4 +38,10 @@ Deno.test("indexOfVa() inverts vaName() and ignores other objects", () => {
   assert.equal(indexOfVa(spec, vaName(spec, 120)), undefined);
   assert.equal(indexOfVa(spec, "b2-va-00001"), undefined);
   assert.equal(indexOfVa(spec, "b1-va-x"), undefined);
+});
+
+Deno.test("pvcName() and podName() follow the PV's index, the canary included (--pods)", () => {
+  assert.equal(pvcName(spec, 73), "b1-pvc-00073");
+  assert.equal(podName(spec, 73), "b1-pod-00073");
+  assert.equal(podName(spec, CANARY), "b1-pod-canary");
 });

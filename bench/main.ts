@@ -42,6 +42,16 @@ export function scenariosFor(options: BenchOptions): Scenario[] {
       unpublishDelayMs: DETACH_FLOOD_UNPUBLISH_MS,
     }));
   }
+  if (options.pods) {
+    return options.sizes.map((count) => ({
+      ...base,
+      name: `N=${count}, Pods through kube-controller-manager, unthrottled`,
+      count,
+      qps: UNTHROTTLED,
+      burst: UNTHROTTLED,
+      pods: true,
+    }));
+  }
   if (!options.skipThrottled) {
     for (const count of options.sizes.filter((n) => n <= 100)) {
       out.push({ ...base, name: `N=${count}, qps 5, burst 10`, count, qps: 5, burst: 10 });
@@ -130,7 +140,14 @@ function summaryLine(r: RunResult): string {
   const flood = Number.isNaN(r.floodAttachLatencySeconds)
     ? ""
     : `new attach during the flood in ${f(r.floodAttachLatencySeconds)} s, `;
-  return `  ${flood}attached in ${f(r.attachSeconds)} s (${
+  const pods = r.pods === undefined
+    ? ""
+    : `Pod → volumesAttached p50 ${f(r.pods.attachLatency.p50)} s, all in ${
+      f(r.pods.allAttachedSeconds)
+    } s; Pod deleted → off volumesAttached p50 ${f(r.pods.detachLatency.p50)} s, all in ${
+      f(r.pods.allDetachedSeconds)
+    } s; `;
+  return `  ${flood}${pods}attached in ${f(r.attachSeconds)} s (${
     f(r.attachesPerSecond, 1)
   }/s), detached in ${f(r.detachSeconds)} s, CPU ${f(r.cpuSecondsTotal)} s, peak RSS ${
     f(r.peakRssBytes / 2 ** 20, 0)
@@ -182,10 +199,14 @@ async function runAll(options: BenchOptions, attachers: AttacherUnderTest[]): Pr
   } else {
     const { openClusterEnvironment } = await import("./cluster_environment.ts");
     const cluster = await openClusterEnvironment({
+      pods: options.pods,
       log: progress,
       env: (name) => Deno.env.get(name),
     });
-    if (cluster === undefined) {
+    if (cluster === undefined && options.pods) {
+      progress("The e2e cluster is not available: --pods needs it.");
+      return 1;
+    } else if (cluster === undefined) {
       progress("The e2e cluster is not available; running with --fake instead.");
       environment = (p) => FakeEnvironment.start({ ...p, driver: FAKE_DRIVER });
       environmentName = "fake";

@@ -50,6 +50,14 @@ export function figureRows(scenario: Scenario, runsByAttacher: RunResult[][]): F
   if (scenario.unpublishDelayMs !== undefined) {
     add("flood: new attach latency (s)", 2, (r) => r.floodAttachLatencySeconds);
   }
+  if (scenario.pods) {
+    add("Pod → volumesAttached p50 (s)", 2, (r) => r.pods?.attachLatency.p50 ?? NaN);
+    add("Pod → volumesAttached p99 (s)", 2, (r) => r.pods?.attachLatency.p99 ?? NaN);
+    add("all Pods' volumes attached (s)", 2, (r) => r.pods?.allAttachedSeconds ?? NaN);
+    add("Pod deleted → off volumesAttached p50 (s)", 2, (r) => r.pods?.detachLatency.p50 ?? NaN);
+    add("Pod deleted → off volumesAttached p99 (s)", 2, (r) => r.pods?.detachLatency.p99 ?? NaN);
+    add("all off volumesAttached (s)", 2, (r) => r.pods?.allDetachedSeconds ?? NaN);
+  }
   add("all attached (s)", 2, (r) => r.attachSeconds);
   add("attaches / s", 1, (r) => r.attachesPerSecond);
   add("attach latency p50 (s)", 2, (r) => r.attachLatency.p50);

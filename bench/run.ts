@@ -43,6 +43,11 @@ export interface Scenario {
    * during the detaches (https://github.com/kubernetes-csi/external-attacher/issues/761).
    */
   unpublishDelayMs?: number;
+  /**
+   * Pods make the VolumeAttachments (kube-controller-manager's attach/detach controller): the
+   * run creates and deletes N Pods instead, and {@link RunResult.pods} has what users wait for.
+   */
+  pods?: boolean;
 }
 
 /** The attacher under test. */
@@ -79,6 +84,18 @@ export interface PhaseFigures {
   helperCpuSeconds: Record<string, number>;
 }
 
+/** `--pods` figures of one run, seconds. */
+export interface PodFigures {
+  /** Pod created → its volume in its Node's `status.volumesAttached`. */
+  attachLatency: LatencySummary;
+  /** First Pod created → last volume listed. */
+  allAttachedSeconds: number;
+  /** Pod deleted → its volume gone from the Node's list. */
+  detachLatency: LatencySummary;
+  /** First Pod deleted → last volume gone from the lists. */
+  allDetachedSeconds: number;
+}
+
 /** Everything measured in one run. Times are seconds; NaN where the run did not get that far. */
 export interface RunResult {
   attacher: string;
@@ -110,6 +127,8 @@ export interface RunResult {
   /** VmRSS right after start (canary attached). */
   startupRssBytes: number;
   timeline?: TimelineReport;
+  /** `--pods` only. */
+  pods?: PodFigures;
 }
 
 function sleep(ms: number): Promise<void> {
@@ -171,6 +190,7 @@ export async function runOnce(
       count: scenario.count,
       nodes: scenario.nodes,
       prefix: options.prefix,
+      ...(scenario.pods ? { pods: true } : {}),
       ...(scenario.unpublishDelayMs === undefined
         ? {}
         : { unpublishDelayMs: scenario.unpublishDelayMs }),
@@ -295,6 +315,15 @@ export async function runOnce(
       result.detachLatency = toSeconds(timeline.detachLatencyMs);
       result.floodAttachLatencySeconds = (timeline.floodAttachedAt - timeline.floodCreatedAt) /
         1000;
+      if (timeline.pods !== undefined) {
+        const p = timeline.pods;
+        result.pods = {
+          attachLatency: toSeconds(p.attachLatencyMs),
+          allAttachedSeconds: (p.lastAttachedAt - p.createStartedAt) / 1000,
+          detachLatency: toSeconds(p.detachLatencyMs),
+          allDetachedSeconds: (p.lastDetachedAt - p.deleteStartedAt) / 1000,
+        };
+      }
     } finally {
       if (proc !== undefined) await proc.stop();
       await env.close();

@@ -11,6 +11,7 @@
 
 import type { VolumeAttachment } from "../attacher/kube/types.ts";
 import { CANARY, type FixtureSpec, FLOOD_PROBE, indexOfVa } from "./fixtures.ts";
+import type { PodTimelineReport } from "./pod_timeline.ts";
 import { type LatencySummary, summarize } from "./stats.ts";
 
 /** Answer of a wait on the timeline. */
@@ -52,6 +53,8 @@ export interface TimelineReport {
   attachLatencyMs: LatencySummary;
   /** deletion requested → removed from storage, milliseconds. */
   detachLatencyMs: LatencySummary;
+  /** `--pods`: Pod created → volume in its Node's `status.volumesAttached`, and back. */
+  pods?: PodTimelineReport;
 }
 
 /** Epoch milliseconds with sub-millisecond resolution. */
@@ -66,6 +69,7 @@ export type ChangeKind = "ADDED" | "MODIFIED" | "DELETED";
 export class Timeline {
   readonly #spec: FixtureSpec;
   readonly #now: () => number;
+  readonly #indexOf: (name: string) => number | undefined;
   #canaryCreatedAt = NaN;
   #canaryAttachedAt = NaN;
   #floodCreatedAt = NaN;
@@ -84,10 +88,17 @@ export class Timeline {
   #gone = 0;
   #waiters: { check: () => boolean }[] = [];
 
-  /** `now` defaults to {@link nowMs}. */
-  constructor(deps: { now?: () => number }, options: { spec: FixtureSpec }) {
+  /**
+   * `now` defaults to {@link nowMs}; `indexOf` maps a VolumeAttachment's name to its index
+   * ({@link indexOfVa} by default; the attach/detach controller names its VAs itself).
+   */
+  constructor(
+    deps: { now?: () => number },
+    options: { spec: FixtureSpec; indexOf?: (name: string) => number | undefined },
+  ) {
     this.#spec = options.spec;
     this.#now = deps.now ?? nowMs;
+    this.#indexOf = options.indexOf ?? ((name) => indexOfVa(options.spec, name));
     const n = options.spec.count;
     this.#createdAt = new Float64Array(n).fill(NaN);
     this.#attachedAt = new Float64Array(n).fill(NaN);
@@ -121,7 +132,7 @@ export class Timeline {
    * `status.attached` its attach and DELETED its removal; later repeats change nothing.
    */
   observe(type: ChangeKind, va: VolumeAttachment): void {
-    const index = indexOfVa(this.#spec, va.metadata.name);
+    const index = this.#indexOf(va.metadata.name);
     if (index === undefined) return;
     const now = this.#now();
     if (index === CANARY) {

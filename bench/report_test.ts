@@ -1,0 +1,65 @@
+import assert from "node:assert/strict";
+import { figureRows } from "./report.ts";
+import type { RunResult, Scenario } from "./run.ts";
+import { summarize } from "./stats.ts";
+
+const base: Scenario = { name: "N=2", count: 2, nodes: 1, qps: 1, burst: 1, workers: 1 };
+
+function run(attacher: string, podSeconds: number[] | undefined, ok = true): RunResult {
+  const latency = summarize([]);
+  return {
+    attacher,
+    scenario: base.name,
+    run: 1,
+    ok,
+    startupSeconds: 1,
+    attachSeconds: 2,
+    attachesPerSecond: 1,
+    detachSeconds: 2,
+    detachesPerSecond: 1,
+    attachLatency: latency,
+    detachLatency: latency,
+    floodAttachLatencySeconds: NaN,
+    phases: {},
+    cpuSecondsTotal: 1,
+    peakRssBytes: 0,
+    restRssBytes: 0,
+    startupRssBytes: 0,
+    ...(podSeconds === undefined ? {} : {
+      pods: {
+        attachLatency: summarize(podSeconds),
+        allAttachedSeconds: Math.max(...podSeconds) + 0.5,
+        detachLatency: summarize(podSeconds.map((s) => s * 2)),
+        allDetachedSeconds: Math.max(...podSeconds) * 2 + 0.5,
+      },
+    }),
+  };
+}
+
+function values(rows: ReturnType<typeof figureRows>, figure: string): number[] | undefined {
+  return rows.find((r) => r.figure === figure)?.values;
+}
+
+Deno.test("figureRows() adds the Pod rows for --pods scenarios: medians per attacher", () => {
+  const rows = figureRows({ ...base, pods: true }, [
+    [run("A", [1, 3]), run("A", [2, 4]), run("A", [100, 100], false)],
+    [run("B", [5, 7])],
+  ]);
+  assert.deepEqual(values(rows, "Pod → volumesAttached p50 (s)"), [1.5, 5]);
+  assert.deepEqual(values(rows, "Pod → volumesAttached p99 (s)"), [3.5, 7]);
+  assert.deepEqual(values(rows, "all Pods' volumes attached (s)"), [4, 7.5]);
+  assert.deepEqual(values(rows, "Pod deleted → off volumesAttached p50 (s)"), [3, 10]);
+  assert.deepEqual(values(rows, "Pod deleted → off volumesAttached p99 (s)"), [7, 14]);
+  assert.deepEqual(values(rows, "all off volumesAttached (s)"), [7.5, 14.5]);
+  // They come before the VolumeAttachment figures, which stay.
+  const figures = rows.map((r) => r.figure);
+  assert.ok(
+    figures.indexOf("all off volumesAttached (s)") < figures.indexOf("all attached (s)"),
+  );
+});
+
+Deno.test("figureRows() has no Pod rows for VolumeAttachment scenarios", () => {
+  const rows = figureRows(base, [[run("A", undefined)]]);
+  assert.equal(rows.some((r) => r.figure.startsWith("Pod")), false);
+  assert.deepEqual(values(rows, "all attached (s)"), [2]);
+});
