@@ -12,38 +12,16 @@ import {
   type WatchEvent,
 } from "../../attacher/kube/api.ts";
 import { IdleWatchdog, KubeClient } from "../../attacher/kube/client.ts";
-import type { ClusterConnection } from "../../attacher/kube/config.ts";
 import { Informer } from "../../attacher/kube/informer.ts";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import { TcpProxy } from "../../testkit/tcp_proxy.ts";
 import type { PersistentVolume, VolumeAttachment } from "../../attacher/kube/types.ts";
-
-function connectionTo(url: string): ClusterConnection {
-  return { server: url, tls: { insecureSkipTlsVerify: true }, headers: () => Promise.resolve({}) };
-}
-
-function va(name: string): VolumeAttachment {
-  return {
-    apiVersion: "storage.k8s.io/v1",
-    kind: "VolumeAttachment",
-    metadata: { name },
-    spec: {
-      attacher: "csi.example.com",
-      nodeName: "node1",
-      source: { persistentVolumeName: "pv1" },
-    },
-  };
-}
-
-function pv(name: string): PersistentVolume {
-  return {
-    apiVersion: "v1",
-    kind: "PersistentVolume",
-    metadata: { name },
-    spec: { csi: { driver: "csi/test", volumeHandle: "h" }, accessModes: ["ReadWriteMany"] },
-  };
-}
+import {
+  plainConnection as connectionTo,
+  plainPersistentVolume as pv,
+  plainVolumeAttachment as va,
+} from "../../testkit/harness/client_fixtures.ts";
 
 /** Real time passes (sockets, the server) without relying on its length. */
 function tick(ms = 5): Promise<void> {

@@ -18,12 +18,16 @@ import {
   retryAfterMs,
   type RetryInfo,
 } from "../../attacher/kube/client.ts";
-import type { ClusterConnection } from "../../attacher/kube/config.ts";
 import { type Clock, type Timer } from "../../attacher/clock.ts";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import { TcpProxy } from "../../testkit/tcp_proxy.ts";
 import type { PersistentVolume, VolumeAttachment } from "../../attacher/kube/types.ts";
+import {
+  plainConnection as connectionTo,
+  plainPersistentVolume as pv,
+  plainVolumeAttachment as va,
+} from "../../testkit/harness/client_fixtures.ts";
 import type { Fields, Logger } from "../../attacher/observe/logger.ts";
 
 /** A clock whose sleeps end at once; it records each one and moves its time by it. */
@@ -60,32 +64,6 @@ function v4Lines(): { log: Logger; lines: { msg: string; fields: Fields }[] } {
     error: () => {},
   } as unknown as Logger);
   return { log: make(0), lines };
-}
-
-function va(name: string): VolumeAttachment {
-  return {
-    apiVersion: "storage.k8s.io/v1",
-    kind: "VolumeAttachment",
-    metadata: { name },
-    spec: {
-      attacher: "csi.example.com",
-      nodeName: "node1",
-      source: { persistentVolumeName: "pv1" },
-    },
-  };
-}
-
-function pv(name: string): PersistentVolume {
-  return {
-    apiVersion: "v1",
-    kind: "PersistentVolume",
-    metadata: { name },
-    spec: { csi: { driver: "csi/test", volumeHandle: "h" }, accessModes: ["ReadWriteMany"] },
-  };
-}
-
-function connectionTo(url: string): ClusterConnection {
-  return { server: url, tls: { insecureSkipTlsVerify: true }, headers: () => Promise.resolve({}) };
 }
 
 interface Env extends AsyncDisposable {

@@ -1,0 +1,38 @@
+/**
+ * Objects and a connection for the tests of the API client itself (retries, liveness): a plain
+ * VolumeAttachment and PersistentVolume by name, and a connection to a plain-HTTP server.
+ *
+ * @module
+ */
+
+import type { ClusterConnection } from "../../attacher/kube/config.ts";
+import type { PersistentVolume, VolumeAttachment } from "../../attacher/kube/types.ts";
+
+/** A connection to `url` without credentials or TLS checks (the test servers speak plain HTTP). */
+export function plainConnection(url: string): ClusterConnection {
+  return { server: url, tls: { insecureSkipTlsVerify: true }, headers: () => Promise.resolve({}) };
+}
+
+/** A VolumeAttachment of driver `csi.example.com` for PV `pv1` on `node1`. */
+export function plainVolumeAttachment(name: string): VolumeAttachment {
+  return {
+    apiVersion: "storage.k8s.io/v1",
+    kind: "VolumeAttachment",
+    metadata: { name },
+    spec: {
+      attacher: "csi.example.com",
+      nodeName: "node1",
+      source: { persistentVolumeName: "pv1" },
+    },
+  };
+}
+
+/** A CSI PersistentVolume with handle `h`. */
+export function plainPersistentVolume(name: string): PersistentVolume {
+  return {
+    apiVersion: "v1",
+    kind: "PersistentVolume",
+    metadata: { name },
+    spec: { csi: { driver: "csi/test", volumeHandle: "h" }, accessModes: ["ReadWriteMany"] },
+  };
+}
