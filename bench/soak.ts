@@ -24,6 +24,10 @@ import { MemoryApiServer } from "../testkit/apiserver/server.ts";
 import { ExampleDriver } from "../testkit/csi/example_driver.ts";
 import { CSI_NODES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../attacher/kube/api.ts";
 import type { PersistentVolume, VolumeAttachment } from "../attacher/kube/types.ts";
+import {
+  driverPersistentVolume,
+  driverVolumeAttachment,
+} from "../testkit/harness/client_fixtures.ts";
 
 const REPO = new URL("../", import.meta.url).pathname;
 const DRIVER = "example.csi.k8s.io";
@@ -116,25 +120,11 @@ function parseSoakOptions(args: string[]): SoakOptions {
 }
 
 function pv(name: string, volumeId: string): PersistentVolume {
-  return {
-    apiVersion: "v1",
-    kind: "PersistentVolume",
-    metadata: { name },
-    spec: {
-      accessModes: ["ReadWriteOnce"],
-      capacity: { storage: "1Gi" },
-      csi: { driver: DRIVER, volumeHandle: volumeId },
-    },
-  };
+  return driverPersistentVolume(name, DRIVER, volumeId);
 }
 
 function va(name: string, pvName: string): VolumeAttachment {
-  return {
-    apiVersion: "storage.k8s.io/v1",
-    kind: "VolumeAttachment",
-    metadata: { name },
-    spec: { attacher: DRIVER, nodeName: NODE, source: { persistentVolumeName: pvName } },
-  };
+  return driverVolumeAttachment(name, pvName, DRIVER, NODE);
 }
 
 /** Resolves when `pred()` holds, re-checked on every change in the server; rejects after `ms`. */

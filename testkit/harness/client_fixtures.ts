@@ -36,3 +36,36 @@ export function plainPersistentVolume(name: string): PersistentVolume {
     spec: { csi: { driver: "csi/test", volumeHandle: "h" }, accessModes: ["ReadWriteMany"] },
   };
 }
+
+/** A 1Gi ReadWriteOnce CSI PersistentVolume of `driver` with volume handle `handle`. */
+export function driverPersistentVolume(
+  name: string,
+  driver: string,
+  handle: string,
+): PersistentVolume {
+  return {
+    apiVersion: "v1",
+    kind: "PersistentVolume",
+    metadata: { name },
+    spec: {
+      accessModes: ["ReadWriteOnce"],
+      capacity: { storage: "1Gi" },
+      csi: { driver, volumeHandle: handle },
+    },
+  };
+}
+
+/** A VolumeAttachment of `driver` for PV `pvName` on `node`. */
+export function driverVolumeAttachment(
+  name: string,
+  pvName: string,
+  driver: string,
+  node: string,
+): VolumeAttachment {
+  return {
+    apiVersion: "storage.k8s.io/v1",
+    kind: "VolumeAttachment",
+    metadata: { name },
+    spec: { attacher: driver, nodeName: node, source: { persistentVolumeName: pvName } },
+  };
+}

@@ -14,8 +14,8 @@ import {
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import type { PersistentVolume, VolumeAttachment } from "../../attacher/kube/types.ts";
 import { spawnExampleDriver } from "../../testkit/csi/example_driver_process.ts";
+import { spawnMain } from "../../testkit/harness/main_process.ts";
 
-const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 const DRIVER = "example.csi.k8s.io";
 const FIN = "external-attacher/example-csi-k8s-io";
 const SECRET_VALUE = "s3cr3t-publish-value";
@@ -102,29 +102,16 @@ Deno.test("main.ts attaches and detaches through a CSI driver and exits 1 when t
   server.create(PERSISTENT_VOLUMES, pv("pv-missing", "no-such-volume"));
 
   const driver = await spawnExampleDriver(socket, ["vol-1"]);
-  const attacher = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      MAIN,
-      `--kubeconfig=${kubeconfig}`,
-      `--csi-address=${socket}`,
-      "--http-endpoint=127.0.0.1:0",
-      "--retry-interval-start=100ms",
-      "--timeout=5s",
-      "--v=5",
-    ],
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  let log = "";
-  const reading = (async () => {
-    const decoder = new TextDecoder();
-    const drain = async (stream: ReadableStream<Uint8Array>) => {
-      for await (const chunk of stream) log += decoder.decode(chunk);
-    };
-    await Promise.all([drain(attacher.stdout), drain(attacher.stderr)]);
-  })();
+  const run = spawnMain([
+    `--kubeconfig=${kubeconfig}`,
+    `--csi-address=${socket}`,
+    "--http-endpoint=127.0.0.1:0",
+    "--retry-interval-start=100ms",
+    "--timeout=5s",
+    "--v=5",
+  ]);
+  const attacher = run.child;
+  const reading = run.drained;
   try {
     server.create(VOLUME_ATTACHMENTS, va("va-1", "pv-1"));
     server.create(VOLUME_ATTACHMENTS, va("va-bad", "pv-missing"));
@@ -153,8 +140,8 @@ Deno.test("main.ts attaches and detaches through a CSI driver and exits 1 when t
     ]);
 
     // Metrics and health, scraped as Prometheus and the kubelet would.
-    await until(server, "HTTP server", () => /"Serving HTTP".*port=\d+/.test(log));
-    const port = log.match(/"Serving HTTP".*port=(\d+)/)![1];
+    await until(server, "HTTP server", () => /"Serving HTTP".*port=\d+/.test(run.log));
+    const port = run.log.match(/"Serving HTTP".*port=(\d+)/)![1];
     const health = await fetch(`http://127.0.0.1:${port}/healthz`);
     assert.equal(health.status, 200);
     assert.equal(await health.text(), "ok");
@@ -225,13 +212,13 @@ Deno.test("main.ts attaches and detaches through a CSI driver and exits 1 when t
     await driver.status;
     const status = await attacher.status;
     await reading;
-    assert.equal(status.code, 1, log);
-    assert.match(log, /Lost connection to CSI driver, exiting/);
+    assert.equal(status.code, 1, run.log);
+    assert.match(run.log, /Lost connection to CSI driver, exiting/);
     // --v=5 logs every CSI request, with secrets stripped.
-    assert.match(log, /GRPC call/);
-    assert.match(log, /\*\*\*stripped\*\*\*/);
-    assert.ok(!log.includes(SECRET_VALUE), "secret value in the log");
-    assert.ok(!log.includes(btoa(SECRET_VALUE)), "encoded secret value in the log");
+    assert.match(run.log, /GRPC call/);
+    assert.match(run.log, /\*\*\*stripped\*\*\*/);
+    assert.ok(!run.log.includes(SECRET_VALUE), "secret value in the log");
+    assert.ok(!run.log.includes(btoa(SECRET_VALUE)), "encoded secret value in the log");
   } finally {
     try {
       attacher.kill("SIGKILL");

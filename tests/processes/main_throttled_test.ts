@@ -9,32 +9,22 @@ import { CSI_NODES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../attache
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import type { PersistentVolume, VolumeAttachment } from "../../attacher/kube/types.ts";
 import { spawnExampleDriver } from "../../testkit/csi/example_driver_process.ts";
+import { spawnMain } from "../../testkit/harness/main_process.ts";
+import {
+  driverPersistentVolume,
+  driverVolumeAttachment,
+} from "../../testkit/harness/client_fixtures.ts";
 
-const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 const DRIVER = "example.csi.k8s.io";
 const COUNT = 3;
 const THROTTLED = 6;
 
 function pv(name: string, handle: string): PersistentVolume {
-  return {
-    apiVersion: "v1",
-    kind: "PersistentVolume",
-    metadata: { name },
-    spec: {
-      accessModes: ["ReadWriteOnce"],
-      capacity: { storage: "1Gi" },
-      csi: { driver: DRIVER, volumeHandle: handle },
-    },
-  };
+  return driverPersistentVolume(name, DRIVER, handle);
 }
 
 function va(name: string, pvName: string): VolumeAttachment {
-  return {
-    apiVersion: "storage.k8s.io/v1",
-    kind: "VolumeAttachment",
-    metadata: { name },
-    spec: { attacher: DRIVER, nodeName: "node1", source: { persistentVolumeName: pvName } },
-  };
+  return driverVolumeAttachment(name, pvName, DRIVER, "node1");
 }
 
 /** Resolves when `pred()` holds, re-checked on every change of the server and every 50 ms. */
@@ -90,28 +80,15 @@ Deno.test("main.ts under a 429 storm: every VA attached, no attachError written,
   });
 
   const driver = await spawnExampleDriver(socket, handles);
-  const attacher = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      MAIN,
-      `--kubeconfig=${kubeconfig}`,
-      `--csi-address=${socket}`,
-      "--http-endpoint=127.0.0.1:0",
-      "--retry-interval-start=100ms",
-      "--v=4",
-    ],
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  let log = "";
-  const reading = (async () => {
-    const decoder = new TextDecoder();
-    const drain = async (stream: ReadableStream<Uint8Array>) => {
-      for await (const chunk of stream) log += decoder.decode(chunk);
-    };
-    await Promise.all([drain(attacher.stdout), drain(attacher.stderr)]);
-  })();
+  const run = spawnMain([
+    `--kubeconfig=${kubeconfig}`,
+    `--csi-address=${socket}`,
+    "--http-endpoint=127.0.0.1:0",
+    "--retry-interval-start=100ms",
+    "--v=4",
+  ]);
+  const attacher = run.child;
+  const reading = run.drained;
   try {
     await until(server, "the informers", () => server.watchCount >= 3);
     server.clearRequests();
@@ -139,8 +116,8 @@ Deno.test("main.ts under a 429 storm: every VA attached, no attachError written,
       } per attach) with ${THROTTLED} answered 429; ${attachErrors.length} attachError writes`,
     );
 
-    await until(server, "HTTP server", () => /"Serving HTTP".*port=\d+/.test(log));
-    const port = log.match(/"Serving HTTP".*port=(\d+)/)![1];
+    await until(server, "HTTP server", () => /"Serving HTTP".*port=\d+/.test(run.log));
+    const port = run.log.match(/"Serving HTTP".*port=(\d+)/)![1];
     const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
     assert.equal(metric(text, "rest_client_request_retries_total", { code: "429" }), THROTTLED);
     assert.equal(
@@ -149,7 +126,7 @@ Deno.test("main.ts under a 429 storm: every VA attached, no attachError written,
     );
     assert.ok(metric(text, "rest_client_requests_total", { code: "200", method: "PATCH" }) >= 9);
     assert.equal(
-      (log.match(/Got a Retry-After response, retrying/g) ?? []).length,
+      (run.log.match(/Got a Retry-After response, retrying/g) ?? []).length,
       THROTTLED,
       "each retry logged at --v=4",
     );

@@ -14,8 +14,8 @@ import {
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import type { Lease, PersistentVolume, VolumeAttachment } from "../../attacher/kube/types.ts";
 import { spawnExampleDriver } from "../../testkit/csi/example_driver_process.ts";
+import { spawnMain } from "../../testkit/harness/main_process.ts";
 
-const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 const DRIVER = "example.csi.k8s.io";
 const LEASE = "external-attacher-leader-example-csi-k8s-io";
 const COUNT = 200;
@@ -75,34 +75,20 @@ Deno.test("SIGTERM: no CSI call starts after the signal, calls in flight finish,
       if (line.startsWith("publish ")) publishes.push(line.slice("publish ".length));
     },
   });
-  const attacher = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      MAIN,
-      `--kubeconfig=${kubeconfig}`,
-      `--csi-address=${socket}`,
-      `--worker-threads=${WORKERS}`,
-      // The workers' first publishes start together, not 1/qps apart.
-      "--kube-api-qps=1000",
-      "--kube-api-burst=1000",
-      "--timeout=15s",
-      "--leader-election",
-      "--leader-election-namespace=default",
-      "--v=2",
-    ],
-    env: { HOSTNAME: "attacher-a" },
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  let log = "";
-  const reading = (async () => {
-    const decoder = new TextDecoder();
-    const drain = async (stream: ReadableStream<Uint8Array>) => {
-      for await (const chunk of stream) log += decoder.decode(chunk);
-    };
-    await Promise.all([drain(attacher.stdout), drain(attacher.stderr)]);
-  })();
+  const run = spawnMain([
+    `--kubeconfig=${kubeconfig}`,
+    `--csi-address=${socket}`,
+    `--worker-threads=${WORKERS}`,
+    // The workers' first publishes start together, not 1/qps apart.
+    "--kube-api-qps=1000",
+    "--kube-api-burst=1000",
+    "--timeout=15s",
+    "--leader-election",
+    "--leader-election-namespace=default",
+    "--v=2",
+  ], { HOSTNAME: "attacher-a" });
+  const attacher = run.child;
+  const reading = run.drained;
   const holder = () => server.find<Lease>(LEASES, LEASE, "default")?.spec.holderIdentity;
   const attached = () =>
     server.list<VolumeAttachment>(VOLUME_ATTACHMENTS).items.filter((v) => v.status?.attached)
@@ -126,12 +112,12 @@ Deno.test("SIGTERM: no CSI call starts after the signal, calls in flight finish,
     const exitMs = performance.now() - signalledAt;
     await reading;
 
-    assert.equal(status.code, 0, log);
+    assert.equal(status.code, 0, run.log);
     assert.deepEqual(publishes.slice(startedBefore), [], "CSI calls started after the signal");
     // The calls in flight finished and their results were recorded.
     assert.equal(attached(), startedBefore);
     assert.equal(holder(), "", "the Lease is released");
-    assert.match(log, /Released lease/);
+    assert.match(run.log, /Released lease/);
     // Nothing else was touched: the rest is the next leader's work, with no error recorded.
     const rest = server.list<VolumeAttachment>(VOLUME_ATTACHMENTS).items.filter((v) =>
       !v.status?.attached
