@@ -577,14 +577,10 @@ export class CsiHandler implements Handler {
 
   /**
    * Remembers a write of {@link #ownWrites}; `written` is the object the API server returned.
-   * Entries are dropped once the cache has the write (see {@link #olderThanOwnWrite}); those of
-   * VAs gone from the cache meanwhile are dropped here.
+   * Entries are dropped once the cache has the write (see {@link #olderThanOwnWrite}), or when
+   * the VA is deleted ({@link forgetVolumeAttachment}).
    */
   #recordOwnWrite(name: string, written: VolumeAttachment | undefined): void {
-    const { vaStore } = this.#context();
-    for (const other of this.#ownWrites.keys()) {
-      if (vaStore.get(other) === undefined) this.#ownWrites.delete(other);
-    }
     const rv = parseResourceVersion(written?.metadata?.resourceVersion);
     if (rv !== undefined && written?.metadata.uid) {
       this.#ownWrites.set(name, { uid: written.metadata.uid, resourceVersion: rv });
