@@ -67,8 +67,19 @@ export async function buildShippedForm(
     await deno(args, repo);
     return { commandLine: shellWord(binary), description: "deno compile binary" };
   }
-  const bundle = `${dir}/csi-attacher.js`;
-  await deno(["bundle", "--frozen", "--platform=deno", "--output", bundle, "main.ts"], repo);
+  const bundle = `${dir}/bundle/main.js`;
+  await deno(
+    [
+      "bundle",
+      "--frozen",
+      "--platform=deno",
+      "--code-splitting",
+      "--outdir",
+      `${dir}/bundle`,
+      "main.ts",
+    ],
+    repo,
+  );
   const run = ["run", "--no-prompt", ...runtimeFlags(task), bundle];
   await deno([...run, "--version"], dir);
   return {

@@ -1,5 +1,5 @@
 /**
- * The attacher as one JavaScript file (`deno bundle`), for running the suite against what
+ * The attacher as bundled JavaScript (`deno bundle`), for running the suite against what
  * releases ship instead of `main.ts`.
  *
  * @module
@@ -10,19 +10,20 @@ import { run } from "./exec.ts";
 const REPO = new URL("../../", import.meta.url).pathname;
 
 /**
- * Bundles `main.ts` into `output` (as the `bundle` task does, with the lockfile frozen) and
- * returns the seconds it took.
+ * Bundles `main.ts` into the directory `outdir` (as the `bundle` task does, with the lockfile
+ * frozen; the entry is `<outdir>/main.js`) and returns the seconds it took.
  *
  * @throws {Error} with deno's output when bundling fails.
  */
-export async function bundleAttacher(output: string): Promise<number> {
+export async function bundleAttacher(outdir: string): Promise<number> {
   const t0 = performance.now();
   const result = await run(Deno.execPath(), [
     "bundle",
     "--frozen",
     "--platform=deno",
-    "--output",
-    output,
+    "--code-splitting",
+    "--outdir",
+    outdir,
     "main.ts",
   ], { cwd: REPO });
   if (!result.ok) throw new Error(`deno bundle failed:\n${result.stderr}${result.error}`);

@@ -127,9 +127,9 @@ Deno.test({
   ];
   let attacherEntry = settings.attacherEntry;
   if (attacherEntry === "bundle") {
-    attacherEntry = `${dir}/csi-attacher.js`;
+    attacherEntry = `${dir}/bundle/main.js`;
     try {
-      times.push(`attacher bundle ${(await bundleAttacher(attacherEntry)).toFixed(1)} s`);
+      times.push(`attacher bundle ${(await bundleAttacher(`${dir}/bundle`)).toFixed(1)} s`);
     } catch (err) {
       await cluster.stop();
       throw err;

@@ -1,5 +1,5 @@
 /**
- * The bundle (`deno task bundle`) is self-contained: copied alone into an empty directory and
+ * The bundle (`deno task bundle`) is self-contained: its files copied alone into an empty directory and
  * run with an empty DENO_DIR, no npm resolution, no remote modules, no config and only the
  * permissions of the `compile` task, it attaches and detaches a volume against the in-memory
  * API server and the example CSI driver, with leader election and the HTTP endpoint on. This is
@@ -135,9 +135,9 @@ Deno.test({
     try {
       // 1. Build with the task's own command, into the temporary directory.
       const bundleArgs = TASKS.bundle!.split(/\s+/).slice(1);
-      const outIndex = bundleArgs.indexOf("--output") + 1;
-      assert.ok(outIndex > 0, "the bundle task names its --output");
-      bundleArgs[outIndex] = `${tmp}/build/csi-attacher.js`;
+      const outIndex = bundleArgs.indexOf("--outdir") + 1;
+      assert.ok(outIndex > 0, "the bundle task names its --outdir");
+      bundleArgs[outIndex] = `${tmp}/build`;
       const built = await new Deno.Command(Deno.execPath(), {
         args: bundleArgs,
         cwd: ROOT,
@@ -147,7 +147,11 @@ Deno.test({
         signal: guard.signal,
       }).output();
       assert.ok(built.success, `deno bundle failed:\n${new TextDecoder().decode(built.stderr)}`);
-      await Deno.copyFile(`${tmp}/build/csi-attacher.js`, `${runDir}/csi-attacher.js`);
+      const builtFiles = await filesUnder(`${tmp}/build`);
+      assert.ok(builtFiles.includes("main.js"), `the entry is main.js: ${builtFiles}`);
+      for (const file of builtFiles) {
+        await Deno.copyFile(`${tmp}/build/${file}`, `${runDir}/${file}`);
+      }
 
       // 2. The objects a cluster would have.
       await Deno.writeTextFile(`${workDir}/kubeconfig`, server.kubeconfig());
@@ -193,7 +197,7 @@ Deno.test({
           "--no-prompt",
           ...permissionFlags(TASKS.compile),
           ...v8Flags(TASKS.compile),
-          "csi-attacher.js",
+          "main.js",
           `--kubeconfig=${workDir}/kubeconfig`,
           `--csi-address=${workDir}/csi.sock`,
           "--leader-election",
@@ -264,7 +268,7 @@ Deno.test({
       assert.equal(released.spec.holderIdentity, "");
 
       // 7. Nothing was fetched or installed to run it.
-      assert.deepEqual(await filesUnder(runDir), ["csi-attacher.js"]);
+      assert.deepEqual(await filesUnder(runDir), builtFiles);
       const cached = await filesUnder(denoDir);
       assert.deepEqual(cached.filter((f) => f.startsWith("npm/") || f.startsWith("remote/")), []);
     } finally {
