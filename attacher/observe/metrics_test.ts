@@ -14,7 +14,7 @@ const PUBLISH = "/csi.v1.Controller/ControllerPublishVolume";
 
 /**
  * The samples of a text exposition, keyed `name{a="1",b="2"}` with the labels sorted by name,
- * so that the checks do not depend on the order prom-client writes labels in.
+ * so that the checks do not depend on the order the labels are written in.
  */
 function samples(text: string): Map<string, number> {
   const out = new Map<string, number>();
