@@ -138,21 +138,32 @@ abstract class Vector<V> implements Collector {
    */
   protected series(labels: Labels): Series<V> {
     const names = this.#labelNames;
-    const given = Object.keys(labels);
-    if (given.length !== names.length || given.some((n) => !names.includes(n))) {
-      throw new Error(
-        `Metric ${this.name} has labels [${names.join(", ")}], not [${given.sort().join(", ")}]`,
-      );
+    // The key of the label values, unambiguous: each value prefixed with its length.
+    let key = "";
+    for (const name of names) {
+      const value = labels[name];
+      if (typeof value !== "string") throw this.#labelError(labels);
+      key += names.length === 1 ? value : `${value.length}:${value}`;
     }
-    const values = names.map((n) => labels[n]!);
-    const key = values.length === 1 ? values[0]! : JSON.stringify(values);
+    let given = 0;
+    for (const _ in labels) given++;
+    if (given !== names.length) throw this.#labelError(labels);
     let series = this.#series.get(key);
     if (series === undefined) {
+      const values = names.map((n) => labels[n]!);
       const labelText = names.map((n, i) => `${n}="${escapeLabelValue(values[i]!)}"`).join(",");
       series = { values, labelText, value: this.initial() };
       this.#series.set(key, series);
     }
     return series;
+  }
+
+  #labelError(labels: Labels): Error {
+    return new Error(
+      `Metric ${this.name} has labels [${this.#labelNames.join(", ")}], not [${
+        Object.keys(labels).sort().join(", ")
+      }]`,
+    );
   }
 
   write(out: string[]): void {

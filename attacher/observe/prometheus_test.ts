@@ -160,6 +160,18 @@ Deno.test("series are written in the order of their label values, not of their c
   ]);
 });
 
+Deno.test("series whose label values would run together stay apart", () => {
+  const registry = new Registry();
+  const c = new Counter({ name: "c", help: "c", labelNames: ["a", "b"], registry });
+  const pairs = [["x,y", "z"], ["x", "y,z"], ["1:x", ""], ["1", "x"], ["", "1:x"], ["x\0", "y"]];
+  for (const [a, b] of pairs) c.inc({ a: a!, b: b! });
+  c.inc({ a: "x", b: "y,z" });
+  const text = registry.metricsText();
+  assert.equal(text.split("\n").filter((l) => l.startsWith("c{")).length, pairs.length, text);
+  assert.match(text, /^c\{a="x",b="y,z"\} 2$/m);
+  assert.match(text, /^c\{a="x,y",b="z"\} 1$/m);
+});
+
 Deno.test("label values escape backslash, quote and newline, and read back unchanged", () => {
   const registry = new Registry();
   const c = new Counter({ name: "c", help: "c", labelNames: ["v"], registry });
