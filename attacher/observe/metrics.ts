@@ -1,5 +1,5 @@
 /**
- * The attacher's Prometheus metrics on a prom-client {@link Registry} of its own, with the
+ * The attacher's Prometheus metrics on a {@link Registry} of its own (`./prometheus.ts`), with the
  * names, help texts, labels and buckets the Go sidecar exposes:
  *
  * - csi-lib-utils' `csi_sidecar_operations_seconds` histogram of CSI calls;
@@ -20,15 +20,14 @@
  *   informer cache, computed at each scrape from {@link Metrics.setPendingSource}.
  *
  * Metrics that component-base registers carry its stability marker at the start of their help
- * text (`[ALPHA] `), exactly as the Go binary prints them. The global default registry and
- * `collectDefaultMetrics()` are never used: the default metrics rely on Node-specific APIs
- * (https://github.com/prometheus/client_js/issues/570, /issues/651)
- * and a module-level registry would be shared by every test.
+ * text (`[ALPHA] `), exactly as the Go binary prints them. There is no module-level registry: it
+ * would be shared by every test. The Go client's `go_*` and `process_*` runtime metrics (other than
+ * the start time) are not exposed.
  *
  * @module
  */
 
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { Counter, Gauge, Histogram, Registry } from "./prometheus.ts";
 import { grpcCodeName } from "../csi/api.ts";
 import type { QueueMetricsProvider } from "../workqueue/metrics.ts";
 
@@ -224,12 +223,11 @@ export interface Metrics {
  *   seconds: 0.3,
  * });
  * const text = await metrics.metricsText();
- * // text contains csi_sidecar_operations_seconds_bucket{le="0.5",driver_name="csi.example.com",...} 1
+ * // text contains csi_sidecar_operations_seconds_bucket{driver_name="csi.example.com",...,le="0.5"} 1
  * ```
  */
 export function createMetrics(opts: MetricsOptions = {}): Metrics {
   const registry = new Registry();
-  const registers = [registry];
   const migratedLabel = opts.migrated === true;
   let driverName = driverNameOrUnknown(opts.driverName ?? "");
 
@@ -240,26 +238,26 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
       ? ["driver_name", "grpc_status_code", "method_name", "migrated"]
       : ["driver_name", "grpc_status_code", "method_name"],
     buckets: [...CSI_OPERATION_BUCKETS],
-    registers,
+    registry,
   });
   const processStart = new Gauge({
     name: "process_start_time_seconds",
     help: METRIC_HELP.process_start_time_seconds!,
-    registers,
+    registry,
   });
-  processStart.set(opts.processStartTimeSeconds ?? performance.timeOrigin / 1000);
+  processStart.set({}, opts.processStartTimeSeconds ?? performance.timeOrigin / 1000);
 
   const leaderStatus = new Gauge({
     name: "leader_election_master_status",
     help: METRIC_HELP.leader_election_master_status!,
     labelNames: ["name"],
-    registers,
+    registry,
   });
   const leaderSlowpath = new Counter({
     name: "leader_election_slowpath_total",
     help: METRIC_HELP.leader_election_slowpath_total!,
     labelNames: ["name"],
-    registers,
+    registry,
   });
 
   const durationHistogram = (name: string) =>
@@ -268,7 +266,7 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
       help: METRIC_HELP[name]!,
       labelNames: ["driver_name"],
       buckets: [...CSI_OPERATION_BUCKETS],
-      registers,
+      registry,
     });
   const attachDuration = durationHistogram("csi_attacher_attach_duration_seconds");
   const detachDuration = durationHistogram("csi_attacher_detach_duration_seconds");
@@ -278,11 +276,11 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
       name,
       help: METRIC_HELP[name]!,
       labelNames: ["operation"],
-      registers,
-      collect() {
+      registry,
+      collect(gauge) {
         const pending = pendingSource?.();
         for (const operation of ["attach", "detach"] as const) {
-          this.set({ operation }, pending === undefined ? 0 : pick(pending[operation]));
+          gauge.set({ operation }, pending === undefined ? 0 : pick(pending[operation]));
         }
       },
     });
@@ -292,19 +290,19 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     name: "rest_client_requests_total",
     help: METRIC_HELP.rest_client_requests_total!,
     labelNames: ["code", "host", "method"],
-    registers,
+    registry,
   });
   const apiRetries = new Counter({
     name: "rest_client_request_retries_total",
     help: METRIC_HELP.rest_client_request_retries_total!,
     labelNames: ["code", "host", "verb"],
-    registers,
+    registry,
   });
 
   return {
     registry,
     contentType: registry.contentType,
-    queueMetricsProvider: createQueueMetricsProvider(registers),
+    queueMetricsProvider: createQueueMetricsProvider(registry),
     setDriverName(name: string): void {
       driverName = driverNameOrUnknown(name);
     },
@@ -344,86 +342,75 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
       apiRetries.inc({ code: httpCodeLabel(req.code), host: req.host, verb: req.method });
     },
     metricsText(): Promise<string> {
-      return registry.metrics();
+      try {
+        return Promise.resolve(registry.metricsText());
+      } catch (e) {
+        return Promise.reject(e);
+      }
     },
   };
 }
 
 /**
- * The component-base workqueue metrics provider on prom-client. Like client-go's
- * `WithLabelValues`, each `new*Metric(name)` call makes the queue's series appear at once
- * (with value 0), before anything is recorded.
+ * The component-base workqueue metrics provider. Like client-go's `WithLabelValues`, each
+ * `new*Metric(name)` call makes the queue's series appear at once (with value 0), before anything
+ * is recorded.
  */
-function createQueueMetricsProvider(registers: Registry[]): QueueMetricsProvider {
+function createQueueMetricsProvider(registry: Registry): QueueMetricsProvider {
   const labelNames = ["name"];
   const depth = new Gauge({
     name: "workqueue_depth",
     help: METRIC_HELP.workqueue_depth!,
     labelNames,
-    registers,
+    registry,
   });
   const adds = new Counter({
     name: "workqueue_adds_total",
     help: METRIC_HELP.workqueue_adds_total!,
     labelNames,
-    registers,
+    registry,
   });
   const latency = new Histogram({
     name: "workqueue_queue_duration_seconds",
     help: METRIC_HELP.workqueue_queue_duration_seconds!,
     labelNames,
     buckets: [...WORKQUEUE_DURATION_BUCKETS],
-    registers,
+    registry,
   });
   const workDuration = new Histogram({
     name: "workqueue_work_duration_seconds",
     help: METRIC_HELP.workqueue_work_duration_seconds!,
     labelNames,
     buckets: [...WORKQUEUE_DURATION_BUCKETS],
-    registers,
+    registry,
   });
   const unfinished = new Gauge({
     name: "workqueue_unfinished_work_seconds",
     help: METRIC_HELP.workqueue_unfinished_work_seconds!,
     labelNames,
-    registers,
+    registry,
   });
   const longestRunning = new Gauge({
     name: "workqueue_longest_running_processor_seconds",
     help: METRIC_HELP.workqueue_longest_running_processor_seconds!,
     labelNames,
-    registers,
+    registry,
   });
   const retries = new Counter({
     name: "workqueue_retries_total",
     help: METRIC_HELP.workqueue_retries_total!,
     labelNames,
-    registers,
+    registry,
   });
 
-  function gauge(metric: Gauge, name: string) {
-    const child = metric.labels({ name });
-    child.set(0);
-    return child;
-  }
-  function counter(metric: Counter, name: string) {
-    const child = metric.labels({ name });
-    child.inc(0);
-    return child;
-  }
-  function histogram(metric: Histogram, name: string) {
-    metric.zero({ name });
-    return metric.labels({ name });
-  }
-
   return {
-    newDepthMetric: (name) => gauge(depth, name),
-    newAddsMetric: (name) => counter(adds, name),
-    newLatencyMetric: (name) => histogram(latency, name),
-    newWorkDurationMetric: (name) => histogram(workDuration, name),
-    newUnfinishedWorkSecondsMetric: (name) => gauge(unfinished, name),
-    newLongestRunningProcessorSecondsMetric: (name) => gauge(longestRunning, name),
-    newRetriesMetric: (name) => counter(retries, name),
+    newDepthMetric: (name) => depth.labels({ name }),
+    newAddsMetric: (name) => adds.labels({ name }),
+    newLatencyMetric: (name) => latency.labels({ name }),
+    newWorkDurationMetric: (name) => workDuration.labels({ name }),
+    newUnfinishedWorkSecondsMetric: (name) => unfinished.labels({ name }),
+    newLongestRunningProcessorSecondsMetric: (name) => longestRunning.labels({ name }),
+    newRetriesMetric: (name) => retries.labels({ name }),
   };
 }
 

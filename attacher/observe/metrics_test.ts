@@ -14,7 +14,7 @@ const PUBLISH = "/csi.v1.Controller/ControllerPublishVolume";
 
 /**
  * The samples of a text exposition, keyed `name{a="1",b="2"}` with the labels sorted by name,
- * so that the checks do not depend on the order prom-client writes labels in.
+ * so that the checks do not depend on the order the labels are written in.
  */
 function samples(text: string): Map<string, number> {
   const out = new Map<string, number>();
@@ -88,6 +88,13 @@ Deno.test("createMetrics() exposes csi_sidecar_operations_seconds with csi-lib-u
     1,
   );
   assert.ok(![...s.keys()].some((k) => k.includes("migrated=")), "no migrated label by default");
+  // As client_golang writes it: labels by name, then le.
+  assert.ok(
+    text.includes(
+      `\ncsi_sidecar_operations_seconds_bucket{driver_name="csi.example.com",grpc_status_code="OK",method_name="${PUBLISH}",le="0.5"} 1\n`,
+    ),
+    text,
+  );
 
   assert.deepEqual(header(text, "process_start_time_seconds"), [
     "# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.",
@@ -152,7 +159,8 @@ Deno.test("observeCsiCall() rejects durations that are not seconds", () => {
 
 Deno.test("createMetrics() exposes the leader-election metrics per lease name", async () => {
   const metrics = createMetrics();
-  assert.ok(!(await metrics.metricsText()).includes("leader_election_master_status{"));
+  // Like client_golang, a family without series is not written at all.
+  assert.ok(!(await metrics.metricsText()).includes("leader_election_master_status"));
   metrics.setLeader("lease-a", true);
   metrics.setLeader("lease-b", true);
   metrics.setLeader("lease-b", false);

@@ -2,7 +2,7 @@
  * The metrics seam of the workqueues, after client-go's `util/workqueue/metrics.go`.
  *
  * A {@link QueueMetricsProvider} creates one set of metrics per queue name; each method maps
- * one-to-one onto a labelled prom-client child, e.g.
+ * one-to-one onto a labelled child of a metric (`attacher/observe/prometheus.ts`), e.g.
  * `newDepthMetric: (name) => depthGauge.labels({ name })`. The metric names client-go's provider
  * registers are `workqueue_depth`, `workqueue_adds_total`, `workqueue_queue_duration_seconds`,
  * `workqueue_work_duration_seconds`, `workqueue_unfinished_work_seconds`,
@@ -14,23 +14,23 @@
 
 import type { Clock } from "../clock.ts";
 
-/** A gauge that goes up and down by one (prom-client `Gauge` child). */
+/** A gauge that goes up and down by one (a `Gauge` child). */
 export interface GaugeMetric {
   inc(): void;
   dec(): void;
 }
 
-/** A gauge that is set to a value (prom-client `Gauge` child). */
+/** A gauge that is set to a value (a `Gauge` child). */
 export interface SettableGaugeMetric {
   set(value: number): void;
 }
 
-/** A monotonically increasing counter (prom-client `Counter` child). */
+/** A monotonically increasing counter (a `Counter` child). */
 export interface CounterMetric {
   inc(): void;
 }
 
-/** A distribution of observed values (prom-client `Histogram` child). */
+/** A distribution of observed values (a `Histogram` child). */
 export interface HistogramMetric {
   observe(value: number): void;
 }
