@@ -23,20 +23,34 @@
 import { MIGRATED_TO_ANNOTATION, NODE_ID_ANNOTATION } from "./names.ts";
 import { AZURE_FILE_RESOURCE_GROUP_ANNOTATION } from "./migration.ts";
 import type { CsiNode, ObjectMeta, PersistentVolume, VolumeAttachment } from "../kube/types.ts";
+import { StringPool } from "./string_pool.ts";
+
+/**
+ * The values cached objects share: API versions, kinds, finalizers, driver and node names, node
+ * IDs, access modes and the like. A few hundred in a cluster with many nodes.
+ */
+export const SHARED_VALUES: StringPool = new StringPool(4096);
+
+function shared<T extends string | undefined>(value: T): T {
+  return (value === undefined ? undefined : SHARED_VALUES.intern(value)) as T;
+}
 
 /** The metadata every cached object keeps; `annotations` only the ones named. */
 function keptMetadata(meta: ObjectMeta, annotations: readonly string[]): ObjectMeta {
   const out: ObjectMeta = { name: meta.name };
-  if (meta.namespace !== undefined) out.namespace = meta.namespace;
+  if (meta.namespace !== undefined) out.namespace = shared(meta.namespace);
   if (meta.uid !== undefined) out.uid = meta.uid;
   if (meta.resourceVersion !== undefined) out.resourceVersion = meta.resourceVersion;
   // The attach latency and the oldest-pending gauge count from it.
   if (meta.creationTimestamp !== undefined) out.creationTimestamp = meta.creationTimestamp;
   if (meta.deletionTimestamp !== undefined) out.deletionTimestamp = meta.deletionTimestamp;
-  if (meta.finalizers !== undefined) out.finalizers = meta.finalizers;
+  if (meta.finalizers !== undefined) {
+    const finalizers = meta.finalizers;
+    out.finalizers = Array.isArray(finalizers) ? SHARED_VALUES.internAll(finalizers) : finalizers;
+  }
   for (const key of annotations) {
     const value = meta.annotations?.[key];
-    if (value !== undefined) (out.annotations ??= {})[key] = value;
+    if (value !== undefined) (out.annotations ??= {})[key] = shared(value);
   }
   return out;
 }
@@ -46,11 +60,16 @@ function keptMetadata(meta: ObjectMeta, annotations: readonly string[]): ObjectM
  * resourceVersion, creationTimestamp, deletionTimestamp, finalizers and the node ID annotation.
  */
 export function cachedVolumeAttachment(va: VolumeAttachment): VolumeAttachment {
+  const spec = va.spec;
+  if (spec !== undefined && spec !== null) {
+    if (typeof spec.attacher === "string") spec.attacher = shared(spec.attacher);
+    if (typeof spec.nodeName === "string") spec.nodeName = shared(spec.nodeName);
+  }
   const out: VolumeAttachment = {
-    apiVersion: va.apiVersion,
-    kind: va.kind,
+    apiVersion: shared(va.apiVersion),
+    kind: shared(va.kind),
     metadata: keptMetadata(va.metadata, [NODE_ID_ANNOTATION]),
-    spec: va.spec,
+    spec,
   };
   if (va.status !== undefined) out.status = va.status;
   return out;
@@ -67,7 +86,23 @@ export function cachedPersistentVolume(pv: PersistentVolume): PersistentVolume {
     AZURE_FILE_RESOURCE_GROUP_ANNOTATION,
   ]);
   if (pv.metadata.labels !== undefined) metadata.labels = pv.metadata.labels;
-  return { apiVersion: pv.apiVersion, kind: pv.kind, metadata, spec: pv.spec };
+  const spec = pv.spec;
+  if (spec !== undefined && spec !== null) {
+    if (Array.isArray(spec.accessModes)) SHARED_VALUES.internAll(spec.accessModes);
+    if (typeof spec.persistentVolumeReclaimPolicy === "string") {
+      spec.persistentVolumeReclaimPolicy = shared(spec.persistentVolumeReclaimPolicy);
+    }
+    if (typeof spec.volumeMode === "string") spec.volumeMode = shared(spec.volumeMode);
+    if (typeof spec.storageClassName === "string") {
+      spec.storageClassName = shared(spec.storageClassName);
+    }
+    const csi = spec.csi;
+    if (csi !== undefined && csi !== null) {
+      if (typeof csi.driver === "string") csi.driver = shared(csi.driver);
+      if (typeof csi.fsType === "string") csi.fsType = shared(csi.fsType);
+    }
+  }
+  return { apiVersion: shared(pv.apiVersion), kind: shared(pv.kind), metadata, spec };
 }
 
 /** A CSINode as cached: only the entry of `driverName` in `spec.drivers`, name and node ID. */

@@ -3,7 +3,12 @@ import {
   AZURE_FILE_RESOURCE_GROUP_ANNOTATION,
   translateInTreePersistentVolume,
 } from "./migration.ts";
-import { cachedCsiNode, cachedPersistentVolume, cachedVolumeAttachment } from "./cache_fields.ts";
+import {
+  cachedCsiNode,
+  cachedPersistentVolume,
+  cachedVolumeAttachment,
+  SHARED_VALUES,
+} from "./cache_fields.ts";
 import { finalizerName, MIGRATED_TO_ANNOTATION, NODE_ID_ANNOTATION } from "./names.ts";
 import { applyMergePatch, createMergePatch } from "../kube/merge_patch.ts";
 import { applyJsonPatch, parseJsonPatch } from "../kube/json_patch.ts";
@@ -204,4 +209,38 @@ Deno.test("cachedPersistentVolume() keeps the Azure File resource group, part of
     translateInTreePersistentVolume(cached).spec.csi?.volumeHandle,
     "rg#secret#share#pv1#ns",
   );
+});
+
+Deno.test("the cache pools the values objects share, not the ones unique to each object", () => {
+  const before = SHARED_VALUES.size;
+  for (let i = 0; i < 50; i++) {
+    const va = cachedVolumeAttachment(JSON.parse(JSON.stringify({
+      apiVersion: "storage.k8s.io/v1",
+      kind: "VolumeAttachment",
+      metadata: {
+        name: `pool-va-${i}`,
+        uid: `pool-uid-va-${i}`,
+        finalizers: ["pool.example.com/finalizer"],
+        annotations: { [NODE_ID_ANNOTATION]: "pool-node-id" },
+      },
+      spec: { attacher: "pool.example.com", nodeName: "pool-node", source: {} },
+    })));
+    assert.equal(va.spec.attacher, "pool.example.com");
+    const pv = cachedPersistentVolume(JSON.parse(JSON.stringify({
+      apiVersion: "v1",
+      kind: "PersistentVolume",
+      metadata: { name: `pool-pv-${i}`, uid: `pool-uid-pv-${i}` },
+      spec: {
+        accessModes: ["ReadWriteOncePod"],
+        volumeMode: "Block",
+        csi: { driver: "pool.example.com", volumeHandle: `pool-vol-${i}`, fsType: "xfs" },
+      },
+    })));
+    assert.deepEqual(pv.spec.accessModes, ["ReadWriteOncePod"]);
+  }
+  // At most the distinct shared values: the finalizer, node ID, driver, node, access mode, volume
+  // mode and fsType, and the API versions and kinds (if no earlier test pooled them); no name,
+  // uid or volume handle.
+  const added = SHARED_VALUES.size - before;
+  assert.ok(added >= 7 && added <= 11, `pooled ${added} values`);
 });
