@@ -5,7 +5,7 @@
  * @module
  */
 
-import { loadAllYaml } from "@kubernetes/client-node";
+import yaml from "js-yaml";
 import type { RawApi } from "./raw_api.ts";
 import { UnexpectedStatusError } from "./raw_api.ts";
 
@@ -48,7 +48,7 @@ interface ManifestObject {
 
 /** The objects of a YAML text, as plain JSON values. */
 export function parseManifest(text: string): ManifestObject[] {
-  return loadAllYaml(text)
+  return yaml.loadAll(text)
     .filter((doc) => doc !== null && doc !== undefined)
     .map((doc) => JSON.parse(JSON.stringify(doc)) as ManifestObject);
 }
