@@ -18,12 +18,8 @@
  */
 
 import { isDeepStrictEqual } from "node:util";
-import type { CsiServiceName } from "../../attacher/csi/proto.ts";
-import {
-  CSI_SERVER_LOADER_OPTIONS,
-  isSecretField,
-  loadCsiProto,
-} from "../../attacher/csi/proto.ts";
+import { type CsiServiceName, isSecretField } from "../../attacher/csi/proto.ts";
+import { CSI_SERVER_LOADER_OPTIONS, loadCsiProto } from "./proto_loader.ts";
 import {
   type ControllerHandlers,
   type CsiDriverServer,
