@@ -154,6 +154,7 @@ export class Http2Session {
 
   #out: Uint8Array[] = [];
   #writing = false;
+  #closeAfterDrain = false;
   #closed = false;
   #goneAway = false;
   #goneReason: string | undefined;
@@ -271,6 +272,7 @@ export class Http2Session {
   /** Closes the connection; open streams fail with `connection`. Idempotent. */
   close(reason = "the client closed the connection"): void {
     this.#terminate(reason);
+    this.#closeConn();
   }
 
   #cancel(state: StreamState): void {
@@ -360,8 +362,8 @@ export class Http2Session {
       if (this.#closed) return;
       if (err instanceof ConnectionError || err instanceof HpackError) {
         const code = err instanceof ConnectionError ? err.code : ErrorCode.COMPRESSION_ERROR;
-        this.#sendNow(goAwayFrame(this.#lastOpened, code, err.message));
-        this.#terminate(`connection error: ${errorCodeName(code)}: ${err.message}`);
+        this.#send(goAwayFrame(this.#lastOpened, code, err.message));
+        this.#terminate(`connection error: ${errorCodeName(code)}: ${err.message}`, true);
       } else {
         const message = err instanceof Error ? err.message : String(err);
         this.#terminate(`error reading from server: ${message}`);
@@ -680,14 +682,12 @@ export class Http2Session {
     }
   }
 
-  #terminate(reason: string): void {
+  /** Ends the session; with `flush`, frames queued (a GOAWAY) are written before closing. */
+  #terminate(reason: string, flush = false): void {
     if (this.#closed) return;
     this.#closed = true;
-    try {
-      this.#conn.close();
-    } catch {
-      // already closed
-    }
+    if (flush && this.#out.length > 0) this.#closeAfterDrain = true;
+    else this.#closeConn();
     if (this.#handshake !== undefined) {
       const h = this.#handshake;
       this.#handshake = undefined;
@@ -715,15 +715,17 @@ export class Http2Session {
     }
   }
 
-  /** Writes at once, best effort (a GOAWAY before closing). */
-  #sendNow(bytes: Uint8Array): void {
-    if (this.#closed) return;
-    this.#conn.write(bytes).catch(() => {});
+  #closeConn(): void {
+    try {
+      this.#conn.close();
+    } catch {
+      // already closed
+    }
   }
 
   async #drain(): Promise<void> {
     try {
-      while (this.#out.length > 0 && !this.#closed) {
+      while (this.#out.length > 0 && (!this.#closed || this.#closeAfterDrain)) {
         const parts = this.#out.splice(0);
         let chunk = concat(parts, parts.reduce((n, p) => n + p.length, 0));
         while (chunk.length > 0) {
@@ -738,6 +740,10 @@ export class Http2Session {
       }
     } finally {
       this.#writing = false;
+      if (this.#closeAfterDrain) {
+        this.#closeAfterDrain = false;
+        this.#closeConn();
+      }
     }
   }
 }

@@ -177,10 +177,7 @@ export class FakeCsiDriver {
     if (problems.length > 0) throw new Error(`fake CSI driver:\n  ${problems.join("\n  ")}`);
   }
 
-  /**
-   * Stops the server and pending delays. Idempotent. Close the clients of this fake first:
-   * see {@link CsiDriverServer.close} (denoland/deno#36788).
-   */
+  /** Stops the server and pending delays. Idempotent. */
   async close(): Promise<void> {
     for (const timer of this.#timers) {
       clearTimeout(timer.id);
