@@ -1,8 +1,8 @@
 /**
  * Build step: turns `proto/csi.proto` into the JSON descriptor `proto/csi_descriptor.json` that
- * `attacher/csi/proto.ts` imports, so the running program never reads a `.proto` file (it is bundled
- * into one file by `deno bundle` and `deno compile`, where reading files beside the module is
- * fragile).
+ * the test kit's grpc-js server loads (`testkit/csi/proto_loader.ts`) and that
+ * `attacher/csi/proto_test.ts` checks the attacher's schema table against, so nothing reads a
+ * `.proto` file at run time.
  *
  * Run with `deno task proto`. `proto/generate_test.ts` fails when the committed JSON differs from
  * a fresh generation.

@@ -1,6 +1,6 @@
 /**
  * The narrow seam between the attacher and a CSI driver: the Identity and Controller calls it
- * makes, with messages in camelCase as `@grpc/proto-loader` gives them (`keepCase: false`).
+ * makes, with messages as camelCase objects (the proto's field names in camelCase).
  *
  * @module
  */

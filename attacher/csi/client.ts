@@ -1,11 +1,12 @@
 /**
- * {@link CsiClient} over `@grpc/grpc-js`: the Identity and Controller calls the attacher makes,
- * with per-call deadlines, Go-style error texts, V(5) call logging and a metrics observer.
+ * {@link CsiClient} over our own gRPC channel ({@link GrpcChannel}: HTTP/2 and HPACK in
+ * `h2_session.ts` and `hpack.ts`, messages by `protowire.ts`): the Identity and Controller calls
+ * the attacher makes, with per-call deadlines, Go-style error texts, V(5) call logging and a
+ * metrics observer.
  *
  * @module
  */
 
-import * as grpc from "@grpc/grpc-js";
 import {
   type CallOptions,
   type ControllerPublishVolumeRequest,
@@ -16,8 +17,11 @@ import {
   type ListedVolume,
 } from "./api.ts";
 import { type Clock, realClock } from "../clock.ts";
-import { type CsiMethod, type CsiServiceName, loadCsiProto } from "./proto.ts";
+import { type CsiMethod, csiMethod, type CsiServiceName } from "./proto.ts";
 import { logGrpcRequest, logGrpcResult } from "./grpc_log.ts";
+import { GrpcChannel } from "./grpc_channel.ts";
+import type { Http2SessionOptions } from "./h2_session.ts";
+import { decodeMessage, encodeMessage } from "./protowire.ts";
 import type { Logger } from "../observe/logger.ts";
 
 /** What a finished call reports to {@link GrpcCsiClientOptions.onCall} (for metrics). */
@@ -52,10 +56,9 @@ export interface GrpcCsiClientOptions {
    * backoff at 1 s.
    */
   reconnectBackoffMs?: number;
+  /** HTTP/2 flow-control windows; the defaults suit (tests use small ones). */
+  http2?: Http2SessionOptions;
 }
-
-/** grpc-js' longest timer; used as the idle timeout, which grpc-js cannot switch off. */
-export const MAX_IDLE_TIMEOUT_MS = 2_147_483_647;
 
 /** The text Go's gRPC gives a call whose client-side deadline expired. */
 const DEADLINE_DETAILS = "context deadline exceeded";
@@ -82,15 +85,16 @@ export function csiTarget(address: string): string {
  * {@link import("./connection.ts").connect} asks it to. Every method rejects with
  * {@link CsiError}; a call whose deadline (`opts.timeoutMs`) expires rejects with code 4 and the
  * message `rpc error: code = DeadlineExceeded desc = context deadline exceeded`, as in Go.
+ *
+ * @throws {Error} from the constructor when `options.address` is not a valid address.
  */
 export class GrpcCsiClient implements CsiClient {
   #log: Logger;
   #clock: Clock;
-  #client: grpc.Client;
+  #channel: GrpcChannel;
   #maxGrpcLogLength: number;
   #onCall: ((info: CsiCallInfo) => void) | undefined;
   #methods = new Map<string, CsiMethod>();
-  #proto = loadCsiProto();
   #activeCalls = 0;
   #lastActivityMs: number;
   #closed = false;
@@ -100,18 +104,16 @@ export class GrpcCsiClient implements CsiClient {
     this.#clock = deps.clock ?? realClock;
     this.#maxGrpcLogLength = options.maxGrpcLogLength ?? -1;
     this.#onCall = options.onCall;
-    const backoffMs = options.reconnectBackoffMs ?? 1000;
-    this.#client = new grpc.Client(csiTarget(options.address), grpc.credentials.createInsecure(), {
-      "grpc.initial_reconnect_backoff_ms": backoffMs,
-      "grpc.max_reconnect_backoff_ms": backoffMs,
-      "grpc.client_idle_timeout_ms": MAX_IDLE_TIMEOUT_MS,
+    this.#channel = new GrpcChannel(options.address, {
+      backoffMs: options.reconnectBackoffMs ?? 1000,
+      ...(options.http2 === undefined ? {} : { session: options.http2 }),
     });
     this.#lastActivityMs = performance.now();
   }
 
   /** The underlying channel, for connectivity watching. */
-  get channel(): grpc.ChannelInterface {
-    return this.#client.getChannel();
+  get channel(): GrpcChannel {
+    return this.#channel;
   }
 
   /** Number of calls in flight. */
@@ -119,10 +121,7 @@ export class GrpcCsiClient implements CsiClient {
     return this.#activeCalls;
   }
 
-  /**
-   * Monotonic time (ms, `performance.now()`) of the last call start or end, or of construction:
-   * grpc-js's idle timer runs on real time, so this is compared with `performance.now()`.
-   */
+  /** Monotonic time (ms, `performance.now()`) of the last call start or end, or of construction. */
   get lastActivityMs(): number {
     return this.#lastActivityMs;
   }
@@ -233,14 +232,14 @@ export class GrpcCsiClient implements CsiClient {
   /** Closes the channel; calls in flight fail with Unavailable (14). Idempotent. */
   close(): void {
     this.#closed = true;
-    this.#client.close();
+    this.#channel.close();
   }
 
   #method(service: CsiServiceName, name: string): CsiMethod {
     const key = `${service}/${name}`;
     let method = this.#methods.get(key);
     if (method === undefined) {
-      method = this.#proto.method(service, name);
+      method = csiMethod(service, name);
       this.#methods.set(key, method);
     }
     return method;
@@ -255,14 +254,11 @@ export class GrpcCsiClient implements CsiClient {
     const method = this.#method(service, name);
     logGrpcRequest(this.#log, method, request);
     const startedAt = this.#clock.now();
-    // grpc-js takes its deadline as wall time; whether it was ours that expired is judged on
-    // the monotonic clock, which a wall clock step does not move.
-    const wallDeadlineMs = Date.now() + opts.timeoutMs;
     const deadlineMs = performance.now() + opts.timeoutMs;
     this.#activeCalls++;
     this.#lastActivityMs = performance.now();
     try {
-      const response = await this.#invoke(method, request, wallDeadlineMs);
+      const response = await this.#invoke(method, request, opts.timeoutMs);
       this.#report(method, "OK", startedAt, opts);
       logGrpcResult(this.#log, method, { response }, this.#maxGrpcLogLength);
       return response as Res;
@@ -282,26 +278,26 @@ export class GrpcCsiClient implements CsiClient {
     }
   }
 
-  #invoke(method: CsiMethod, request: object, wallDeadlineMs: number): Promise<object> {
-    return new Promise((resolve, reject) => {
-      // makeUnaryRequest throws synchronously on a closed channel or a bad argument.
-      try {
-        this.#client.makeUnaryRequest(
-          method.path,
-          method.definition.requestSerialize,
-          method.definition.responseDeserialize,
-          request,
-          new grpc.Metadata(),
-          { deadline: wallDeadlineMs },
-          (err, value) => {
-            if (err) reject(err);
-            else resolve(value ?? {});
-          },
-        );
-      } catch (err) {
-        reject(err);
-      }
-    });
+  async #invoke(method: CsiMethod, request: object, timeoutMs: number): Promise<object> {
+    let bytes: Uint8Array;
+    try {
+      bytes = encodeMessage(method.requestType, request);
+    } catch (err) {
+      throw new CsiError(undefined, `cannot encode ${method.name} request: ${errorMessage(err)}`, {
+        cause: err,
+      });
+    }
+    const reply = await this.#channel.unary(method.path, bytes, timeoutMs);
+    try {
+      return decodeMessage(method.responseType, reply);
+    } catch (err) {
+      // grpc-go: a response that does not parse is Internal.
+      throw new CsiError(
+        13,
+        `grpc: failed to unmarshal the received message: ${errorMessage(err)}`,
+        { cause: err },
+      );
+    }
   }
 
   #report(method: CsiMethod, code: string, startedAt: number, opts: CallOptions): void {
@@ -321,26 +317,22 @@ export class GrpcCsiClient implements CsiClient {
 }
 
 /**
- * Maps a grpc-js failure to {@link CsiError}: a gRPC status keeps its code and details, except
- * that an expired client-side deadline reads `context deadline exceeded` as in Go; anything else
- * gets code undefined.
+ * Makes any failure a {@link CsiError}: a gRPC status keeps its code and details, except that
+ * DeadlineExceeded at or after our own deadline reads `context deadline exceeded` as in Go (the
+ * server may answer DeadlineExceeded itself when the `grpc-timeout` we sent runs out; before our
+ * deadline, its text is kept); anything else gets code undefined.
  */
 function toCsiError(err: unknown, deadlineMs: number): CsiError {
   // deadlineMs is on performance.now().
-  if (isServiceError(err)) {
-    // grpc-js words its own deadline expiry differently from Go ("Deadline exceeded after …").
-    // A driver may also return DeadlineExceeded itself, before our deadline: keep its text then.
-    const clientDeadline = err.code === grpc.status.DEADLINE_EXCEEDED &&
-      performance.now() >= deadlineMs - 5;
-    // A status is complete in its code and details, as Go's `status.Error`: grpc-js's own error
-    // ("9 FAILED_PRECONDITION: …") is not kept as a cause, so error texts read as Go's.
-    return new CsiError(err.code, clientDeadline ? DEADLINE_DETAILS : err.details);
+  if (err instanceof CsiError) {
+    if (err.code === 4 && err.details !== DEADLINE_DETAILS && performance.now() >= deadlineMs - 5) {
+      return new CsiError(4, DEADLINE_DETAILS);
+    }
+    return err;
   }
-  const message = err instanceof Error ? err.message : String(err);
-  return new CsiError(undefined, message, { cause: err });
+  return new CsiError(undefined, errorMessage(err), { cause: err });
 }
 
-function isServiceError(err: unknown): err is grpc.ServiceError {
-  return err instanceof Error && typeof (err as Partial<grpc.ServiceError>).code === "number" &&
-    typeof (err as Partial<grpc.ServiceError>).details === "string";
+function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }

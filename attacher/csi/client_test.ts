@@ -5,7 +5,7 @@ import {
   CsiError,
   GRPC_CODE_NAMES,
 } from "./api.ts";
-import { type CsiCallInfo, csiTarget, GrpcCsiClient } from "./client.ts";
+import { type CsiCallInfo, csiTarget, GrpcCsiClient, type GrpcCsiClientOptions } from "./client.ts";
 import { nullLogger } from "../observe/logger.ts";
 import { FakeLogger } from "../../testkit/fakes/fake_logger.ts";
 import { FakeCsiDriver, type FakeCsiDriverOptions } from "../../testkit/csi/fake_driver.ts";
@@ -21,7 +21,7 @@ interface Env {
 async function withDriver(
   options: Omit<FakeCsiDriverOptions, "address">,
   fn: (env: Env) => Promise<void>,
-  clientOptions: { maxGrpcLogLength?: number } = {},
+  clientOptions: Partial<GrpcCsiClientOptions> = {},
 ): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "csi_client_test" });
   const driver = await FakeCsiDriver.start({ ...options, address: `${dir}/csi.sock` });
@@ -178,6 +178,25 @@ Deno.test("GrpcCsiClient.listVolumes() pages and skips entries without volume or
     });
     driver.assertDone();
   });
+});
+
+Deno.test("GrpcCsiClient.listVolumes() receives a 3 MB page from grpc-js through small HTTP/2 windows", async () => {
+  const entries = Array.from({ length: 20_000 }, (_, i) => ({
+    volume: { volumeId: `volume-${i}-${"x".repeat(100)}`, capacityBytes: String(i) },
+    status: { publishedNodeIds: [`node-${i % 7}`, `node-${i % 11}`] },
+  }));
+  await withDriver({
+    script: [{ method: "ListVolumes", respond: { entries, nextToken: "more" } }],
+  }, async ({ driver, client }) => {
+    const page = await client.listVolumes({ maxEntries: 0, startingToken: "" }, T);
+    assert.equal(page.entries.length, 20_000);
+    assert.equal(page.nextToken, "more");
+    assert.deepEqual(page.entries[12_345], {
+      volumeId: `volume-12345-${"x".repeat(100)}`,
+      publishedNodeIds: ["node-4", "node-3"],
+    });
+    driver.assertDone();
+  }, { http2: { initialWindowSize: 65_535, connectionWindowSize: 65_535 } });
 });
 
 Deno.test("GrpcCsiClient identity calls map responses: ready, name, capability sets", async () => {

@@ -10,14 +10,15 @@
  * @module
  */
 
-import * as grpc from "@grpc/grpc-js";
 import { errorText } from "../observe/errors.ts";
 import { type CsiClient, CsiError } from "./api.ts";
-import { type CsiCallInfo, GrpcCsiClient, MAX_IDLE_TIMEOUT_MS } from "./client.ts";
+import { type CsiCallInfo, GrpcCsiClient } from "./client.ts";
 import { type Clock, realClock } from "../clock.ts";
 import type { Logger } from "../observe/logger.ts";
+import type { GrpcChannel } from "./grpc_channel.ts";
 
-const { READY, IDLE, TRANSIENT_FAILURE, SHUTDOWN } = grpc.connectivityState;
+/** gRPC DeadlineExceeded. */
+const DEADLINE_EXCEEDED = 4;
 
 /** Options of {@link connect}. */
 export interface ConnectOptions {
@@ -48,13 +49,8 @@ export interface ConnectOptions {
  * `logIntervalMs`.
  *
  * Unlike csi-lib-utils, connection loss is detected for TCP addresses too (Go rejects
- * `OnConnectionLoss` with a non-unix address).
- *
- * Known platform bug: on Deno 2.9.6, when a driver shuts down gracefully (gRPC `GracefulStop`,
- * which sends HTTP/2 GOAWAY) after calls were made, the process may die inside nghttp2 with
- * SIGABRT or SIGSEGV before `onConnectionLoss` runs
- * (https://github.com/denoland/deno/issues/36788). A driver that exits or crashes closes the
- * socket without GOAWAY and is reported normally.
+ * `OnConnectionLoss` with a non-unix address). A driver's graceful shutdown (HTTP/2 GOAWAY) is a
+ * loss as well as a closed socket.
  *
  * @returns a connected client; the caller closes it.
  * @throws {Error} when no connection was made within `timeoutMs` (the client is then closed).
@@ -86,7 +82,7 @@ export async function connect(address: string, options: ConnectOptions): Promise
 }
 
 function waitForReady(
-  channel: grpc.ChannelInterface,
+  channel: GrpcChannel,
   opts: { address: string; log: Logger; clock: Clock; timeoutMs: number; logIntervalMs: number },
 ): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -96,6 +92,7 @@ function waitForReady(
       done = true;
       timeout.cancel();
       ticker.cancel();
+      unsubscribe();
       if (err) reject(err);
       else resolve();
     };
@@ -115,55 +112,41 @@ function waitForReady(
       });
     };
     scheduleLog();
-    // Each state change re-checks; getConnectivityState(true) starts a connection attempt when
-    // the channel is idle. No grpc-js timer is armed here (deadline Infinity): closing the
-    // channel releases the pending watcher.
+    // A failed attempt is retried by the channel after its backoff; a lost one leaves it IDLE,
+    // from where it is asked again.
     const check = () => {
       if (done) return;
-      const state = channel.getConnectivityState(true);
-      if (state === READY) {
+      const state = channel.state;
+      if (state === "READY") {
         finish();
-      } else if (state === SHUTDOWN) {
+      } else if (state === "SHUTDOWN") {
         finish(new Error(`the connection to the CSI driver at ${opts.address} was closed`));
-      } else {
-        channel.watchConnectivityState(state, Infinity, check);
+      } else if (state === "IDLE") {
+        channel.connect();
       }
     };
+    const unsubscribe = channel.onStateChange(check);
     check();
   });
 }
 
 /**
  * Calls `onLoss` once when the channel leaves READY for a reason other than {@link
- * GrpcCsiClient.close}. grpc-js also leaves READY for IDLE after its idle timeout (at most ~24.8
- * days without calls, it cannot be switched off); that is not a loss, but a failed reconnection
- * after it is. csi-lib-utils has the same rule in its dialer: any new dial after the first
- * successful one means the connection was lost.
+ * GrpcCsiClient.close}: the driver closed the connection, went away or sent GOAWAY.
+ * csi-lib-utils has the same rule in its dialer: any new dial after the first successful one
+ * means the connection was lost.
  */
 function watchForLoss(client: GrpcCsiClient, onLoss: () => void): void {
-  const channel = client.channel;
-  let afterIdle = false;
-  const watch = (state: grpc.connectivityState) => {
-    channel.watchConnectivityState(state, Infinity, () => {
-      const next = channel.getConnectivityState(false);
-      if (next === SHUTDOWN || client.closed) return;
-      if (next === READY) {
-        afterIdle = false;
-      } else if (state === READY && next === IDLE && idleTimeoutExplains(client)) {
-        afterIdle = true;
-      } else if (state === READY || (afterIdle && next === TRANSIENT_FAILURE)) {
-        onLoss();
-        return;
-      }
-      watch(next);
-    });
-  };
-  watch(channel.getConnectivityState(false));
-}
-
-function idleTimeoutExplains(client: GrpcCsiClient): boolean {
-  return client.activeCalls === 0 &&
-    performance.now() - client.lastActivityMs >= MAX_IDLE_TIMEOUT_MS - 60_000;
+  const unsubscribe = client.channel.onStateChange((state, previous) => {
+    if (state === "SHUTDOWN" || client.closed) {
+      unsubscribe();
+      return;
+    }
+    if (previous === "READY") {
+      unsubscribe();
+      onLoss();
+    }
+  });
 }
 
 /** Options of {@link probeForever}. */
@@ -197,7 +180,7 @@ export async function probeForever(client: CsiClient, options: ProbeOptions): Pr
       if (res.ready === undefined || res.ready) return;
       log.info("CSI driver is not ready");
     } catch (err) {
-      if (!(err instanceof CsiError) || err.code !== grpc.status.DEADLINE_EXCEEDED) {
+      if (!(err instanceof CsiError) || err.code !== DEADLINE_EXCEEDED) {
         throw new Error(`CSI driver probe failed: ${errorText(err)}`, { cause: err });
       }
       log.info("CSI driver probe timed out");

@@ -12,6 +12,7 @@ import {
 import { nullLogger } from "../observe/logger.ts";
 import { FakeLogger } from "../../testkit/fakes/fake_logger.ts";
 import { FakeCsiDriver, type FakeCsiDriverOptions } from "../../testkit/csi/fake_driver.ts";
+import { startCsiDriverServer } from "../../testkit/csi/server.ts";
 
 async function tempDir(): Promise<{ path: string } & AsyncDisposable> {
   const path = await Deno.makeTempDir({ prefix: "csi_connection_test" });
@@ -122,7 +123,6 @@ Deno.test("connect() timeout and Still connecting lines follow the injected cloc
 /**
  * Runs an {@link ExampleDriver} in a child process on `socket`, so that the test can make it
  * die the way a crashed driver does: the kernel closes its connections, without HTTP/2 GOAWAY.
- * (A GOAWAY after calls can crash the receiving Deno process: denoland/deno#36788.)
  */
 async function spawnDriverProcess(socket: string): Promise<Deno.ChildProcess> {
   const driverModule = new URL("../../testkit/csi/example_driver.ts", import.meta.url).href;
@@ -165,6 +165,49 @@ Deno.test("connect() calls onConnectionLoss once when the driver process dies", 
     assert.equal(lost, 1, "reported once, although the channel keeps reconnecting");
   } finally {
     client.close();
+  }
+});
+
+Deno.test("connect() calls onConnectionLoss once when the driver shuts down gracefully (GOAWAY) after calls", async () => {
+  // grpc-js sends GOAWAY and, once the call in flight finished, closes the connection. (With
+  // grpc-js as the client on Deno's node:http2, this crashed the process: denoland/deno#36788.)
+  await using dir = await tempDir();
+  let release = () => {};
+  const held = new Promise<void>((r) => release = r);
+  const server = await startCsiDriverServer({
+    address: `${dir.path}/csi.sock`,
+    identity: {
+      getPluginInfo: () => Promise.resolve({ name: "csi.example.com", vendorVersion: "1" }),
+      probe: async () => {
+        await held;
+        return { ready: { value: true } };
+      },
+    },
+  });
+  let lost = 0;
+  const client = await connect(server.address, {
+    log: nullLogger,
+    clock: realClock,
+    timeoutMs: 3000,
+    onConnectionLoss: () => lost++,
+  });
+  try {
+    for (let i = 0; i < 3; i++) assert.equal(await getDriverName(client), "csi.example.com");
+    const inFlight = client.probe({ timeoutMs: 5000 });
+    await new Promise((r) => setTimeout(r, 50));
+    const stopped = server.shutdown();
+    await eventually(() => lost > 0);
+    release();
+    assert.deepEqual(await inFlight, { ready: true }, "the call in flight finished");
+    await stopped;
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(lost, 1);
+    // Later calls find no driver: Unavailable, as grpc-go reports a failed dial.
+    const err = await client.getPluginInfo({ timeoutMs: 1000 }).catch((e: unknown) => e);
+    assert.ok(err instanceof CsiError && err.code === 14, String(err));
+  } finally {
+    client.close();
+    await server.close();
   }
 });
 

@@ -7,8 +7,7 @@
  * @module
  */
 
-import type protobuf from "protobufjs";
-import { isSecretField } from "./proto.ts";
+import type { FieldSchema, MessageSchema } from "./proto.ts";
 import type { Logger } from "../observe/logger.ts";
 
 /** What a secret field's value is replaced with (protosanitizer's text). */
@@ -18,22 +17,21 @@ export const STRIPPED = "***stripped***";
 export const GRPC_LOG_VERBOSITY = 5;
 
 /**
- * Returns a copy of `message` (a camelCase object of protobuf type `type`) in which every field
+ * Returns a copy of `message` (a camelCase object of message `type`) in which every field
  * marked `csi_secret`, at any depth, is replaced by {@link STRIPPED}. A secret map is replaced as
  * a whole; an empty secret (empty map or string, absent) is left as it is, since it reveals
  * nothing. Keys the type does not know (such as the virtual oneof properties) are copied.
  *
  * Guarantees: the input is not modified; no value of a secret field appears in the result.
  */
-export function stripSecrets(type: protobuf.Type, message: unknown): unknown {
+export function stripSecrets(type: MessageSchema, message: unknown): unknown {
   if (message === null || typeof message !== "object" || Array.isArray(message)) return message;
-  const messageName = type.fullName.replace(/^\./, "");
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(message)) {
-    const field = type.fields[key];
+    const field = type.byName.get(key);
     if (field === undefined) {
       out[key] = value;
-    } else if (isSecretField(messageName, key)) {
+    } else if (field.secret) {
       out[key] = isEmptyValue(value) ? value : STRIPPED;
     } else {
       out[key] = stripField(field, value);
@@ -42,15 +40,10 @@ export function stripSecrets(type: protobuf.Type, message: unknown): unknown {
   return out;
 }
 
-function stripField(field: protobuf.Field, value: unknown): unknown {
-  field.resolve();
-  const nested = field.resolvedType;
-  if (nested === null || !("fields" in nested)) return value; // scalar or enum
-  const type = nested as protobuf.Type;
-  if (field.map) {
-    if (value === null || typeof value !== "object") return value;
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, stripSecrets(type, v)]));
-  }
+function stripField(field: FieldSchema, value: unknown): unknown {
+  // Maps are map<string, string>: no message values, nothing nested to strip.
+  const type = field.message;
+  if (type === undefined) return value;
   if (field.repeated && Array.isArray(value)) return value.map((v) => stripSecrets(type, v));
   return stripSecrets(type, value);
 }
@@ -74,8 +67,8 @@ export function capLogText(text: string, maxLength: number): string {
 export interface LoggedMethod {
   /** Full gRPC method, e.g. `/csi.v1.Controller/ControllerPublishVolume`. */
   readonly path: string;
-  readonly requestType: protobuf.Type;
-  readonly responseType: protobuf.Type;
+  readonly requestType: MessageSchema;
+  readonly responseType: MessageSchema;
 }
 
 /** Logs "GRPC call" with `method` and the sanitized `request` JSON, at verbosity 5. */

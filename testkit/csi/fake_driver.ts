@@ -18,12 +18,8 @@
  */
 
 import { isDeepStrictEqual } from "node:util";
-import type { CsiServiceName } from "../../attacher/csi/proto.ts";
-import {
-  CSI_SERVER_LOADER_OPTIONS,
-  isSecretField,
-  loadCsiProto,
-} from "../../attacher/csi/proto.ts";
+import { type CsiServiceName, isSecretField } from "../../attacher/csi/proto.ts";
+import { CSI_SERVER_LOADER_OPTIONS, loadCsiProto } from "./proto_loader.ts";
 import {
   type ControllerHandlers,
   type CsiDriverServer,
@@ -181,10 +177,7 @@ export class FakeCsiDriver {
     if (problems.length > 0) throw new Error(`fake CSI driver:\n  ${problems.join("\n  ")}`);
   }
 
-  /**
-   * Stops the server and pending delays. Idempotent. Close the clients of this fake first:
-   * see {@link CsiDriverServer.close} (denoland/deno#36788).
-   */
+  /** Stops the server and pending delays. Idempotent. */
   async close(): Promise<void> {
     for (const timer of this.#timers) {
       clearTimeout(timer.id);

@@ -7,7 +7,7 @@ import { FakeCsiDriver, type FakeCsiDriverOptions } from "./fake_driver.ts";
 
 const T = { timeoutMs: 5000 };
 
-/** Runs `fn` with a fake on a unix socket and a client; closes the client first (deno#36788). */
+/** Runs `fn` with a fake on a unix socket and a client. */
 async function withFake(
   options: Omit<FakeCsiDriverOptions, "address">,
   fn: (driver: FakeCsiDriver, client: GrpcCsiClient) => Promise<void>,

@@ -13,7 +13,7 @@
 
 import * as grpc from "@grpc/grpc-js";
 import type { AccessModeName, ControllerUnpublishVolumeRequest } from "../../attacher/csi/api.ts";
-import { CSI_SERVER_LOADER_OPTIONS, loadCsiProto } from "../../attacher/csi/proto.ts";
+import { CSI_SERVER_LOADER_OPTIONS, loadCsiProto } from "./proto_loader.ts";
 
 /** An error a handler throws to answer with gRPC status `code` and `message` as details. */
 export class CsiStatusError extends Error {
@@ -116,15 +116,13 @@ export interface CsiDriverServerOptions {
 export interface CsiDriverServer {
   /** Where clients connect: the socket path, or `host:port` with the bound port. */
   readonly address: string;
-  /**
-   * Stops the server at once; calls in flight are cancelled. Idempotent.
-   *
-   * This sends HTTP/2 GOAWAY on open connections. On Deno 2.9.6 a GOAWAY arriving on a client
-   * connection that has carried calls can crash the client's process inside nghttp2
-   * (https://github.com/denoland/deno/issues/36788), so when client and server share a process
-   * (tests), close the clients first.
-   */
+  /** Stops the server at once; calls in flight are cancelled. Idempotent. */
   close(): Promise<void>;
+  /**
+   * Stops the server gracefully, as grpc-go's `GracefulStop`: HTTP/2 GOAWAY on open
+   * connections, calls in flight finish, then the connections close. Idempotent.
+   */
+  shutdown(): Promise<void>;
 }
 
 /** Handler name → proto method name, per service. */
@@ -185,6 +183,11 @@ export async function startCsiDriverServer(
         server.forceShutdown();
       }
       return Promise.resolve();
+    },
+    shutdown() {
+      if (closed) return Promise.resolve();
+      closed = true;
+      return new Promise<void>((resolve) => server.tryShutdown(() => resolve()));
     },
   };
 }

@@ -1,0 +1,760 @@
+/**
+ * A minimal HTTP/2 client connection (RFC 9113) over a `Deno.Conn`, for gRPC over cleartext
+ * ("prior knowledge", §3.3): the preface and SETTINGS exchange, request streams (HEADERS and
+ * CONTINUATION out, DATA out under the peer's flow-control windows and frame size), responses
+ * with their trailers, flow control of what we receive (a large window, topped up as data is
+ * consumed), PING, RST_STREAM and GOAWAY.
+ *
+ * Every response is collected whole ({@link StreamResponse}): unary gRPC needs nothing else.
+ *
+ * @module
+ */
+
+import {
+  CLIENT_PREFACE,
+  ConnectionError,
+  DEFAULT_MAX_FRAME_SIZE,
+  encodeFrame,
+  ErrorCode,
+  errorCodeName,
+  Flag,
+  type Frame,
+  FrameReader,
+  FrameType,
+  goAwayFrame,
+  MAX_WINDOW,
+  parseSettings,
+  readUint31,
+  readUint32,
+  rstStreamFrame,
+  Setting,
+  settingsFrame,
+  unpad,
+  windowUpdateFrame,
+} from "./h2_frames.ts";
+import { encodeHeaders, type HeaderField, HpackDecoder, HpackError } from "./hpack.ts";
+
+/** Options of {@link Http2Session}. */
+export interface Http2SessionOptions {
+  /** Our SETTINGS_INITIAL_WINDOW_SIZE: how much each response may send ahead. Default 4 MiB. */
+  initialWindowSize?: number;
+  /** Our connection-level receive window. Default 16 MiB. */
+  connectionWindowSize?: number;
+  /** How long to wait for the server's SETTINGS. Default 20 s. */
+  handshakeTimeoutMs?: number;
+}
+
+/** A complete response: headers, the DATA bytes, and the trailers (absent: trailers-only). */
+export interface StreamResponse {
+  headers: HeaderField[];
+  data: Uint8Array;
+  /** Undefined when the response ended with its headers or with a DATA frame. */
+  trailers: HeaderField[] | undefined;
+  /** True when the headers carried END_STREAM (a trailers-only response). */
+  headersOnly: boolean;
+}
+
+/** Why a stream failed. */
+export type StreamFailure =
+  /** The peer reset it (RST_STREAM); `code` is the HTTP/2 error code. */
+  | { kind: "reset"; code: number; message: string }
+  /** GOAWAY left it unprocessed, or the connection could not take it: safe to retry. */
+  | { kind: "refused"; message: string }
+  /** The connection ended (closed, read or write error, protocol error). */
+  | { kind: "connection"; message: string }
+  /** More DATA arrived than the caller accepts. */
+  | { kind: "too-large"; size: number }
+  /** The caller cancelled it. */
+  | { kind: "cancelled" };
+
+/** A failed stream; {@link failure} says why. */
+export class StreamError extends Error {
+  constructor(readonly failure: StreamFailure) {
+    super(failureText(failure));
+    this.name = "StreamError";
+  }
+}
+
+function failureText(f: StreamFailure): string {
+  switch (f.kind) {
+    case "reset":
+    case "refused":
+    case "connection":
+      return f.message;
+    case "too-large":
+      return `response data of at least ${f.size} bytes exceeds the limit`;
+    case "cancelled":
+      return "stream cancelled";
+  }
+}
+
+/** A request in flight. */
+export interface ClientStream {
+  /** Settles once: the whole response, or a {@link StreamError}. */
+  readonly response: Promise<StreamResponse>;
+  /** Resets the stream with CANCEL (or drops it when not yet sent). Idempotent. */
+  cancel(): void;
+}
+
+interface StreamState {
+  id: number;
+  sendWindow: number;
+  recvWindow: number;
+  recvUnacked: number;
+  headers: HeaderField[] | undefined;
+  chunks: Uint8Array[];
+  size: number;
+  maxDataBytes: number;
+  body: Uint8Array;
+  bodyOffset: number;
+  bodySent: boolean;
+  resolve: (r: StreamResponse) => void;
+  reject: (e: StreamError) => void;
+}
+
+interface PendingOpen {
+  headers: readonly HeaderField[];
+  body: Uint8Array;
+  state: StreamState;
+}
+
+const DEFAULT_STREAM_WINDOW = 4 * 1024 * 1024;
+const DEFAULT_CONNECTION_WINDOW = 16 * 1024 * 1024;
+/** RFC 9113 §6.9.2: the initial window of every connection and stream. */
+const PROTOCOL_INITIAL_WINDOW = 65_535;
+/** A header block may take this many bytes over HEADERS and CONTINUATION frames. */
+const MAX_HEADER_BLOCK = 1024 * 1024;
+
+/**
+ * One HTTP/2 connection. Create it with {@link Http2Session.start}; it reads until the peer
+ * closes or {@link close} is called.
+ */
+export class Http2Session {
+  readonly #conn: Deno.Conn;
+  readonly #reader = new FrameReader(DEFAULT_MAX_FRAME_SIZE);
+  readonly #hpack = new HpackDecoder();
+  readonly #streamWindow: number;
+  readonly #connectionWindow: number;
+  readonly #streams = new Map<number, StreamState>();
+  #pending: PendingOpen[] = [];
+  #nextStreamId = 1;
+  #lastOpened = 0;
+
+  #peerInitialWindow = PROTOCOL_INITIAL_WINDOW;
+  #peerMaxFrameSize = DEFAULT_MAX_FRAME_SIZE;
+  #peerMaxStreams = Infinity;
+  #connSendWindow = PROTOCOL_INITIAL_WINDOW;
+  #connRecvWindow: number;
+  #connRecvUnacked = 0;
+
+  /** A header block being received over CONTINUATION frames. */
+  #continuation:
+    | { streamId: number; endStream: boolean; parts: Uint8Array[]; size: number }
+    | null = null;
+
+  #out: Uint8Array[] = [];
+  #writing = false;
+  #closeAfterDrain = false;
+  #closed = false;
+  #goneAway = false;
+  #goneReason: string | undefined;
+  #onGone: ((reason: string) => void) | undefined;
+  #handshake: { resolve: () => void; reject: (e: Error) => void } | undefined;
+
+  private constructor(conn: Deno.Conn, options: Http2SessionOptions) {
+    this.#conn = conn;
+    this.#streamWindow = options.initialWindowSize ?? DEFAULT_STREAM_WINDOW;
+    this.#connectionWindow = Math.max(
+      PROTOCOL_INITIAL_WINDOW,
+      options.connectionWindowSize ?? DEFAULT_CONNECTION_WINDOW,
+    );
+    this.#connRecvWindow = this.#connectionWindow;
+  }
+
+  /**
+   * Sends the preface and our SETTINGS on `conn`, starts reading, and resolves once the
+   * server's SETTINGS arrived. On failure the connection is closed.
+   *
+   * @param onGone called once when the session stops taking new streams: GOAWAY received, the
+   *   connection ended or failed, or {@link close}.
+   * @throws {Error} when the server closes, fails or does not answer in time.
+   */
+  static async start(
+    conn: Deno.Conn,
+    onGone: (reason: string) => void,
+    options: Http2SessionOptions = {},
+  ): Promise<Http2Session> {
+    const session = new Http2Session(conn, options);
+    session.#onGone = onGone;
+    const ready = new Promise<void>((resolve, reject) => {
+      session.#handshake = { resolve, reject };
+    });
+    const timeoutMs = options.handshakeTimeoutMs ?? 20_000;
+    const timer = setTimeout(
+      () => session.#terminate("timed out waiting for the server's HTTP/2 settings"),
+      timeoutMs,
+    );
+    session.#send(CLIENT_PREFACE);
+    session.#send(settingsFrame([
+      [Setting.ENABLE_PUSH, 0],
+      [Setting.INITIAL_WINDOW_SIZE, session.#streamWindow],
+    ]));
+    if (session.#connectionWindow > PROTOCOL_INITIAL_WINDOW) {
+      session.#send(windowUpdateFrame(0, session.#connectionWindow - PROTOCOL_INITIAL_WINDOW));
+    }
+    session.#readLoop();
+    try {
+      await ready;
+    } finally {
+      clearTimeout(timer);
+    }
+    return session;
+  }
+
+  /** False once GOAWAY arrived or the connection ended: no new streams. */
+  get usable(): boolean {
+    return !this.#closed && !this.#goneAway;
+  }
+
+  /** Streams open or waiting for a free slot. */
+  get activeStreams(): number {
+    return this.#streams.size + this.#pending.length;
+  }
+
+  /**
+   * Starts a request: `headers` (pseudo-headers first) and `body`, which ends the stream.
+   * Waits for a free slot when the peer's SETTINGS_MAX_CONCURRENT_STREAMS is reached.
+   *
+   * @param maxDataBytes response DATA beyond this fails the stream (`too-large`) and resets it.
+   */
+  request(headers: readonly HeaderField[], body: Uint8Array, maxDataBytes: number): ClientStream {
+    let resolve!: (r: StreamResponse) => void;
+    let reject!: (e: StreamError) => void;
+    const response = new Promise<StreamResponse>((res, rej) => {
+      resolve = res;
+      reject = rej;
+    });
+    // A cancelled or failed stream nobody awaits any more must not surface as unhandled.
+    response.catch(() => {});
+    const state: StreamState = {
+      id: 0,
+      sendWindow: 0,
+      recvWindow: this.#streamWindow,
+      recvUnacked: 0,
+      headers: undefined,
+      chunks: [],
+      size: 0,
+      maxDataBytes,
+      body,
+      bodyOffset: 0,
+      bodySent: false,
+      resolve,
+      reject,
+    };
+    if (!this.usable) {
+      reject(
+        new StreamError(
+          this.#closed
+            ? { kind: "connection", message: this.#goneReason ?? "connection closed" }
+            : { kind: "refused", message: "the connection is draining" },
+        ),
+      );
+    } else {
+      this.#pending.push({ headers, body, state });
+      this.#openPending();
+    }
+    return {
+      response,
+      cancel: () => this.#cancel(state),
+    };
+  }
+
+  /** Closes the connection; open streams fail with `connection`. Idempotent. */
+  close(reason = "the client closed the connection"): void {
+    this.#terminate(reason);
+    this.#closeConn();
+  }
+
+  #cancel(state: StreamState): void {
+    const pendingIndex = this.#pending.findIndex((p) => p.state === state);
+    if (pendingIndex >= 0) {
+      this.#pending.splice(pendingIndex, 1);
+      state.reject(new StreamError({ kind: "cancelled" }));
+      return;
+    }
+    if (this.#streams.get(state.id) !== state) return;
+    this.#send(rstStreamFrame(state.id, ErrorCode.CANCEL));
+    this.#finish(state);
+    state.reject(new StreamError({ kind: "cancelled" }));
+  }
+
+  #openPending(): void {
+    while (this.#pending.length > 0 && this.#streams.size < this.#peerMaxStreams) {
+      if (this.#nextStreamId > 2 ** 31 - 1) {
+        // Stream ids exhausted: this connection takes no more streams.
+        this.#goAwayLocally("stream ids exhausted");
+        return;
+      }
+      const { headers, state } = this.#pending.shift()!;
+      state.id = this.#nextStreamId;
+      this.#nextStreamId += 2;
+      this.#lastOpened = state.id;
+      state.sendWindow = this.#peerInitialWindow;
+      this.#streams.set(state.id, state);
+      this.#sendHeaders(state.id, encodeHeaders(headers), state.body.length === 0);
+      if (state.body.length === 0) state.bodySent = true;
+    }
+    this.#flushData();
+  }
+
+  #sendHeaders(streamId: number, block: Uint8Array, endStream: boolean): void {
+    const max = this.#peerMaxFrameSize;
+    let offset = 0;
+    let first = true;
+    do {
+      const part = block.subarray(offset, offset + max);
+      offset += part.length;
+      const last = offset >= block.length;
+      const flags = (last ? Flag.END_HEADERS : 0) | (first && endStream ? Flag.END_STREAM : 0);
+      this.#send(
+        encodeFrame(first ? FrameType.HEADERS : FrameType.CONTINUATION, flags, streamId, part),
+      );
+      first = false;
+    } while (offset < block.length);
+  }
+
+  /** Sends request DATA as far as the windows and the frame size allow. */
+  #flushData(): void {
+    for (const s of this.#streams.values()) {
+      while (!s.bodySent) {
+        const remaining = s.body.length - s.bodyOffset;
+        const n = Math.min(remaining, this.#connSendWindow, s.sendWindow, this.#peerMaxFrameSize);
+        if (n <= 0 && remaining > 0) break;
+        const chunk = s.body.subarray(s.bodyOffset, s.bodyOffset + n);
+        s.bodyOffset += n;
+        s.sendWindow -= n;
+        this.#connSendWindow -= n;
+        const end = s.bodyOffset >= s.body.length;
+        this.#send(encodeFrame(FrameType.DATA, end ? Flag.END_STREAM : 0, s.id, chunk));
+        if (end) s.bodySent = true;
+      }
+      if (this.#connSendWindow <= 0) return;
+    }
+  }
+
+  async #readLoop(): Promise<void> {
+    const buf = new Uint8Array(64 * 1024);
+    try {
+      for (;;) {
+        const n = await this.#conn.read(buf);
+        if (this.#closed) return;
+        if (n === null) {
+          this.#terminate("error reading from server: EOF");
+          return;
+        }
+        this.#reader.push(buf.subarray(0, n));
+        for (let frame = this.#reader.next(); frame; frame = this.#reader.next()) {
+          this.#handle(frame);
+          if (this.#closed) return;
+        }
+      }
+    } catch (err) {
+      if (this.#closed) return;
+      if (err instanceof ConnectionError || err instanceof HpackError) {
+        const code = err instanceof ConnectionError ? err.code : ErrorCode.COMPRESSION_ERROR;
+        this.#send(goAwayFrame(this.#lastOpened, code, err.message));
+        this.#terminate(`connection error: ${errorCodeName(code)}: ${err.message}`, true);
+      } else {
+        const message = err instanceof Error ? err.message : String(err);
+        this.#terminate(`error reading from server: ${message}`);
+      }
+    }
+  }
+
+  #handle(frame: Frame): void {
+    if (this.#continuation !== null && frame.type !== FrameType.CONTINUATION) {
+      throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "expected a CONTINUATION frame");
+    }
+    if (this.#handshake !== undefined && frame.type !== FrameType.SETTINGS) {
+      throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "the server did not start with SETTINGS");
+    }
+    switch (frame.type) {
+      case FrameType.DATA:
+        return this.#onData(frame);
+      case FrameType.HEADERS:
+        return this.#onHeaders(frame);
+      case FrameType.CONTINUATION:
+        return this.#onContinuation(frame);
+      case FrameType.PRIORITY:
+        if (frame.streamId === 0 || frame.payload.length !== 5) {
+          throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "malformed PRIORITY frame");
+        }
+        return;
+      case FrameType.RST_STREAM:
+        return this.#onRstStream(frame);
+      case FrameType.SETTINGS:
+        return this.#onSettings(frame);
+      case FrameType.PUSH_PROMISE:
+        throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "PUSH_PROMISE with push disabled");
+      case FrameType.PING:
+        if (frame.streamId !== 0) {
+          throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "PING on a stream");
+        }
+        if (frame.payload.length !== 8) {
+          throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, "PING payload not 8 bytes");
+        }
+        if (!(frame.flags & Flag.ACK)) {
+          this.#send(encodeFrame(FrameType.PING, Flag.ACK, 0, frame.payload));
+        }
+        return;
+      case FrameType.GOAWAY:
+        return this.#onGoAway(frame);
+      case FrameType.WINDOW_UPDATE:
+        return this.#onWindowUpdate(frame);
+      default:
+        return; // §4.1: unknown frame types are ignored.
+    }
+  }
+
+  #checkStreamId(streamId: number, what: string): void {
+    if (streamId === 0) {
+      throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `${what} on stream 0`);
+    }
+    if (streamId % 2 === 0 || streamId > this.#lastOpened) {
+      throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `${what} on idle stream ${streamId}`);
+    }
+  }
+
+  #onData(frame: Frame): void {
+    this.#checkStreamId(frame.streamId, "DATA");
+    const length = frame.payload.length; // padding counts for flow control (§6.1)
+    this.#connRecvWindow -= length;
+    if (this.#connRecvWindow < 0) {
+      throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, "DATA beyond the connection window");
+    }
+    this.#connRecvUnacked += length;
+    if (this.#connRecvUnacked >= this.#connectionWindow / 2) {
+      this.#send(windowUpdateFrame(0, this.#connRecvUnacked));
+      this.#connRecvWindow += this.#connRecvUnacked;
+      this.#connRecvUnacked = 0;
+    }
+    const s = this.#streams.get(frame.streamId);
+    if (s === undefined) return; // reset or finished by us: consumed, dropped
+    if (s.headers === undefined) {
+      this.#streamError(s, ErrorCode.PROTOCOL_ERROR, "DATA before the response headers");
+      return;
+    }
+    s.recvWindow -= length;
+    if (s.recvWindow < 0) {
+      this.#streamError(s, ErrorCode.FLOW_CONTROL_ERROR, "DATA beyond the stream window");
+      return;
+    }
+    const data = unpad(frame);
+    if (data.length > 0) {
+      s.size += data.length;
+      if (s.size > s.maxDataBytes) {
+        this.#send(rstStreamFrame(s.id, ErrorCode.CANCEL));
+        this.#finish(s);
+        s.reject(new StreamError({ kind: "too-large", size: s.size }));
+        return;
+      }
+      s.chunks.push(data);
+    }
+    if (frame.flags & Flag.END_STREAM) {
+      this.#complete(s, undefined, false);
+      return;
+    }
+    s.recvUnacked += length;
+    if (s.recvUnacked >= this.#streamWindow / 2) {
+      this.#send(windowUpdateFrame(s.id, s.recvUnacked));
+      s.recvWindow += s.recvUnacked;
+      s.recvUnacked = 0;
+    }
+  }
+
+  #onHeaders(frame: Frame): void {
+    this.#checkStreamId(frame.streamId, "HEADERS");
+    const fragment = unpad(frame);
+    const endStream = (frame.flags & Flag.END_STREAM) !== 0;
+    if (frame.flags & Flag.END_HEADERS) {
+      this.#onHeaderBlock(frame.streamId, fragment, endStream);
+    } else {
+      this.#continuation = {
+        streamId: frame.streamId,
+        endStream,
+        parts: [fragment],
+        size: fragment.length,
+      };
+    }
+  }
+
+  #onContinuation(frame: Frame): void {
+    const c = this.#continuation;
+    if (c === null || c.streamId !== frame.streamId) {
+      throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "unexpected CONTINUATION frame");
+    }
+    c.parts.push(frame.payload);
+    c.size += frame.payload.length;
+    if (c.size > MAX_HEADER_BLOCK) {
+      throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, "header block too large");
+    }
+    if (frame.flags & Flag.END_HEADERS) {
+      this.#continuation = null;
+      const block = new Uint8Array(c.size);
+      let offset = 0;
+      for (const part of c.parts) {
+        block.set(part, offset);
+        offset += part.length;
+      }
+      this.#onHeaderBlock(c.streamId, block, c.endStream);
+    }
+  }
+
+  #onHeaderBlock(streamId: number, block: Uint8Array, endStream: boolean): void {
+    // Decoded even when nobody waits: the dynamic table must follow every block (RFC 7541 §2.2).
+    const fields = this.#hpack.decode(block);
+    const s = this.#streams.get(streamId);
+    if (s === undefined) return;
+    if (s.headers === undefined) {
+      const status = fields.find(([n]) => n === ":status")?.[1];
+      if (status !== undefined && status.startsWith("1") && !endStream) return; // informational
+      s.headers = fields;
+      if (endStream) this.#complete(s, undefined, true);
+    } else if (!endStream) {
+      this.#streamError(s, ErrorCode.PROTOCOL_ERROR, "trailers without END_STREAM");
+    } else {
+      this.#complete(s, fields, false);
+    }
+  }
+
+  #onRstStream(frame: Frame): void {
+    this.#checkStreamId(frame.streamId, "RST_STREAM");
+    if (frame.payload.length !== 4) {
+      throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, "RST_STREAM payload not 4 bytes");
+    }
+    const s = this.#streams.get(frame.streamId);
+    if (s === undefined) return;
+    const code = readUint32(frame.payload, 0);
+    this.#finish(s);
+    s.reject(
+      new StreamError({
+        kind: code === ErrorCode.REFUSED_STREAM ? "refused" : "reset",
+        code,
+        message: `stream terminated by RST_STREAM with error code: ${errorCodeName(code)}`,
+      } as StreamFailure),
+    );
+  }
+
+  #onSettings(frame: Frame): void {
+    if (frame.streamId !== 0) {
+      throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "SETTINGS on a stream");
+    }
+    if (frame.flags & Flag.ACK) {
+      if (frame.payload.length !== 0) {
+        throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, "SETTINGS ACK with a payload");
+      }
+      return;
+    }
+    for (const [id, value] of parseSettings(frame.payload)) {
+      switch (id) {
+        case Setting.INITIAL_WINDOW_SIZE: {
+          if (value > MAX_WINDOW) {
+            throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, "initial window too large");
+          }
+          const delta = value - this.#peerInitialWindow;
+          this.#peerInitialWindow = value;
+          for (const s of this.#streams.values()) s.sendWindow += delta;
+          break;
+        }
+        case Setting.MAX_FRAME_SIZE:
+          if (value < DEFAULT_MAX_FRAME_SIZE || value > 16_777_215) {
+            throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `invalid max frame size ${value}`);
+          }
+          this.#peerMaxFrameSize = value;
+          break;
+        case Setting.MAX_CONCURRENT_STREAMS:
+          this.#peerMaxStreams = value;
+          break;
+        case Setting.ENABLE_PUSH:
+          if (value > 1) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "invalid ENABLE_PUSH");
+          break;
+        default:
+          break; // HEADER_TABLE_SIZE: our encoder uses no dynamic table. Unknown: ignored.
+      }
+    }
+    this.#send(settingsFrame([], true));
+    if (this.#handshake !== undefined) {
+      const h = this.#handshake;
+      this.#handshake = undefined;
+      h.resolve();
+    }
+    this.#openPending();
+  }
+
+  #onGoAway(frame: Frame): void {
+    if (frame.streamId !== 0) {
+      throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "GOAWAY on a stream");
+    }
+    if (frame.payload.length < 8) {
+      throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, "GOAWAY payload too short");
+    }
+    const lastStreamId = readUint31(frame.payload, 0);
+    const code = readUint32(frame.payload, 4);
+    const refused = "the stream is rejected because server is draining the connection";
+    for (const s of [...this.#streams.values()]) {
+      if (s.id > lastStreamId) {
+        this.#finish(s);
+        s.reject(new StreamError({ kind: "refused", message: refused }));
+      }
+    }
+    this.#goAwayLocally(`received GOAWAY with error code ${errorCodeName(code)}`);
+  }
+
+  /** No new streams from now on; queued requests are refused; closes when idle. */
+  #goAwayLocally(reason: string): void {
+    if (!this.#goneAway) {
+      this.#goneAway = true;
+      this.#goneReason = reason;
+      this.#onGone?.(reason);
+    }
+    for (const p of this.#pending.splice(0)) {
+      p.state.reject(new StreamError({ kind: "refused", message: "the connection is draining" }));
+    }
+    if (this.#streams.size === 0) this.#terminate(reason);
+  }
+
+  #onWindowUpdate(frame: Frame): void {
+    if (frame.payload.length !== 4) {
+      throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, "WINDOW_UPDATE payload not 4 bytes");
+    }
+    const increment = readUint31(frame.payload, 0);
+    if (frame.streamId === 0) {
+      if (increment === 0) {
+        throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "WINDOW_UPDATE of 0");
+      }
+      this.#connSendWindow += increment;
+      if (this.#connSendWindow > MAX_WINDOW) {
+        throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, "connection window overflow");
+      }
+    } else {
+      this.#checkStreamId(frame.streamId, "WINDOW_UPDATE");
+      const s = this.#streams.get(frame.streamId);
+      if (s === undefined) return;
+      if (increment === 0) {
+        this.#streamError(s, ErrorCode.PROTOCOL_ERROR, "WINDOW_UPDATE of 0");
+        return;
+      }
+      s.sendWindow += increment;
+      if (s.sendWindow > MAX_WINDOW) {
+        this.#streamError(s, ErrorCode.FLOW_CONTROL_ERROR, "stream window overflow");
+        return;
+      }
+    }
+    this.#flushData();
+  }
+
+  /** A stream error (§5.4.2): reset the stream, fail its request. */
+  #streamError(s: StreamState, code: number, message: string): void {
+    this.#send(rstStreamFrame(s.id, code));
+    this.#finish(s);
+    s.reject(new StreamError({ kind: "reset", code, message: `stream error: ${message}` }));
+  }
+
+  #complete(s: StreamState, trailers: HeaderField[] | undefined, headersOnly: boolean): void {
+    if (!s.bodySent) {
+      // The server answered before reading the whole request: stop sending (§8.1).
+      this.#send(rstStreamFrame(s.id, ErrorCode.NO_ERROR));
+    }
+    this.#finish(s);
+    const data = s.chunks.length === 1 ? s.chunks[0]! : concat(s.chunks, s.size);
+    s.resolve({ headers: s.headers ?? [], data, trailers, headersOnly });
+  }
+
+  /** Forgets a stream and lets waiting requests use its slot. */
+  #finish(s: StreamState): void {
+    if (this.#streams.get(s.id) !== s) return;
+    this.#streams.delete(s.id);
+    s.bodySent = true;
+    if (this.#goneAway) {
+      if (this.#streams.size === 0) this.#terminate(this.#goneReason ?? "connection drained");
+    } else if (!this.#closed) {
+      queueMicrotask(() => this.#openPending());
+    }
+  }
+
+  /** Ends the session; with `flush`, frames queued (a GOAWAY) are written before closing. */
+  #terminate(reason: string, flush = false): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    if (flush && this.#out.length > 0) this.#closeAfterDrain = true;
+    else this.#closeConn();
+    if (this.#handshake !== undefined) {
+      const h = this.#handshake;
+      this.#handshake = undefined;
+      h.reject(new Error(reason));
+    }
+    const failure: StreamFailure = { kind: "connection", message: reason };
+    for (const s of [...this.#streams.values()]) {
+      this.#streams.delete(s.id);
+      s.reject(new StreamError(failure));
+    }
+    for (const p of this.#pending.splice(0)) p.state.reject(new StreamError(failure));
+    if (!this.#goneAway) {
+      this.#goneAway = true;
+      this.#goneReason = reason;
+      this.#onGone?.(reason);
+    }
+  }
+
+  #send(bytes: Uint8Array): void {
+    if (this.#closed) return;
+    this.#out.push(bytes);
+    if (!this.#writing) {
+      this.#writing = true;
+      queueMicrotask(() => this.#drain());
+    }
+  }
+
+  #closeConn(): void {
+    try {
+      this.#conn.close();
+    } catch {
+      // already closed
+    }
+  }
+
+  async #drain(): Promise<void> {
+    try {
+      while (this.#out.length > 0 && (!this.#closed || this.#closeAfterDrain)) {
+        const parts = this.#out.splice(0);
+        let chunk = concat(parts, parts.reduce((n, p) => n + p.length, 0));
+        while (chunk.length > 0) {
+          const n = await this.#conn.write(chunk);
+          chunk = chunk.subarray(n);
+        }
+      }
+    } catch (err) {
+      if (!this.#closed) {
+        const message = err instanceof Error ? err.message : String(err);
+        this.#terminate(`error writing to server: ${message}`);
+      }
+    } finally {
+      this.#writing = false;
+      if (this.#closeAfterDrain) {
+        this.#closeAfterDrain = false;
+        this.#closeConn();
+      }
+    }
+  }
+}
+
+function concat(parts: Uint8Array[], size: number): Uint8Array {
+  if (parts.length === 1) return parts[0]!;
+  const out = new Uint8Array(size);
+  let offset = 0;
+  for (const p of parts) {
+    out.set(p, offset);
+    offset += p.length;
+  }
+  return out;
+}
