@@ -1,6 +1,6 @@
 /**
  * {@link CsiClient} over our own gRPC channel ({@link GrpcChannel}: HTTP/2 and HPACK in
- * `h2_session.ts` and `hpack.ts`, messages by `protowire.ts`): the Identity and Controller calls
+ * `../http2/`, messages by `protowire.ts`): the Identity and Controller calls
  * the attacher makes, with per-call deadlines, Go-style error texts, V(5) call logging and a
  * metrics observer.
  *
@@ -20,7 +20,7 @@ import { type Clock, realClock } from "../clock.ts";
 import { type CsiMethod, csiMethod, type CsiServiceName } from "./proto.ts";
 import { logGrpcRequest, logGrpcResult } from "./grpc_log.ts";
 import { GrpcChannel } from "./grpc_channel.ts";
-import type { Http2SessionOptions } from "./h2_session.ts";
+import type { Http2SessionOptions } from "../http2/session.ts";
 import { decodeMessage, encodeMessage } from "./protowire.ts";
 import type { Logger } from "../observe/logger.ts";
 

@@ -13,9 +13,9 @@
  */
 
 import { CsiError } from "./api.ts";
-import { Http2Session, type Http2SessionOptions, StreamError } from "./h2_session.ts";
-import { ErrorCode } from "./h2_frames.ts";
-import type { HeaderField } from "./hpack.ts";
+import { Http2Session, type Http2SessionOptions, StreamError } from "../http2/session.ts";
+import { ErrorCode } from "../http2/frames.ts";
+import type { HeaderField } from "../http2/hpack.ts";
 
 /** gRPC status codes used here. */
 const Code = {

@@ -17,8 +17,8 @@ import {
   rstStreamFrame,
   Setting,
   windowUpdateFrame,
-} from "./h2_frames.ts";
-import { encodeHeaders } from "./hpack.ts";
+} from "../http2/frames.ts";
+import { encodeHeaders } from "../http2/hpack.ts";
 import {
   GRPC_OK_HEADERS,
   grpcDataFrame,

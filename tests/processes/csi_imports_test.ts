@@ -31,5 +31,5 @@ Deno.test("attacher/csi loads no npm package, no node: module and no descriptor"
     !s.startsWith(new URL("attacher/", ROOT).href)
   );
   assert.deepEqual(foreign, []);
-  assert.ok(specifiers.has(new URL("attacher/csi/h2_session.ts", ROOT).href));
+  assert.ok(specifiers.has(new URL("attacher/http2/session.ts", ROOT).href));
 });

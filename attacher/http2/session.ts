@@ -31,7 +31,7 @@ import {
   settingsFrame,
   unpad,
   windowUpdateFrame,
-} from "./h2_frames.ts";
+} from "./frames.ts";
 import { encodeHeaders, type HeaderField, HpackDecoder, HpackError } from "./hpack.ts";
 
 /** Options of {@link Http2Session}. */

@@ -14,7 +14,7 @@ import {
   settingsFrame,
   unpad,
   windowUpdateFrame,
-} from "./h2_frames.ts";
+} from "./frames.ts";
 
 Deno.test("encodeFrame() writes the 9-byte header of RFC 9113 §4.1", () => {
   const frame = encodeFrame(FrameType.HEADERS, Flag.END_HEADERS, 0x7fffffff, Uint8Array.of(1, 2));
