@@ -385,6 +385,9 @@ export class LocalCluster {
         "--authentication-skip-lookup",
         "--profiling=false",
         "--v=2",
+        // Its informers' "Watch failed - backing off" lines: after kube-apiserver restarts they
+        // explain why the controllers do not react for a while (see controller_canary.ts).
+        "--vmodule=reflector=4",
       ],
       logFile: `${this.info.dir}/logs/kube-controller-manager.log`,
       ownerPid: this.ownerPid,
