@@ -14,7 +14,9 @@
  * create a VolumeAttachment, `status.attached` set by the suite, which the controller must record
  * in the Node's `status.volumesAttached`, and the Pod deleted, after which the controller must
  * delete the VolumeAttachment and clear the Node's list. Each of those needs a live informer
- * (PersistentVolumes, PersistentVolumeClaims, Pods, VolumeAttachments) and a working controller.
+ * (PersistentVolumes, PersistentVolumeClaims, Pods, VolumeAttachments, and Nodes: in one run the
+ * controller detached the canary only once its Node informer had listed again) and a working
+ * controller.
  * Nothing of it is left behind, and neither the CSI driver nor an attacher is involved.
  *
  * @module
@@ -37,8 +39,8 @@ export const CANARY_NODE = "e2e-canary-node";
 /**
  * The canary's deadline. An informer can wait out more than one capped backoff (30-60 s each) in a
  * row once kube-apiserver is back: every return of its list-and-watch (a list refused with 403
- * while the restarted server's RBAC caches sync, a watch that ends) is followed by another backoff
- * until 2 min pass without one. 87 s were seen after scenarios 6, 8 and 9; three waits are 180 s.
+ * while the restarted server's RBAC caches sync, a resumed watch closed with "too old resource
+ * version") is followed by another backoff until 2 min pass without one. 87 s were seen after scenarios 6, 8 and 9; three waits are 180 s.
  */
 export const CANARY_TIMEOUT_MS = 180_000;
 
