@@ -385,18 +385,51 @@ export class LocalCluster {
         "--authentication-skip-lookup",
         "--profiling=false",
         "--v=2",
+        // Its informers' "Watch failed - backing off" lines: after kube-apiserver restarts they
+        // explain why the controllers do not react for a while (see controller_canary.ts).
+        "--vmodule=reflector=4",
       ],
       logFile: `${this.info.dir}/logs/kube-controller-manager.log`,
       ownerPid: this.ownerPid,
     });
     this.#processes.controllerManager = process;
     this.info.pids.controllerManager = process.pid;
-    const client = Deno.createHttpClient({ caCerts: [await Deno.readTextFile(certs.ca.cert)] });
+    this.#controllerManagerHealthz = {
+      url: `https://127.0.0.1:${port}/healthz`,
+      caCert: await Deno.readTextFile(certs.ca.cert),
+    };
+    await waitFor(
+      "kube-controller-manager /healthz",
+      process,
+      60_000,
+      async () => (await this.controllerManagerHealthz()) === "ok",
+    );
+  }
+
+  #controllerManagerHealthz: { url: string; caCert: string } | undefined;
+
+  /**
+   * The body of kube-controller-manager's `/healthz` (`ok` when healthy). It says nothing about
+   * its informers: see `controller_canary.ts`.
+   *
+   * @throws {Error} when kube-controller-manager was not started or has exited, or does not answer.
+   */
+  async controllerManagerHealthz(): Promise<string> {
+    const process = this.#processes.controllerManager;
+    const target = this.#controllerManagerHealthz;
+    if (process === undefined || target === undefined) {
+      throw new Error("kube-controller-manager was not started");
+    }
+    if (process.exitStatus !== undefined) {
+      throw new Error(
+        `kube-controller-manager exited (${JSON.stringify(process.exitStatus)}):\n` +
+          await process.tail(),
+      );
+    }
+    const client = Deno.createHttpClient({ caCerts: [target.caCert] });
     try {
-      await waitFor("kube-controller-manager /healthz", process, 60_000, async () => {
-        const res = await fetch(`https://127.0.0.1:${port}/healthz`, { client });
-        return (await res.text()) === "ok";
-      });
+      const res = await fetch(target.url, { client, signal: AbortSignal.timeout(5000) });
+      return await res.text();
     } finally {
       client.close();
     }

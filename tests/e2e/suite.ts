@@ -1,6 +1,6 @@
 /**
  * The end-to-end suite: our attacher against a real kube-apiserver, kube-controller-manager (its
- * attach/detach controller turns the Pods of scenarios 8-13 into VolumeAttachments), etcd and a
+ * attach/detach controller turns the Pods of scenarios 10-15 into VolumeAttachments), etcd and a
  * real CSI driver, all on loopback, started and stopped here. Run it with `deno task e2e` (needs
  * Go and openssl; the first run builds the programs, see `binaries.ts`).
  *
@@ -36,6 +36,7 @@ import {
 import { checkRbacSufficient } from "./rbac_check.ts";
 import { compareWithMemoryApiServer } from "./api_differences.ts";
 import { resolveSettings } from "./settings.ts";
+import { createCanaryNode, runControllerCanary } from "./controller_canary.ts";
 import { bundleAttacher } from "./bundle.ts";
 
 /** The driver's name: the mock driver's default. */
@@ -46,6 +47,11 @@ interface Scenario {
   id: number;
   name: string;
   run: (ctx: ScenarioContext) => Promise<unknown>;
+  /**
+   * Its Pods need kube-controller-manager: the suite first checks that it works (a canary, see
+   * `controller_canary.ts`), since it can lag for a minute after kube-apiserver restarts.
+   */
+  pods?: true;
 }
 
 const SCENARIOS: Scenario[] = [
@@ -78,19 +84,36 @@ const SCENARIOS: Scenario[] = [
     name: "kube-apiserver answers 429: retries absorb it, no attachError",
     run: (ctx) => throttledApiServer(ctx),
   },
-  { id: 10, name: "a Pod's volume attaches, the Pod deleted, it detaches", run: podAttachDetach },
-  { id: 11, name: "a Pod moves: Multi-Attach, detach, then attach elsewhere", run: podMovesNode },
-  { id: 12, name: "20 Pods over 5 nodes at once", run: (ctx) => manyPods(ctx, 20) },
-  { id: 13, name: "a Node deleted with its Pod and CSINode: detached", run: nodeDeleted },
+  {
+    id: 10,
+    name: "a Pod's volume attaches, the Pod deleted, it detaches",
+    run: podAttachDetach,
+    pods: true,
+  },
+  {
+    id: 11,
+    name: "a Pod moves: Multi-Attach, detach, then attach elsewhere",
+    run: podMovesNode,
+    pods: true,
+  },
+  { id: 12, name: "20 Pods over 5 nodes at once", run: (ctx) => manyPods(ctx, 20), pods: true },
+  {
+    id: 13,
+    name: "a Node deleted with its Pod and CSINode: detached",
+    run: nodeDeleted,
+    pods: true,
+  },
   {
     id: 14,
     name: "attacher restarted while the controller keeps creating VAs",
     run: (ctx) => attacherRestartUnderLoad(ctx),
+    pods: true,
   },
   {
     id: 15,
     name: "Pods the attacher must not be asked about; a node registered late",
     run: podBadInput,
+    pods: true,
   },
 ];
 
@@ -139,12 +162,30 @@ Deno.test({
   let failed = false;
   try {
     for (const node of NODES) await cluster.addNode(node);
+    await createCanaryNode(cluster.admin);
+    let canaries = 0;
     for (const scenario of SCENARIOS) {
       const wanted = settings.only === undefined || settings.only.has(scenario.id);
       const ok = await t.step({
         name: `${scenario.id}. ${scenario.name}`,
         ignore: !wanted,
         fn: async () => {
+          if (scenario.pods) {
+            const times = await runControllerCanary(cluster.admin, {
+              seq: ++canaries,
+              healthz: () => cluster.controllerManagerHealthz(),
+              logPath: `${dir}/logs/kube-controller-manager.log`,
+            });
+            log(
+              `kube-controller-manager works: canary PVC bound after ${
+                times.bound.toFixed(1)
+              } s, ` +
+                `VA made ${times.vaCreated.toFixed(1)} s, attached ${
+                  times.attached.toFixed(1)
+                } s, ` +
+                `detached ${times.detached.toFixed(1)} s`,
+            );
+          }
           const started = performance.now();
           const ctx = new ScenarioContext(cluster, {
             prefix: `s${scenario.id}`,

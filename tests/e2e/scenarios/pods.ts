@@ -1,5 +1,5 @@
 /**
- * Scenarios 8 to 13: Pods drive the attacher through kube-controller-manager's attach/detach
+ * Scenarios 10 to 15: Pods drive the attacher through kube-controller-manager's attach/detach
  * controller, as in a cluster. The scenarios create PVs, PVCs and Pods bound to nodes (no
  * scheduler, no kubelet); the controller makes and deletes the VolumeAttachments and records the
  * attached volumes in each Node's `status.volumesAttached`. Each scenario checks both views: the
