@@ -70,6 +70,67 @@ Deno.test("compile, dev and demo tasks use the same V8 heap flags", () => {
   assert.deepEqual(v8Flags(TASKS.demo), flags);
 });
 
+/** Builds the bundle with the `bundle` task's own command into `outdir`. */
+async function buildBundle(outdir: string, signal?: AbortSignal): Promise<void> {
+  const bundleArgs = TASKS.bundle!.split(/\s+/).slice(1);
+  const outIndex = bundleArgs.indexOf("--outdir") + 1;
+  assert.ok(outIndex > 0, "the bundle task names its --outdir");
+  bundleArgs[outIndex] = outdir;
+  const built = await new Deno.Command(Deno.execPath(), {
+    args: bundleArgs,
+    cwd: ROOT,
+    env: { NO_COLOR: "1" },
+    stdout: "piped",
+    stderr: "piped",
+    signal,
+  }).output();
+  assert.ok(built.success, `deno bundle failed:\n${new TextDecoder().decode(built.stderr)}`);
+}
+
+/** The files `entry` imports statically (`import … from "./x.js"`), transitively, with it. */
+async function staticClosure(dir: string, entry: string): Promise<Map<string, string>> {
+  const seen = new Map<string, string>();
+  const todo = [entry];
+  while (todo.length > 0) {
+    const file = todo.pop()!;
+    if (seen.has(file)) continue;
+    const text = await Deno.readTextFile(`${dir}/${file}`);
+    seen.set(file, text);
+    // Static imports only: `import(…)` of a chunk is what is read on demand.
+    for (const m of text.matchAll(/^(?:import|export)\b[^;(]*?from\s*"\.\/([^"]+)"/gm)) {
+      todo.push(m[1]!);
+    }
+    for (const m of text.matchAll(/^import\s*"\.\/([^"]+)"/gm)) todo.push(m[1]!);
+  }
+  return seen;
+}
+
+Deno.test({
+  name: "the bundle's start loads no npm package: they are in chunks read only by a dynamic " +
+    "import (the sandbox with grpc-js, client-node for exec kubeconfigs)",
+  ignore: !BUNDLE_AVAILABLE,
+  fn: async () => {
+    const tmp = await Deno.makeTempDir({ prefix: "bundle-chunks-test-" });
+    try {
+      await buildBundle(tmp);
+      const closure = await staticClosure(tmp, "main.js");
+      const all = await filesUnder(tmp);
+      assert.ok(closure.size < all.length, `some chunks are loaded on demand: ${all}`);
+      for (const [file, text] of closure) {
+        const npm = text.match(/^\/\/ .*registry\.npmjs\.org\/(@[^/]+\/[^/]+|[^/]+)\//m);
+        assert.equal(npm, null, `${file}, loaded at start, holds npm package ${npm?.[1]}`);
+      }
+      // The dynamically imported code is there, in the other chunks.
+      const rest = await Promise.all(
+        all.filter((f) => !closure.has(f)).map((f) => Deno.readTextFile(`${tmp}/${f}`)),
+      );
+      assert.ok(rest.some((t) => t.includes("@kubernetes/client-node")), "client-node chunk");
+    } finally {
+      await Deno.remove(tmp, { recursive: true });
+    }
+  },
+});
+
 /** Resolves with the first non-undefined `check()` result, checked on every server change. */
 function waitFor<T>(
   server: MemoryApiServer,
@@ -134,19 +195,7 @@ Deno.test({
     const driver = await example.start(`${workDir}/csi.sock`);
     try {
       // 1. Build with the task's own command, into the temporary directory.
-      const bundleArgs = TASKS.bundle!.split(/\s+/).slice(1);
-      const outIndex = bundleArgs.indexOf("--outdir") + 1;
-      assert.ok(outIndex > 0, "the bundle task names its --outdir");
-      bundleArgs[outIndex] = `${tmp}/build`;
-      const built = await new Deno.Command(Deno.execPath(), {
-        args: bundleArgs,
-        cwd: ROOT,
-        env: { NO_COLOR: "1" },
-        stdout: "piped",
-        stderr: "piped",
-        signal: guard.signal,
-      }).output();
-      assert.ok(built.success, `deno bundle failed:\n${new TextDecoder().decode(built.stderr)}`);
+      await buildBundle(`${tmp}/build`, guard.signal);
       const builtFiles = await filesUnder(`${tmp}/build`);
       assert.ok(builtFiles.includes("main.js"), `the entry is main.js: ${builtFiles}`);
       for (const file of builtFiles) {
