@@ -37,7 +37,7 @@ function serve(
         }),
     }, (req, info) => {
       ports.push(info.remoteAddr.port);
-      headers.push(req.headers);
+      headers.push(new Headers(req.headers)); // a copy: HTTP/2 request headers go with the request
       return handler(req);
     });
   });
