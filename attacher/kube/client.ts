@@ -940,8 +940,8 @@ export class KubeClient implements KubeApi {
     }
     const generation = transport.generation;
 
-    // Ends the watch: the caller's abort, the idle watchdog, the guard below or close(). Every
-    // read of the body then rejects with the controller's reason.
+    // Ends the watch: the caller's abort, the idle watchdog, the guard below or close(). The
+    // wait for the answer, or for the next chunk of the body, then ends at once.
     const { controller, dispose } = this.#begin(signal);
     let guardError: ApiError | undefined;
     const guardMs = opts.timeoutSeconds * 1000 + this.#watchGraceMs;
@@ -963,7 +963,10 @@ export class KubeClient implements KubeApi {
         transport.send(url, { method: "GET", headers, signal: controller.signal }),
         controller.signal,
       );
-      if (signal.aborted || idle?.fired) return;
+      if (signal.aborted || idle?.fired) {
+        response?.body?.cancel().catch(() => {});
+        return;
+      }
       if (response === undefined) throw controller.signal.reason;
       reported = true;
       this.#report("GET", "watch", res, url, undefined, response.status, start);
