@@ -118,7 +118,14 @@ Deno.test("main.ts under a 429 storm: every VA attached, no attachError written,
 
     await until(server, "HTTP server", () => /"Serving HTTP".*port=\d+/.test(run.log));
     const port = run.log.match(/"Serving HTTP".*port=(\d+)/)![1];
-    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    // The attacher counts a request once it has read the whole answer, a moment after the server
+    // applied the last status write that `until` saw.
+    let text = "";
+    for (let i = 0; i < 100; i++) {
+      text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      if (metric(text, "rest_client_requests_total", { code: "200", method: "PATCH" }) >= 9) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
     assert.equal(metric(text, "rest_client_request_retries_total", { code: "429" }), THROTTLED);
     assert.equal(
       metric(text, "rest_client_requests_total", { code: "429", method: "PATCH" }),
