@@ -33,6 +33,13 @@ export interface OperationLatencyDeps {
   sink: OperationLatencySink;
 }
 
+/**
+ * Detaches kept after their VA's delete event, for the answer to our finalizer removal that may
+ * come after that event (the watch and the PATCH travel on different streams). Bounded: a VA that
+ * someone else let go leaves an entry that the newer ones push out.
+ */
+const GONE_DETACHES_KEPT = 64;
+
 /** When an operation's wait started: an API timestamp or our first sight, whichever is later. */
 interface Start {
   /** Monotonic ms of our first sight. */
@@ -53,6 +60,8 @@ export class OperationLatency {
   #attaches = new Map<string, Start>();
   /** Detaches under way, by VA uid. */
   #detaches = new Map<string, Start>();
+  /** Detaches whose VA is gone, oldest first; see {@link GONE_DETACHES_KEPT}. */
+  #goneDetaches = new Map<string, Start>();
 
   constructor(deps: OperationLatencyDeps) {
     this.#clock = deps.clock;
@@ -87,21 +96,34 @@ export class OperationLatency {
   /** Records the detach of `va` as finished (our finalizer is removed). */
   detached(va: VolumeAttachment): void {
     const uid = va.metadata.uid;
-    const start = uid ? this.#detaches.get(uid) : undefined;
+    if (!uid) return;
+    const start = this.#detaches.get(uid) ?? this.#goneDetaches.get(uid);
     if (start === undefined) return;
-    this.#detaches.delete(uid!);
+    this.#detaches.delete(uid);
+    this.#goneDetaches.delete(uid);
     this.#sink.observeDetachDuration(this.#seconds(start));
   }
 
-  /** Forgets a VA that is gone. */
+  /**
+   * Forgets a VA that is gone. A detach under way is kept a little longer (bounded): the delete
+   * event can arrive before the answer to the finalizer removal that let the VA go, and
+   * {@link detached} then still records it.
+   */
   forget(va: VolumeAttachment): void {
     const uid = va.metadata.uid;
     if (!uid) return;
     this.#attaches.delete(uid);
+    const detach = this.#detaches.get(uid);
+    if (detach === undefined) return;
     this.#detaches.delete(uid);
+    this.#goneDetaches.set(uid, detach);
+    if (this.#goneDetaches.size > GONE_DETACHES_KEPT) {
+      const oldest = this.#goneDetaches.keys().next().value;
+      if (oldest !== undefined) this.#goneDetaches.delete(oldest);
+    }
   }
 
-  /** Number of operations being timed (for tests). */
+  /** Number of operations being timed, gone VAs' detaches not counted (for tests). */
   get size(): number {
     return this.#attaches.size + this.#detaches.size;
   }

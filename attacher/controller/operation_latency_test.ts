@@ -74,11 +74,36 @@ Deno.test("OperationLatency times a detach from the deletion to the finalizer re
 Deno.test("OperationLatency drops a VA deleted before its attach, and one that is gone", () => {
   const { latency, attaches, detaches } = setup();
   latency.seen(va({ created: "2026-01-01T00:00:10Z" }));
-  latency.seen(va({ deleted: "2026-01-01T00:00:10Z" }));
+  latency.forget(va({}));
   latency.attached(va({}));
   assert.deepEqual(attaches, [], "the attach it waited for was abandoned");
-  latency.forget(va({}));
   latency.detached(va({}));
   assert.deepEqual(detaches, []);
   assert.equal(latency.size, 0);
+});
+
+Deno.test("OperationLatency records a detach whose delete event came before the finalizer removal's answer", () => {
+  const { latency, detaches, step } = setup();
+  const deleting = (uid: string) => ({
+    ...va({ deleted: "2026-01-01T00:00:10Z" }),
+    metadata: { name: uid, uid, deletionTimestamp: "2026-01-01T00:00:10Z" },
+  });
+  latency.seen(deleting("uid-1"));
+  step(2000);
+  // The watch delivers the VA's deletion (our finalizer was its last) before the PATCH answer.
+  latency.forget(deleting("uid-1"));
+  assert.equal(latency.size, 0);
+  latency.detached(deleting("uid-1"));
+  assert.deepEqual(detaches, [2]);
+  latency.detached(deleting("uid-1"));
+  assert.deepEqual(detaches, [2], "once");
+  // Gone VAs whose detach nobody finishes are kept only up to a bound: the oldest go first.
+  for (let i = 0; i < 100; i++) {
+    latency.seen(deleting(`gone-${i}`));
+    latency.forget(deleting(`gone-${i}`));
+  }
+  latency.detached(deleting("gone-0"));
+  assert.deepEqual(detaches, [2], "pushed out by newer ones");
+  latency.detached(deleting("gone-99"));
+  assert.equal(detaches.length, 2);
 });

@@ -199,7 +199,19 @@ Deno.test("main.ts attaches and detaches through a CSI driver and exits 1 when t
     // Detach, then the PV finalizer goes once the PV is deleted and no VA names it.
     server.delete(VOLUME_ATTACHMENTS, "va-1");
     await until(server, "va-1 gone", () => !server.find(VOLUME_ATTACHMENTS, "va-1"));
-    const afterDetach = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    // The attacher records the detach when it has read the answer to its finalizer removal, a
+    // moment after the server let the VA go.
+    let afterDetach = "";
+    for (let i = 0; i < 100; i++) {
+      afterDetach = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      const count = metricLine(
+        afterDetach,
+        "csi_attacher_detach_duration_seconds_count",
+        driverLabel,
+      );
+      if (count !== undefined) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
     assert.equal(
       metricLine(afterDetach, "csi_attacher_detach_duration_seconds_count", driverLabel),
       1,
