@@ -688,7 +688,7 @@ export class KubeClient implements KubeApi {
     if (this.#transport === undefined) {
       const building = createTransport(this.#server, this.#connection);
       this.#transport = building;
-      // A failed build (e.g. a CA that is no certificate) is retried by the next request.
+      // A failed build (e.g. client-node failing on a proxy-url) is retried by the next request.
       building.catch((err: unknown) => {
         if (this.#transport === building) this.#transport = undefined;
         return err;
@@ -701,8 +701,7 @@ export class KubeClient implements KubeApi {
   async #headers(body?: Body): Promise<[string, string][]> {
     const lines: [string, string][] = [];
     for (const [name, value] of Object.entries(await this.#connection.headers())) {
-      if (Array.isArray(value)) { for (const v of value) lines.push([name, v]); }
-      else lines.push([name, value]);
+      for (const v of Array.isArray(value) ? value : [value]) lines.push([name, v]);
     }
     lines.push(["Accept", "application/json"], ["User-Agent", this.#userAgent]);
     if (body !== undefined) lines.push(["Content-Type", body.contentType]);
