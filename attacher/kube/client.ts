@@ -383,6 +383,15 @@ function bodyReader(
   return reader;
 }
 
+const UTF8 = new TextDecoder();
+
+/**
+ * Answers up to this size that say their length are read in one piece (`Response.text()`, which
+ * skips the per-chunk work of a stream reader); bigger ones, and those without a length (a list
+ * streamed in chunks), chunk by chunk so that the request timeout counts from the last byte.
+ */
+const WHOLE_BODY_MAX_BYTES = 1024 * 1024;
+
 /**
  * A body read to its end (or until `signal` aborts) as UTF-8; `onChunk` is called as each chunk
  * arrives.
@@ -401,7 +410,7 @@ async function readText(
     onChunk?.();
     chunks.push(next.value);
   }
-  return chunks.length === 0 ? "" : new TextDecoder().decode(concatBytes(chunks));
+  return chunks.length === 0 ? "" : UTF8.decode(concatBytes(chunks));
 }
 
 /**
@@ -875,11 +884,19 @@ export class KubeClient implements KubeApi {
       );
       if (response === undefined) throw controller.signal.reason;
       lastProgress = performance.now();
-      const text = await readText(
-        response.body,
-        controller.signal,
-        () => lastProgress = performance.now(),
-      );
+      const length = Number(response.headers.get("content-length") ?? NaN);
+      let text: string;
+      if (length <= WHOLE_BODY_MAX_BYTES && response.text !== undefined) {
+        const whole = await raceAbort(response.text(), controller.signal);
+        if (whole === ABORTED) throw controller.signal.reason;
+        text = whole;
+      } else {
+        text = await readText(
+          response.body,
+          controller.signal,
+          () => lastProgress = performance.now(),
+        );
+      }
       if (controller.signal.aborted) throw controller.signal.reason;
       return {
         status: response.status,

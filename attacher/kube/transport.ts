@@ -15,6 +15,8 @@ export interface TransportResponse {
   readonly headers: { get(name: string): string | null };
   /** Errors with the request signal's reason when it aborts while the body is read. */
   readonly body: ReadableStream<Uint8Array> | null;
+  /** The whole body as UTF-8 in one read, when the transport has a faster way than `body`. */
+  text?(): Promise<string>;
 }
 
 /** One request. */
