@@ -595,7 +595,7 @@ Deno.test("KubeClient sends a list of credential header values as repeated lines
   ]);
 });
 
-Deno.test("isBrokenConnection recognises fetch's broken connections, not a refused one or a timeout", async () => {
+Deno.test("isBrokenConnection recognises broken connections, not a refused one or a timeout", async () => {
   /** The error of a GET against a server that answers with `raw` (bytes) and closes. */
   const failure = async (raw: string | undefined): Promise<unknown> => {
     await using server = rawServer(async (conn) => {
@@ -613,7 +613,7 @@ Deno.test("isBrokenConnection recognises fetch's broken connections, not a refus
   assert.ok(isBrokenConnection(closed), `closed before the answer: ${closed}`);
   assert.ok(
     closed instanceof ApiError && !closed.message.includes("fetch failed") &&
-      /connection closed before message completed/.test(closed.message),
+      /unexpected EOF: the server closed the connection before the answer/.test(closed.message),
     String(closed),
   );
   // Closed in the middle of the body.

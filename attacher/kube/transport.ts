@@ -8,6 +8,7 @@
  */
 
 import type { ClusterConnection, TlsMaterial } from "./config.ts";
+import { Http1Transport } from "./http1_transport.ts";
 
 /** The part of an answer the client reads; `fetch`'s `Response` has this shape. */
 export interface TransportResponse {
@@ -67,13 +68,16 @@ export function nodeTransportReason(
   return undefined;
 }
 
-/** The transport for `connection`: {@link FetchTransport} unless it needs `node:https`. */
+/**
+ * The transport for `connection`: HTTP/1.1 over `Deno.connect` / `Deno.connectTls`
+ * (`./http1_transport.ts`) unless it needs `node:https`.
+ */
 export async function createTransport(
   server: URL,
   connection: ClusterConnection,
 ): Promise<Transport> {
   if (nodeTransportReason(server, connection) === undefined) {
-    return new FetchTransport(connection.tls);
+    return new Http1Transport(connection.tls);
   }
   const { NodeTransport } = await import("./node_transport.ts");
   return await NodeTransport.create(server, connection);
