@@ -9,6 +9,7 @@ import { ApiError, PERSISTENT_VOLUMES } from "../../attacher/kube/api.ts";
 import { KubeClient } from "../../attacher/kube/client.ts";
 import { type ClusterConnection, connectionFromKubeconfigs } from "../../attacher/kube/config.ts";
 import { nodeTransportReason } from "../../attacher/kube/transport.ts";
+import { Http1Transport } from "../../attacher/kube/http1_transport.ts";
 import { TcpProxy } from "../../testkit/tcp_proxy.ts";
 
 /** True when the openssl command can run here. */
@@ -34,6 +35,9 @@ interface Pki {
   /** PEM of a server certificate the CA signed, and its key. */
   cert: string;
   key: string;
+  /** PEM of a client certificate (CN=alice) the CA signed, and its key. */
+  clientCert: string;
+  clientKey: string;
 }
 
 /** A CA and a server certificate with subject alternative names `san` (openssl syntax). */
@@ -60,7 +64,19 @@ async function makePki(san: string): Promise<Pki> {
       ...["x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key"],
       ...["-CAcreateserial", "-out", "server.crt", "-days", "2", "-extfile", "ext.cnf"],
     );
+    await openssl(
+      dir,
+      ...["req", ...ec, "-keyout", "client.key", "-out", "client.csr", "-subj", "/CN=alice"],
+    );
+    await Deno.writeTextFile(`${dir}/client.cnf`, "extendedKeyUsage=clientAuth\n");
+    await openssl(
+      dir,
+      ...["x509", "-req", "-in", "client.csr", "-CA", "ca.crt", "-CAkey", "ca.key"],
+      ...["-CAcreateserial", "-out", "client.crt", "-days", "2", "-extfile", "client.cnf"],
+    );
     return {
+      clientCert: await Deno.readTextFile(`${dir}/client.crt`),
+      clientKey: await Deno.readTextFile(`${dir}/client.key`),
       ca: await Deno.readTextFile(`${dir}/ca.crt`),
       cert: await Deno.readTextFile(`${dir}/server.crt`),
       key: await Deno.readTextFile(`${dir}/server.key`),
@@ -144,6 +160,75 @@ Deno.test({
     const got = await client.get(PERSISTENT_VOLUMES, "pv1");
     assert.equal(got.metadata.name, "pv1");
     assert.equal(proxy.accepted, 3, "a new connection");
+  },
+});
+
+Deno.test({
+  name:
+    "HTTP/1.1 over TLS presents the client certificate to a server that requires one (openssl s_server)",
+  ignore: skip,
+  async fn() {
+    const pki = await makePki("IP:127.0.0.1");
+    const dir = await Deno.makeTempDir();
+    const free = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const port = free.addr.port;
+    free.close();
+    for (const [name, text] of Object.entries(pki)) {
+      await Deno.writeTextFile(`${dir}/${name}`, text);
+    }
+    // -Verify 1: the handshake fails without a client certificate the CA signed. -www answers
+    // every request with a page describing the session, the client certificate included.
+    const server = new Deno.Command("openssl", {
+      args: [
+        ...["s_server", "-accept", `127.0.0.1:${port}`, "-cert", "cert", "-key", "key"],
+        ...["-CAfile", "ca", "-Verify", "1", "-www", "-naccept", "2"],
+      ],
+      cwd: dir,
+      stdout: "piped",
+      stderr: "null",
+    }).spawn();
+    const stdout = server.stdout.getReader();
+    try {
+      // s_server says ACCEPT once it listens.
+      let out = "";
+      while (!out.includes("ACCEPT")) {
+        const next = await stdout.read();
+        if (next.done) throw new Error("openssl s_server ended");
+        out += new TextDecoder().decode(next.value);
+      }
+      const url = new URL(`https://127.0.0.1:${port}/`);
+      const enc = new TextEncoder();
+      const material = { insecureSkipTlsVerify: false, ca: enc.encode(pki.ca) };
+      const request = () => ({ method: "GET", headers: [], signal: AbortSignal.timeout(5000) });
+      const withCert = new Http1Transport({
+        ...material,
+        cert: enc.encode(pki.clientCert),
+        key: enc.encode(pki.clientKey),
+      });
+      try {
+        const res = await withCert.send(url, request());
+        assert.equal(res.status, 200);
+        assert.match(await res.text!(), /Client certificate[\s\S]*Subject: CN\s?=\s?alice/);
+      } finally {
+        withCert.close();
+      }
+      const without = new Http1Transport(material);
+      try {
+        await assert.rejects(
+          without.send(url, request()).then((res) => res.text!()),
+          /CertificateRequired|certificate/i,
+        );
+      } finally {
+        without.close();
+      }
+    } finally {
+      try {
+        server.kill();
+      } catch { /* ended */ }
+      await stdout.cancel().catch(() => {});
+      await server.status;
+      await Deno.remove(dir, { recursive: true });
+    }
   },
 });
 
