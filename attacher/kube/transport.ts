@@ -1,8 +1,9 @@
 /**
- * How {@link import("./client.ts").KubeClient} sends its requests: `fetch` with a
- * `Deno.HttpClient` built from the connection's TLS material ({@link FetchTransport}), or, for
- * what `Deno.createHttpClient` cannot do, a `node:https` agent (`./node_transport.ts`, loaded
- * with a dynamic `import()` only then: `node:http` costs megabytes once loaded).
+ * How {@link import("./client.ts").KubeClient} sends its requests: HTTP/1.1 over `Deno.connect` /
+ * `Deno.connectTls` (`./http1_transport.ts`); `fetch` with a `Deno.HttpClient` built from the
+ * connection's TLS material ({@link FetchTransport}) when a proxy environment variable is set; or,
+ * for what neither can do, a `node:https` agent (`./node_transport.ts`, loaded with a dynamic
+ * `import()` only then: `node:http` costs megabytes once loaded).
  *
  * @module
  */
@@ -70,17 +71,44 @@ export function nodeTransportReason(
 
 /**
  * The transport for `connection`: HTTP/1.1 over `Deno.connect` / `Deno.connectTls`
- * (`./http1_transport.ts`) unless it needs `node:https`.
+ * (`./http1_transport.ts`) unless it needs `node:https`, or `fetch` when a proxy environment
+ * variable applies to the server's scheme (`fetch` honours them and `NO_PROXY`, as client-go's
+ * `http.ProxyFromEnvironment` does).
  */
 export async function createTransport(
   server: URL,
   connection: ClusterConnection,
 ): Promise<Transport> {
   if (nodeTransportReason(server, connection) === undefined) {
-    return new Http1Transport(connection.tls);
+    return proxyVariable(server) === undefined
+      ? new Http1Transport(connection.tls)
+      : new FetchTransport(connection.tls);
   }
   const { NodeTransport } = await import("./node_transport.ts");
   return await NodeTransport.create(server, connection);
+}
+
+/**
+ * The proxy environment variable set for `server`'s scheme (`HTTPS_PROXY` or `HTTP_PROXY`, either
+ * case, as Go's `httpproxy.FromEnvironment` reads them), or undefined. Without permission to read
+ * the environment none is.
+ */
+export function proxyVariable(
+  server: URL,
+  env: (name: string) => string | undefined = (name) => Deno.env.get(name),
+): string | undefined {
+  const names = server.protocol === "https:"
+    ? ["HTTPS_PROXY", "https_proxy"]
+    : ["HTTP_PROXY", "http_proxy"];
+  for (const name of names) {
+    try {
+      const value = env(name);
+      if (value !== undefined && value !== "") return name;
+    } catch {
+      return undefined;
+    }
+  }
+  return undefined;
 }
 
 /**
@@ -93,6 +121,8 @@ export async function createTransport(
  *
  * Closing a `Deno.HttpClient` closes its idle connections; requests under way keep theirs until
  * they end.
+ *
+ * Used when a proxy environment variable is set (see {@link createTransport}).
  *
  * `caCerts` are added to the runtime's default root certificates: see the README.
  */

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { ApiError, PERSISTENT_VOLUMES } from "../../attacher/kube/api.ts";
 import { KubeClient } from "../../attacher/kube/client.ts";
 import { type ClusterConnection, connectionFromKubeconfigs } from "../../attacher/kube/config.ts";
-import { nodeTransportReason } from "../../attacher/kube/transport.ts";
+import { nodeTransportReason, proxyVariable } from "../../attacher/kube/transport.ts";
 import { Http1Transport } from "../../attacher/kube/http1_transport.ts";
 import { TcpProxy } from "../../testkit/tcp_proxy.ts";
 
@@ -319,4 +319,20 @@ Deno.test("nodeTransportReason: none for plain HTTP and for TLS with a CA and cl
     nodeTransportReason(http, conn({ insecureSkipTlsVerify: false }, true)),
     "proxy-url",
   );
+});
+
+Deno.test("proxyVariable: the proxy variable of the server's scheme, either case; none when empty or unreadable", () => {
+  const env = (vars: Record<string, string>) => (name: string) => vars[name];
+  const https = new URL("https://h:6443");
+  const http = new URL("http://h:8080");
+  assert.equal(proxyVariable(https, env({})), undefined);
+  assert.equal(proxyVariable(https, env({ HTTP_PROXY: "http://p:3128" })), undefined);
+  assert.equal(proxyVariable(https, env({ https_proxy: "http://p:3128" })), "https_proxy");
+  assert.equal(proxyVariable(https, env({ HTTPS_PROXY: "" })), undefined);
+  assert.equal(proxyVariable(http, env({ http_proxy: "http://p:3128" })), "http_proxy");
+  assert.equal(proxyVariable(http, env({ HTTPS_PROXY: "http://p:3128" })), undefined);
+  const denied = () => {
+    throw new Deno.errors.NotCapable("env");
+  };
+  assert.equal(proxyVariable(https, denied), undefined);
 });
