@@ -447,8 +447,10 @@ export class Http1Transport implements Transport {
     request: TransportRequest,
   ): Promise<TransportResponse> {
     const { signal } = request;
-    const state: { body?: Body } = {};
-    let stream: ReadableStreamDefaultController<Uint8Array> | undefined;
+    const state: {
+      body?: Body;
+      stream?: ReadableStreamDefaultController<Uint8Array>;
+    } = {};
     let failed = false;
     const fail = (reason: unknown) => {
       if (failed) return;
@@ -456,7 +458,7 @@ export class Http1Transport implements Transport {
       signal.removeEventListener("abort", onAbort);
       if (state.body === undefined) conn.close();
       else state.body.abandon();
-      stream?.error(reason);
+      state.stream?.error(reason);
     };
     const onAbort = () => fail(signal.reason);
     signal.addEventListener("abort", onAbort, { once: true });
@@ -480,30 +482,36 @@ export class Http1Transport implements Transport {
     };
     const reader = new Body(conn, framing, keepAlive, release);
     state.body = reader;
-    const readable = new ReadableStream<Uint8Array>({
-      start(controller) {
-        stream = controller;
-      },
-      async pull(controller) {
-        try {
-          const data = await reader.next();
-          if (failed) return;
-          if (data === null) controller.close();
-          else for (const part of data) controller.enqueue(part);
-        } catch (err) {
-          fail(signal.aborted ? signal.reason : err);
-        }
-      },
-      cancel() {
-        failed = true;
-        signal.removeEventListener("abort", onAbort);
-        reader.abandon();
-      },
-    }, { highWaterMark: 0 });
+    // Built on first use: most answers are read with text().
+    let readable: ReadableStream<Uint8Array> | undefined;
+    const stream = () =>
+      readable ??= new ReadableStream<Uint8Array>({
+        start(controller) {
+          state.stream = controller;
+        },
+        async pull(controller) {
+          try {
+            const data = await reader.next();
+            if (failed) return;
+            if (data === null) controller.close();
+            else for (const part of data) controller.enqueue(part);
+          } catch (err) {
+            fail(signal.aborted ? signal.reason : err);
+          }
+        },
+        cancel() {
+          failed = true;
+          signal.removeEventListener("abort", onAbort);
+          reader.abandon();
+        },
+      }, { highWaterMark: 0 });
     return {
       status: head.status,
       headers: new ResponseHeaders(head.fields),
-      body: readable,
+      get body() {
+        if (readable === undefined) reader.use();
+        return stream();
+      },
       text: async () => {
         reader.use();
         try {
