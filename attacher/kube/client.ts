@@ -232,7 +232,8 @@ export function retryAfterMs(header: string | undefined): number | undefined {
 }
 
 /**
- * What a failed connection says, in the words of `fetch` (hyper) or `node:http`, when it broke:
+ * What a failed connection says, in the words of `fetch` (hyper), `node:http`, or the HTTP/1.1
+ * transport (`UnexpectedEofError`, Deno's `ConnectionReset` and `BrokenPipe`) when it broke:
  * reset by the peer, closed before the answer or in the middle of the body (EOF), a broken pipe,
  * or an HTTP/2 connection the server closed (GOAWAY) or a stream it refused before processing.
  */
