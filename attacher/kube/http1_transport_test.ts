@@ -315,3 +315,23 @@ Deno.test("Http1Transport: a refused connection is not a broken one", async () =
   assert.ok(err instanceof Deno.errors.ConnectionRefused, String(err));
   assert.ok(!isBrokenConnection(new ApiError(0, "ConnectionError", "Get", { cause: err })));
 });
+
+Deno.test("Http1Transport: a connection idle longer than the idle timeout is closed, not reused", async () => {
+  await using server = new RawServer(async (conn) => {
+    await write(conn, OK);
+    return "keep";
+  });
+  const transport = new Http1Transport(NO_TLS, { idleTimeoutMs: 30 });
+  try {
+    const url = new URL(server.url);
+    await (await transport.send(url, get())).text!();
+    await (await transport.send(url, get())).text!();
+    assert.equal(server.connections, 1, "reused within the idle timeout");
+    await sleep(60);
+    await (await transport.send(url, get())).text!();
+    assert.equal(server.connections, 2);
+    await until(() => server.clientClosed === 1, "the stale connection was closed");
+  } finally {
+    transport.close();
+  }
+});
