@@ -1,7 +1,13 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { ApiError, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS, type WatchEvent } from "./api.ts";
-import { errorFromResponse, KubeClient } from "./client.ts";
+import {
+  connectionFailureText,
+  errorFromResponse,
+  isBrokenConnection,
+  KubeClient,
+  WatchFrameSplitter,
+} from "./client.ts";
 import { type ClusterConnection, connectionFromKubeconfigs, loadConnection } from "./config.ts";
 import type { Fields, Logger } from "../observe/logger.ts";
 import type { KubeObject } from "./types.ts";
@@ -37,7 +43,7 @@ function serve(
         }),
     }, (req, info) => {
       ports.push(info.remoteAddr.port);
-      headers.push(req.headers);
+      headers.push(new Headers(req.headers)); // a copy: HTTP/2 request headers go with the request
       return handler(req);
     });
   });
@@ -457,4 +463,240 @@ Deno.test({
       await Deno.remove(dir, { recursive: true });
     }
   },
+});
+
+Deno.test("WatchFrameSplitter gives the same frames wherever the chunks end", () => {
+  const enc = new TextEncoder();
+  const frames = [
+    `{"type":"ADDED","object":{"metadata":{"name":"a"}}}`,
+    `{"type":"MODIFIED","object":{"metadata":{"name":"\u00e9\u20ac\u{1f600}"}}}`,
+    `{"type":"DELETED","object":{"metadata":{"name":"c"}}}`,
+  ];
+  // CRLF, a blank line and no newline after the last frame.
+  const body = enc.encode(`${frames[0]}\r\n\n${frames[1]}\n${frames[2]}`);
+  for (let i = 0; i <= body.length; i++) {
+    for (let j = i; j <= body.length; j++) {
+      const splitter = new WatchFrameSplitter();
+      const got = [
+        ...splitter.push(body.subarray(0, i)),
+        ...splitter.push(body.subarray(i, j)),
+        ...splitter.push(body.subarray(j)),
+      ];
+      const last = splitter.end();
+      if (last !== undefined) got.push(last);
+      assert.deepEqual(got, frames, `chunks end at ${i} and ${j}`);
+    }
+  }
+  const oneByOne = new WatchFrameSplitter();
+  const got: string[] = [];
+  for (const byte of body) got.push(...oneByOne.push(new Uint8Array([byte])));
+  assert.deepEqual([...got, oneByOne.end()], frames);
+  assert.equal(new WatchFrameSplitter().end(), undefined);
+});
+
+Deno.test("KubeClient watch delivers events sent one byte per chunk", async () => {
+  const body = new TextEncoder().encode(
+    `{"type":"ADDED","object":{"metadata":{"name":"\u20ac"}}}\n` +
+      `{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"9"}}}\n`,
+  );
+  await using server = await serve(() =>
+    new Response(
+      new ReadableStream<Uint8Array>({
+        async start(controller) {
+          for (const byte of body) {
+            controller.enqueue(new Uint8Array([byte]));
+            await new Promise((r) => setTimeout(r, 0));
+          }
+          controller.close();
+        },
+      }),
+    )
+  );
+  await using client = new KubeClient({ connection: await connectionFor(server.url) });
+  const events: string[] = [];
+  for await (
+    const ev of client.watch(VOLUME_ATTACHMENTS, {
+      resourceVersion: "1",
+      timeoutSeconds: 30,
+      allowWatchBookmarks: true,
+      signal: new AbortController().signal,
+    })
+  ) events.push(`${ev.type} ${ev.object.metadata.name ?? ev.object.metadata.resourceVersion}`);
+  assert.deepEqual(events, ["ADDED \u20ac", "BOOKMARK 9"]);
+});
+
+/** A raw HTTP server on 127.0.0.1 that hands each request's head to `answer`. */
+function rawServer(
+  answer: (conn: Deno.Conn, head: string) => Promise<void>,
+): { url: string; heads: string[]; done: Promise<void> } & AsyncDisposable {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const heads: string[] = [];
+  const conns: Promise<void>[] = [];
+  const accepting = (async () => {
+    for await (const conn of listener) {
+      conns.push((async () => {
+        const buf = new Uint8Array(16384);
+        let head = "";
+        while (!head.includes("\r\n\r\n")) {
+          const n = await conn.read(buf).catch(() => null);
+          if (n === null) break;
+          head += new TextDecoder().decode(buf.subarray(0, n));
+        }
+        heads.push(head);
+        try {
+          await answer(conn, head);
+        } finally {
+          try {
+            conn.close();
+          } catch {
+            // closed already
+          }
+        }
+      })());
+    }
+  })();
+  const done = accepting.then(() => Promise.all(conns)).then(() => {});
+  return {
+    url: `http://127.0.0.1:${listener.addr.port}`,
+    heads,
+    done,
+    [Symbol.asyncDispose]: async () => {
+      listener.close();
+      await done;
+    },
+  };
+}
+
+Deno.test("KubeClient sends a list of credential header values as repeated lines on the wire", async () => {
+  await using server = rawServer(async (conn) => {
+    const body = JSON.stringify(PV);
+    await conn.write(new TextEncoder().encode(
+      `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n` +
+        `connection: close\r\n\r\n${body}`,
+    ));
+  });
+  await using client = new KubeClient({
+    connection: await connectionFor(server.url, {
+      as: "bob",
+      "as-groups": ["g1", "g2"],
+      "as-user-extra": { scopes: ["s1", "s2"] },
+    }),
+  });
+  await client.get(PERSISTENT_VOLUMES, "pv1");
+  const lines = server.heads[0]!.toLowerCase().split("\r\n");
+  // The API server reads each line as one group; "g1, g2" on one line would be one group.
+  assert.deepEqual(lines.filter((l) => l.startsWith("impersonate-group:")), [
+    "impersonate-group: g1",
+    "impersonate-group: g2",
+  ]);
+  assert.deepEqual(lines.filter((l) => l.startsWith("impersonate-extra-scopes:")), [
+    "impersonate-extra-scopes: s1",
+    "impersonate-extra-scopes: s2",
+  ]);
+});
+
+Deno.test("isBrokenConnection recognises broken connections, not a refused one or a timeout", async () => {
+  /** The error of a GET against a server that answers with `raw` (bytes) and closes. */
+  const failure = async (raw: string | undefined): Promise<unknown> => {
+    await using server = rawServer(async (conn) => {
+      if (raw !== undefined) await conn.write(new TextEncoder().encode(raw));
+    });
+    await using client = new KubeClient({ connection: await connectionFor(server.url) });
+    // A PATCH: a GET whose connection broke would be retried after 1 s.
+    return await client.patch(PERSISTENT_VOLUMES, "pv1", { type: "merge", body: {} }).then(
+      () => assert.fail("no answer expected"),
+      (err: unknown) => err,
+    );
+  };
+  // Closed before any answer.
+  const closed = await failure(undefined);
+  assert.ok(isBrokenConnection(closed), `closed before the answer: ${closed}`);
+  assert.ok(
+    closed instanceof ApiError && !closed.message.includes("fetch failed") &&
+      /unexpected EOF: the server closed the connection before the answer/.test(closed.message),
+    String(closed),
+  );
+  // Closed in the middle of the body.
+  const cut = await failure('HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n{"kind"');
+  assert.ok(isBrokenConnection(cut), `closed in the body: ${cut}`);
+
+  // Refused: nothing was sent, and client-go does not count it as a broken connection.
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = listener.addr.port;
+  listener.close();
+  await using refusedClient = new KubeClient({
+    connection: await connectionFor(`http://127.0.0.1:${port}`),
+  });
+  const refused = await refusedClient.get(PERSISTENT_VOLUMES, "pv1").catch((err) => err);
+  assert.ok(refused instanceof ApiError && refused.reason === "ConnectionError", String(refused));
+  assert.ok(!isBrokenConnection(refused), String(refused));
+  assert.ok(/Connection refused/i.test(refused.message), refused.message);
+
+  // The shapes of fetch's errors (a TypeError with the reason as its cause) and node's codes.
+  const fetchError = (reason: string) =>
+    new ApiError(0, "ConnectionError", "Get", {
+      cause: new TypeError("fetch failed", { cause: new Error(reason) }),
+    });
+  assert.ok(isBrokenConnection(fetchError(
+    "error sending request for url (https://h/): client error (SendRequest): connection error: " +
+      "Connection reset by peer (os error 104)",
+  )));
+  assert.ok(isBrokenConnection(fetchError(
+    "error sending request for url (https://h/): http2 error: connection error received: " +
+      "not a result of an error",
+  )));
+  assert.ok(
+    !isBrokenConnection(fetchError(
+      "error sending request for url (https://h/): client error (Connect): invalid peer " +
+        "certificate: UnknownIssuer",
+    )),
+  );
+  const nodeReset = Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" });
+  assert.ok(isBrokenConnection(new ApiError(0, "ConnectionError", "Get", { cause: nodeReset })));
+  assert.ok(!isBrokenConnection(new ApiError(0, "Timeout", "request timed out")));
+  assert.ok(!isBrokenConnection(new Error("connection reset")));
+
+  assert.equal(
+    connectionFailureText(
+      new TypeError("fetch failed", {
+        cause: new Error(
+          "error sending request from 127.0.0.1:1 for http://127.0.0.1:2/ (127.0.0.1:2): client " +
+            "error (SendRequest): connection closed before message completed",
+        ),
+      }),
+    ),
+    "client error (SendRequest): connection closed before message completed",
+  );
+  assert.equal(connectionFailureText(new Error("socket hang up")), "socket hang up");
+});
+
+Deno.test("KubeClient.close() ends the watches and requests under way", async () => {
+  const release = Promise.withResolvers<void>();
+  await using server = await serve(async (req) => {
+    if (new URL(req.url).searchParams.get("watch") === "true") {
+      return new Response(new ReadableStream<Uint8Array>());
+    }
+    await release.promise;
+    return json(PV);
+  });
+  await using _ = { [Symbol.asyncDispose]: () => Promise.resolve(release.resolve()) };
+  const client = new KubeClient({ connection: await connectionFor(server.url) });
+  const watching = (async () => {
+    for await (
+      const _ of client.watch(VOLUME_ATTACHMENTS, {
+        resourceVersion: "1",
+        timeoutSeconds: 600,
+        allowWatchBookmarks: true,
+        signal: new AbortController().signal,
+      })
+    ) assert.fail("no event expected");
+  })();
+  const getting = client.get(PERSISTENT_VOLUMES, "pv1");
+  while (server.ports.length < 2) await new Promise((r) => setTimeout(r, 5));
+  await client.close();
+  const closed = (err: unknown) =>
+    err instanceof ApiError && err.reason === "ConnectionError" && /closed/.test(err.message);
+  await assert.rejects(watching, closed);
+  await assert.rejects(getting, closed);
+  await assert.rejects(client.get(PERSISTENT_VOLUMES, "pv1"), closed);
 });

@@ -20,17 +20,14 @@
  * Errors are {@link KubeconfigError}s with one line naming the file and the field; they never
  * contain a token, key or password.
  *
- * Nothing here reads the environment: `main.ts` passes the values it read.
+ * Nothing here reads the environment: `main.ts` passes the values it read. Paths are POSIX paths
+ * (the attacher runs on Linux); no `node:` module is loaded at start.
  *
  * @module
  */
 
-import { Buffer } from "node:buffer";
-import type http from "node:http";
-import { isIPv6 } from "node:net";
-import { delimiter, dirname, isAbsolute, join, resolve } from "node:path";
-import process from "node:process";
 import type { Logger } from "../observe/logger.ts";
+import { dirname, isAbsolute, join, resolve } from "./posix_path.ts";
 
 /** Where the service account files are mounted in a pod. */
 export const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -66,8 +63,11 @@ export interface ClusterConnection {
    * a rotated token file or a refreshed plugin token shows here. May be called concurrently.
    */
   headers(): Promise<CredentialHeaders>;
-  /** Set only for a cluster with a `proxy-url`: builds the agent that goes through the proxy. */
-  proxyAgent?: () => Promise<http.Agent>;
+  /**
+   * Set only for a cluster with a `proxy-url`: builds the `node:http` `Agent` that goes through
+   * the proxy (typed loosely so that this module names no `node:` module).
+   */
+  proxyAgent?: () => Promise<object>;
 }
 
 /** A configuration that cannot be used; the message is one line naming the file and field. */
@@ -132,7 +132,7 @@ export async function loadConnection(
   if (options.inCluster !== undefined && options.inCluster.host !== "") {
     return await inClusterConnection(options.inCluster, deps);
   }
-  const listed = (options.kubeconfigEnv ?? "").split(delimiter).filter((f) => f !== "");
+  const listed = (options.kubeconfigEnv ?? "").split(PATH_LIST_DELIMITER).filter((f) => f !== "");
   const files = listed.length > 0
     ? listed
     : options.home !== undefined && options.home !== ""
@@ -207,7 +207,7 @@ export async function connectionFromKubeconfigs(
     }
     if (current === undefined && typeof cc === "string" && cc !== "") current = { name: cc, file };
   }
-  const files = sources.map((s) => s.file).join(delimiter);
+  const files = sources.map((s) => s.file).join(PATH_LIST_DELIMITER);
   if (current === undefined) {
     throw new KubeconfigError(`kubeconfig ${files}: current-context is not set`);
   }
@@ -358,7 +358,7 @@ async function credentials(
     const value = { Authorization: `Bearer ${token}` };
     auth = () => Promise.resolve(value);
   } else if (username || password) {
-    const basic = Buffer.from(`${username ?? ""}:${password ?? ""}`).toString("base64");
+    const basic = base64Utf8(`${username ?? ""}:${password ?? ""}`);
     const value = { Authorization: `Basic ${basic}` };
     auth = () => Promise.resolve(value);
   } else if (methods.length === 1) {
@@ -484,7 +484,8 @@ async function inClusterConnection(
     );
   }
   const dir = env.serviceAccountDir ?? SERVICE_ACCOUNT_DIR;
-  const host = isIPv6(env.host) ? `[${env.host}]` : env.host;
+  // Go's net.JoinHostPort, as client-go's InClusterConfig: an IPv6 address goes in brackets.
+  const host = env.host.includes(":") && !env.host.startsWith("[") ? `[${env.host}]` : env.host;
   const server = `https://${host}:${env.port}`;
   checkServer(server, "in-cluster configuration: KUBERNETES_SERVICE_HOST/PORT");
   const caFile = join(dir, "ca.crt");
@@ -517,7 +518,7 @@ async function pem(
     if (compact.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(compact)) {
       throw new KubeconfigError(`${at}.${dataField} is not valid base64`);
     }
-    return new Uint8Array(Buffer.from(compact, "base64"));
+    return fromBase64(compact);
   }
   const file = resolvePath(entry, optionalString(entry, fileField));
   if (file === undefined || file === "") return undefined;
@@ -591,6 +592,24 @@ function reasonOf(err: unknown): string {
   return String(err);
 }
 
+/** The separator of the `KUBECONFIG` path list (client-go: `filepath.ListSeparator`, POSIX). */
+const PATH_LIST_DELIMITER = ":";
+
+/** Decodes checked base64 (no whitespace) to bytes. */
+function fromBase64(text: string): Uint8Array {
+  const binary = atob(text);
+  const bytes = new Uint8Array(binary.length);
+  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
+  return bytes;
+}
+
+/** The base64 of a string's UTF-8 bytes (`btoa` alone takes only Latin-1). */
+function base64Utf8(text: string): string {
+  let binary = "";
+  for (const byte of new TextEncoder().encode(text)) binary += String.fromCharCode(byte);
+  return btoa(binary);
+}
+
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
@@ -602,6 +621,8 @@ function isRecord(value: unknown): value is Record<string, unknown> {
  * import only.
  */
 async function importClientNodeAuth(): Promise<typeof import("./client_node_auth.ts")> {
+  // node:process costs megabytes once loaded: only this rare path loads it.
+  const { default: process } = await import("node:process");
   const before = process.noDeprecation;
   process.noDeprecation = true;
   try {
@@ -642,7 +663,7 @@ async function clientNodeProxyAgent(
   server: string,
   tls: TlsMaterial,
   proxyUrl: string,
-): Promise<http.Agent> {
+): Promise<object> {
   const { proxyAgent } = await importClientNodeAuth();
   return await proxyAgent(server, tls, proxyUrl);
 }

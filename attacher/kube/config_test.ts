@@ -261,6 +261,10 @@ Deno.test("loadConnection() in cluster uses the service account token and CA, as
     inCluster: { host: "fd00::1", port: "6443", serviceAccountDir: dir.path },
   });
   assert.equal(v6.server, "https://[fd00::1]:6443");
+  const bracketed = await loadConnection({
+    inCluster: { host: "[fd00::1]", port: "6443", serviceAccountDir: dir.path },
+  });
+  assert.equal(bracketed.server, "https://[fd00::1]:6443");
   await assert.rejects(
     loadConnection({ inCluster: { host: "10.96.0.1", port: "", serviceAccountDir: dir.path } }),
     /KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be defined/,
@@ -590,4 +594,18 @@ Deno.test("connectionFromKubeconfigs() refuses a proxy-url that is not a proxy U
       'kubeconfig /cfg/kubeconfig: clusters[0] "a" cluster.proxy-url: unsupported URL scheme "ftp:"',
     ),
   );
+});
+
+Deno.test("connectionFromKubeconfigs() sends a non-ASCII basic auth password as UTF-8 base64", async () => {
+  const c = await fromText(
+    kubeconfig("a", { server: "https://a" }, {
+      username: "adm\u00efn",
+      password: "p\u20ac\u{1f511}",
+    }),
+  );
+  // The bytes of "admïn:p€🔑" in UTF-8, as Go's base64 of the string.
+  const utf8 = new TextEncoder().encode("adm\u00efn:p\u20ac\u{1f511}");
+  assert.deepEqual(await c.headers(), {
+    Authorization: `Basic ${btoa(String.fromCharCode(...utf8))}`,
+  });
 });

@@ -1,0 +1,338 @@
+/**
+ * KubeClient's transports over TLS: HTTP/1.1 keep-alive through the loopback TCP proxy going
+ * silent, and the node:https transport for what `Deno.createHttpClient` cannot do
+ * (`insecure-skip-tls-verify`, `tls-server-name`). Certificates are made with openssl.
+ */
+
+import assert from "node:assert/strict";
+import { ApiError, PERSISTENT_VOLUMES } from "../../attacher/kube/api.ts";
+import { KubeClient } from "../../attacher/kube/client.ts";
+import { type ClusterConnection, connectionFromKubeconfigs } from "../../attacher/kube/config.ts";
+import { nodeTransportReason, proxyVariable } from "../../attacher/kube/transport.ts";
+import { Http1Transport } from "../../attacher/kube/http1_transport.ts";
+import { TcpProxy } from "../../testkit/tcp_proxy.ts";
+
+/** True when the openssl command can run here. */
+function hasOpenssl(): boolean {
+  try {
+    return new Deno.Command("openssl", { args: ["version"], stdout: "null", stderr: "null" })
+      .outputSync().success;
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound || err instanceof Deno.errors.NotCapable) return false;
+    throw err;
+  }
+}
+
+async function openssl(dir: string, ...args: string[]): Promise<void> {
+  const out = await new Deno.Command("openssl", { args, cwd: dir, stdout: "null", stderr: "piped" })
+    .output();
+  if (!out.success) throw new Error(`openssl ${args[0]}: ${new TextDecoder().decode(out.stderr)}`);
+}
+
+interface Pki {
+  /** PEM of the CA. */
+  ca: string;
+  /** PEM of a server certificate the CA signed, and its key. */
+  cert: string;
+  key: string;
+  /** PEM of a client certificate (CN=alice) the CA signed, and its key. */
+  clientCert: string;
+  clientKey: string;
+}
+
+/** A CA and a server certificate with subject alternative names `san` (openssl syntax). */
+async function makePki(san: string): Promise<Pki> {
+  const dir = await Deno.makeTempDir();
+  try {
+    const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    await openssl(
+      dir,
+      ...["req", "-x509", ...ec, "-keyout", "ca.key", "-out", "ca.crt", "-days", "2"],
+      ...["-subj", "/CN=test-ca", "-addext", "basicConstraints=critical,CA:TRUE"],
+      ...["-addext", "keyUsage=critical,keyCertSign"],
+    );
+    await openssl(
+      dir,
+      ...["req", ...ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=server"],
+    );
+    await Deno.writeTextFile(
+      `${dir}/ext.cnf`,
+      `subjectAltName=${san}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n`,
+    );
+    await openssl(
+      dir,
+      ...["x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key"],
+      ...["-CAcreateserial", "-out", "server.crt", "-days", "2", "-extfile", "ext.cnf"],
+    );
+    await openssl(
+      dir,
+      ...["req", ...ec, "-keyout", "client.key", "-out", "client.csr", "-subj", "/CN=alice"],
+    );
+    await Deno.writeTextFile(`${dir}/client.cnf`, "extendedKeyUsage=clientAuth\n");
+    await openssl(
+      dir,
+      ...["x509", "-req", "-in", "client.csr", "-CA", "ca.crt", "-CAkey", "ca.key"],
+      ...["-CAcreateserial", "-out", "client.crt", "-days", "2", "-extfile", "client.cnf"],
+    );
+    return {
+      clientCert: await Deno.readTextFile(`${dir}/client.crt`),
+      clientKey: await Deno.readTextFile(`${dir}/client.key`),
+      ca: await Deno.readTextFile(`${dir}/ca.crt`),
+      cert: await Deno.readTextFile(`${dir}/server.crt`),
+      key: await Deno.readTextFile(`${dir}/server.key`),
+    };
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+const PV = { apiVersion: "v1", kind: "PersistentVolume", metadata: { name: "pv1" }, spec: {} };
+
+interface TlsServer extends AsyncDisposable {
+  port: number;
+  /** Requests answered so far. */
+  requests: number;
+}
+
+/** A TLS server on 127.0.0.1 (HTTP/2 or HTTP/1.1 by ALPN) answering every request with PV. */
+function serveTls(pki: Pki): TlsServer {
+  const state = { requests: 0 };
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, cert: pki.cert, key: pki.key, onListen() {} },
+    () => {
+      state.requests++;
+      return Response.json(PV);
+    },
+  );
+  return {
+    port: server.addr.port,
+    get requests() {
+      return state.requests;
+    },
+    [Symbol.asyncDispose]: async () => {
+      await server.shutdown();
+      await server.finished;
+    },
+  };
+}
+
+/** The connection of a one-cluster kubeconfig. */
+function connection(cluster: Record<string, unknown>): Promise<ClusterConnection> {
+  return connectionFromKubeconfigs([{
+    file: "/test/kubeconfig",
+    text: JSON.stringify({
+      clusters: [{ name: "c", cluster }],
+      users: [{ name: "u", user: { token: "t" } }],
+      contexts: [{ name: "ctx", context: { cluster: "c", user: "u" } }],
+      "current-context": "ctx",
+    }),
+  }]);
+}
+
+const skip = !hasOpenssl();
+
+Deno.test({
+  name:
+    "HTTP/1.1 keep-alive over TLS: a request that times out on a silent connection makes the next one open a new connection",
+  ignore: skip,
+  async fn() {
+    const pki = await makePki("IP:127.0.0.1");
+    await using server = serveTls(pki);
+    await using proxy = await TcpProxy.start({ port: server.port });
+    await using client = new KubeClient({
+      connection: await connection({
+        server: `https://127.0.0.1:${proxy.port}`,
+        "certificate-authority-data": btoa(pki.ca),
+      }),
+    }, { timeoutMs: 500 });
+    // Two requests at once need two connections; both are kept and reused after that.
+    await Promise.all([1, 2].map(() => client.get(PERSISTENT_VOLUMES, "pv1")));
+    for (let i = 0; i < 3; i++) await client.get(PERSISTENT_VOLUMES, "pv1");
+    assert.equal(proxy.accepted, 2, "two keep-alive connections");
+
+    proxy.silenceExisting();
+    await assert.rejects(
+      client.get(PERSISTENT_VOLUMES, "pv1"),
+      (err: unknown) => err instanceof ApiError && err.reason === "Timeout",
+    );
+    // The timed-out request closed its connection; the other pooled one is silent too and must
+    // not be reused: without the renewal the next request would time out on it.
+    const got = await client.get(PERSISTENT_VOLUMES, "pv1");
+    assert.equal(got.metadata.name, "pv1");
+    assert.equal(proxy.accepted, 3, "a new connection");
+  },
+});
+
+Deno.test({
+  name:
+    "HTTP/1.1 over TLS presents the client certificate to a server that requires one (openssl s_server)",
+  ignore: skip,
+  async fn() {
+    const pki = await makePki("IP:127.0.0.1");
+    const dir = await Deno.makeTempDir();
+    const free = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const port = free.addr.port;
+    free.close();
+    for (const [name, text] of Object.entries(pki)) {
+      await Deno.writeTextFile(`${dir}/${name}`, text);
+    }
+    // -Verify 1: the handshake fails without a client certificate the CA signed. -www answers
+    // every request with a page describing the session, the client certificate included.
+    const server = new Deno.Command("openssl", {
+      args: [
+        ...["s_server", "-accept", `127.0.0.1:${port}`, "-cert", "cert", "-key", "key"],
+        ...["-CAfile", "ca", "-Verify", "1", "-www", "-naccept", "2"],
+      ],
+      cwd: dir,
+      stdout: "piped",
+      stderr: "null",
+    }).spawn();
+    const stdout = server.stdout.getReader();
+    try {
+      // s_server says ACCEPT once it listens.
+      let out = "";
+      while (!out.includes("ACCEPT")) {
+        const next = await stdout.read();
+        if (next.done) throw new Error("openssl s_server ended");
+        out += new TextDecoder().decode(next.value);
+      }
+      const url = new URL(`https://127.0.0.1:${port}/`);
+      const enc = new TextEncoder();
+      const material = { insecureSkipTlsVerify: false, ca: enc.encode(pki.ca) };
+      const request = () => ({ method: "GET", headers: [], signal: AbortSignal.timeout(5000) });
+      const withCert = new Http1Transport({
+        ...material,
+        cert: enc.encode(pki.clientCert),
+        key: enc.encode(pki.clientKey),
+      });
+      try {
+        const res = await withCert.send(url, request());
+        assert.equal(res.status, 200);
+        assert.match(await res.text!(), /Client certificate[\s\S]*Subject: CN\s?=\s?alice/);
+      } finally {
+        withCert.close();
+      }
+      const without = new Http1Transport(material);
+      try {
+        await assert.rejects(
+          without.send(url, request()).then((res) => res.text!()),
+          /CertificateRequired|certificate/i,
+        );
+      } finally {
+        without.close();
+      }
+    } finally {
+      try {
+        server.kill();
+      } catch { /* ended */ }
+      await stdout.cancel().catch(() => {});
+      await server.status;
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "insecure-skip-tls-verify reaches a server whose certificate no configured CA signed (node:https transport)",
+  ignore: skip,
+  async fn() {
+    const pki = await makePki("IP:127.0.0.1");
+    await using server = serveTls(pki);
+    const url = `https://127.0.0.1:${server.port}`;
+    const insecure = await connection({ server: url, "insecure-skip-tls-verify": true });
+    assert.equal(nodeTransportReason(new URL(url), insecure), "insecure-skip-tls-verify");
+    await using client = new KubeClient({ connection: insecure });
+    assert.equal((await client.get(PERSISTENT_VOLUMES, "pv1")).metadata.name, "pv1");
+
+    // The same server without the setting is refused: the certificate is checked.
+    await using checked = new KubeClient({ connection: await connection({ server: url }) });
+    await assert.rejects(
+      checked.get(PERSISTENT_VOLUMES, "pv1"),
+      (err: unknown) =>
+        err instanceof ApiError && err.reason === "ConnectionError" &&
+        /certificate|UnknownIssuer/i.test(err.message),
+    );
+    assert.equal(server.requests, 1);
+  },
+});
+
+Deno.test({
+  name: "tls-server-name checks the certificate against that name (node:https transport)",
+  ignore: skip,
+  async fn() {
+    const pki = await makePki("DNS:kube.test");
+    await using server = serveTls(pki);
+    const url = `https://127.0.0.1:${server.port}`;
+    const cluster = { server: url, "certificate-authority-data": btoa(pki.ca) };
+    const named = await connection({ ...cluster, "tls-server-name": "kube.test" });
+    assert.equal(nodeTransportReason(new URL(url), named), "tls-server-name");
+    await using client = new KubeClient({ connection: named });
+    assert.equal((await client.get(PERSISTENT_VOLUMES, "pv1")).metadata.name, "pv1");
+
+    // Without it, the certificate is checked against 127.0.0.1 and refused.
+    const plain = await connection(cluster);
+    assert.equal(nodeTransportReason(new URL(url), plain), undefined);
+    await using unnamed = new KubeClient({ connection: plain });
+    await assert.rejects(
+      unnamed.get(PERSISTENT_VOLUMES, "pv1"),
+      (err: unknown) => err instanceof ApiError && err.reason === "ConnectionError",
+    );
+    // A wrong name is refused too.
+    await using wrong = new KubeClient({
+      connection: await connection({ ...cluster, "tls-server-name": "other.test" }),
+    });
+    await assert.rejects(
+      wrong.get(PERSISTENT_VOLUMES, "pv1"),
+      (err: unknown) => err instanceof ApiError && err.reason === "ConnectionError",
+    );
+    assert.equal(server.requests, 1);
+  },
+});
+
+Deno.test("nodeTransportReason: none for plain HTTP and for TLS with a CA and client certificate", () => {
+  const conn = (tls: ClusterConnection["tls"], proxy = false): ClusterConnection => ({
+    server: "",
+    tls,
+    headers: () => Promise.resolve({}),
+    ...(proxy && { proxyAgent: () => Promise.resolve({}) }),
+  });
+  const https = new URL("https://h:6443");
+  const http = new URL("http://h:8080");
+  const ca = new Uint8Array([1]);
+  assert.equal(nodeTransportReason(https, conn({ insecureSkipTlsVerify: false, ca })), undefined);
+  assert.equal(
+    nodeTransportReason(https, conn({ insecureSkipTlsVerify: false, cert: ca, key: ca })),
+    undefined,
+  );
+  // The test kit's plain-HTTP connections say insecure-skip-tls-verify: HTTP/1.1 still carries them.
+  assert.equal(nodeTransportReason(http, conn({ insecureSkipTlsVerify: true })), undefined);
+  assert.equal(
+    nodeTransportReason(https, conn({ insecureSkipTlsVerify: true })),
+    "insecure-skip-tls-verify",
+  );
+  assert.equal(
+    nodeTransportReason(https, conn({ insecureSkipTlsVerify: false, serverName: "n" })),
+    "tls-server-name",
+  );
+  assert.equal(
+    nodeTransportReason(http, conn({ insecureSkipTlsVerify: false }, true)),
+    "proxy-url",
+  );
+});
+
+Deno.test("proxyVariable: the proxy variable of the server's scheme, either case; none when empty or unreadable", () => {
+  const env = (vars: Record<string, string>) => (name: string) => vars[name];
+  const https = new URL("https://h:6443");
+  const http = new URL("http://h:8080");
+  assert.equal(proxyVariable(https, env({})), undefined);
+  assert.equal(proxyVariable(https, env({ HTTP_PROXY: "http://p:3128" })), undefined);
+  assert.equal(proxyVariable(https, env({ https_proxy: "http://p:3128" })), "https_proxy");
+  assert.equal(proxyVariable(https, env({ HTTPS_PROXY: "" })), undefined);
+  assert.equal(proxyVariable(http, env({ http_proxy: "http://p:3128" })), "http_proxy");
+  assert.equal(proxyVariable(http, env({ HTTPS_PROXY: "http://p:3128" })), undefined);
+  const denied = () => {
+    throw new Deno.errors.NotCapable("env");
+  };
+  assert.equal(proxyVariable(https, denied), undefined);
+});
