@@ -11,6 +11,7 @@ import {
 import { type ClusterConnection, connectionFromKubeconfigs, loadConnection } from "./config.ts";
 import type { Fields, Logger } from "../observe/logger.ts";
 import type { KubeObject } from "./types.ts";
+import { hasOpenssl, makePki } from "../../testkit/pki.ts";
 
 interface TestServer extends AsyncDisposable {
   url: string;
@@ -358,85 +359,15 @@ Deno.test("KubeClient refuses a server that is not an http(s) URL", () => {
   assert.throws(() => new KubeClient({ connection: connection("ftp://h/") }), TypeError);
 });
 
-/** True when the openssl command can run here. */
-function hasOpenssl(): boolean {
-  try {
-    return new Deno.Command("openssl", { args: ["version"], stdout: "null", stderr: "null" })
-      .outputSync().success;
-  } catch (err) {
-    if (err instanceof Deno.errors.NotFound || err instanceof Deno.errors.NotCapable) return false;
-    throw err;
-  }
-}
-
-/** Runs openssl in `dir`. */
-async function openssl(dir: string, ...args: string[]): Promise<void> {
-  const out = await new Deno.Command("openssl", { args, cwd: dir, stdout: "null", stderr: "piped" })
-    .output();
-  if (!out.success) throw new Error(`openssl ${args[0]}: ${new TextDecoder().decode(out.stderr)}`);
-}
-
 Deno.test({
   name: "KubeClient over TLS with the in-cluster CA and token, on one connection",
   ignore: !hasOpenssl(),
   async fn() {
     const dir = await Deno.makeTempDir();
     try {
-      const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-      await openssl(
-        dir,
-        "req",
-        "-x509",
-        ...ec,
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.crt",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=test-ca",
-        "-addext",
-        "basicConstraints=critical,CA:TRUE",
-        "-addext",
-        "keyUsage=critical,keyCertSign",
-      );
-      await openssl(
-        dir,
-        "req",
-        ...ec,
-        "-keyout",
-        "server.key",
-        "-out",
-        "server.csr",
-        "-subj",
-        "/CN=127.0.0.1",
-      );
-      await Deno.writeTextFile(
-        join(dir, "ext.cnf"),
-        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
-      );
-      await openssl(
-        dir,
-        "x509",
-        "-req",
-        "-in",
-        "server.csr",
-        "-CA",
-        "ca.crt",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "server.crt",
-        "-days",
-        "2",
-        "-extfile",
-        "ext.cnf",
-      );
+      const { ca, cert, key } = await makePki("IP:127.0.0.1");
+      await Deno.writeTextFile(join(dir, "ca.crt"), ca);
       await Deno.writeTextFile(join(dir, "token"), "sa-token");
-      const cert = await Deno.readTextFile(join(dir, "server.crt"));
-      const key = await Deno.readTextFile(join(dir, "server.key"));
 
       await using server = await serve(() => json(PV), { cert, key });
       const port = new URL(server.url).port;
@@ -452,7 +383,7 @@ Deno.test({
       // A CA that did not sign the server certificate is refused.
       const other = {
         ...connection,
-        tls: { ...connection.tls, ca: await Deno.readFile(join(dir, "server.crt")) },
+        tls: { ...connection.tls, ca: new TextEncoder().encode(cert) },
       };
       await using untrusted = new KubeClient({ connection: other });
       await assert.rejects(
