@@ -8,6 +8,7 @@ import {
 } from "../../attacher/kube/api.ts";
 import { type ApiServerEvent, MemoryApiServer } from "./server.ts";
 import { StatusError } from "./status_errors.ts";
+import { plainVolumeAttachment } from "../harness/client_fixtures.ts";
 import type {
   KubeObject,
   Lease,
@@ -19,17 +20,7 @@ const VA_PATH = "/apis/storage.k8s.io/v1/volumeattachments";
 const PV_PATH = "/api/v1/persistentvolumes";
 
 function va(name: string, extra: Partial<VolumeAttachment> = {}): VolumeAttachment {
-  return {
-    apiVersion: "storage.k8s.io/v1",
-    kind: "VolumeAttachment",
-    metadata: { name },
-    spec: {
-      attacher: "csi.example.com",
-      nodeName: "node1",
-      source: { persistentVolumeName: "pv1" },
-    },
-    ...extra,
-  };
+  return { ...plainVolumeAttachment(name), ...extra };
 }
 
 interface Answer {
