@@ -8,17 +8,17 @@
  * @module
  */
 
-import { type KubeRequestObserver, runAttacher } from "./attacher/run.ts";
-import { KubeClient } from "./attacher/kube/client.ts";
-import { loadConnection } from "./attacher/kube/config.ts";
-import { SERVICE_ACCOUNT_NAMESPACE_FILE } from "./attacher/leaderelection/config.ts";
-import { createLogger } from "./attacher/observe/log.ts";
-import { errorText } from "./attacher/observe/errors.ts";
-import type { Logger } from "./attacher/observe/logger.ts";
-import { parseOptions, validateOptions } from "./attacher/cli/options.ts";
-import type { Options } from "./attacher/cli/options.ts";
-import { TokenBucket } from "./attacher/workqueue/token_bucket.ts";
-import { VERSION } from "./attacher/version.ts";
+import { type KubeRequestObserver, runAttacher } from "./lib/run.ts";
+import { KubeClient } from "./lib/kube/client.ts";
+import { loadConnection } from "./lib/kube/config.ts";
+import { SERVICE_ACCOUNT_NAMESPACE_FILE } from "./lib/leaderelection/config.ts";
+import { createLogger } from "./lib/observe/log.ts";
+import { errorText } from "./lib/observe/errors.ts";
+import type { Logger } from "./lib/observe/logger.ts";
+import { parseOptions, validateOptions } from "./lib/cli/options.ts";
+import type { Options } from "./lib/cli/options.ts";
+import { TokenBucket } from "./lib/workqueue/token_bucket.ts";
+import { VERSION } from "./lib/version.ts";
 
 const TERMINATION_LOG = "/dev/termination-log";
 

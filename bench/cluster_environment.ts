@@ -24,7 +24,7 @@ import {
 } from "../tests/e2e/kit.ts";
 import { PATHS, persistentVolumeClaim, pod } from "../tests/e2e/objects.ts";
 import { resolveSettings } from "../tests/e2e/settings.ts";
-import type { KubeObject, VolumeAttachment } from "../attacher/kube/types.ts";
+import type { KubeObject, VolumeAttachment } from "../lib/kube/types.ts";
 import type { BenchEnvironment, EnvironmentFactory } from "./environment.ts";
 import {
   CANARY,

@@ -8,7 +8,7 @@ Deno.test("summarizeProfile() splits self and inclusive time and skips the start
       { id: 1, callFrame: frame("(root)"), children: [2, 4] },
       {
         id: 2,
-        callFrame: frame("sync", "file:///work/main/attacher/controller/csi_handler.ts"),
+        callFrame: frame("sync", "file:///work/main/lib/controller/csi_handler.ts"),
         children: [3],
       },
       {
@@ -28,11 +28,11 @@ Deno.test("summarizeProfile() splits self and inclusive time and skips the start
   assert.equal(s.totalMs, 5);
   assert.equal(s.idleMs, 1);
   assert.deepEqual(s.selfByModule.slice(0, 2), [["npm:@grpc/grpc-js", 3], [
-    "attacher/controller/csi_handler.ts",
+    "lib/controller/csi_handler.ts",
     1,
   ]]);
   const inclusive = new Map(s.inclusiveByFunction);
-  assert.equal(inclusive.get("sync (attacher/controller/csi_handler.ts:1)"), 4);
+  assert.equal(inclusive.get("sync (lib/controller/csi_handler.ts:1)"), 4);
   assert.equal(inclusive.get("(root)"), 5);
   assert.equal(summarizeProfile(profile, 2.5).totalMs, 2); // samples at 0…4 ms: 3 and 4 remain
 });
@@ -44,6 +44,6 @@ Deno.test("moduleOf() names npm packages, built-in modules and repository files"
   );
   assert.equal(moduleOf("ext:deno_node/internal/streams/writable.mjs"), "ext:deno_node/internal");
   assert.equal(moduleOf("node:_http_client"), "node:_http_client");
-  assert.equal(moduleOf("file:///work/main/attacher/kube/client.ts"), "attacher/kube/client.ts");
+  assert.equal(moduleOf("file:///work/main/lib/kube/client.ts"), "lib/kube/client.ts");
   assert.equal(moduleOf(""), "(native)");
 });

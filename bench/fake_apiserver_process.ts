@@ -27,9 +27,9 @@
  * @module
  */
 
-import { CSI_NODES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../attacher/kube/api.ts";
+import { CSI_NODES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../lib/kube/api.ts";
 import { MemoryApiServer, type RecordedRequest } from "../testkit/apiserver/server.ts";
-import type { VolumeAttachment } from "../attacher/kube/types.ts";
+import type { VolumeAttachment } from "../lib/kube/types.ts";
 import {
   CANARY,
   csiNode,

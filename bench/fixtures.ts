@@ -8,7 +8,7 @@
  * @module
  */
 
-import type { KubeObject, PersistentVolume, VolumeAttachment } from "../attacher/kube/types.ts";
+import type { KubeObject, PersistentVolume, VolumeAttachment } from "../lib/kube/types.ts";
 
 /** What the objects of a run are made from. */
 export interface FixtureSpec {

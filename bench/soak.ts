@@ -22,8 +22,8 @@ import { attacherArgs, AttacherProcess } from "./attacher_process.ts";
 import { ProcReader } from "./proc_stats.ts";
 import { MemoryApiServer } from "../testkit/apiserver/server.ts";
 import { ExampleDriver } from "../testkit/csi/example_driver.ts";
-import { CSI_NODES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../attacher/kube/api.ts";
-import type { PersistentVolume, VolumeAttachment } from "../attacher/kube/types.ts";
+import { CSI_NODES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../lib/kube/api.ts";
+import type { PersistentVolume, VolumeAttachment } from "../lib/kube/types.ts";
 import {
   driverPersistentVolume,
   driverVolumeAttachment,

@@ -9,7 +9,7 @@
  * @module
  */
 
-import type { VolumeAttachment } from "../attacher/kube/types.ts";
+import type { VolumeAttachment } from "../lib/kube/types.ts";
 import { CANARY, type FixtureSpec, FLOOD_PROBE, indexOfVa } from "./fixtures.ts";
 import type { PodTimelineReport } from "./pod_timeline.ts";
 import { type LatencySummary, summarize } from "./stats.ts";

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import type { VolumeAttachment } from "../attacher/kube/types.ts";
+import type { VolumeAttachment } from "../lib/kube/types.ts";
 import { CANARY, type FixtureSpec, volumeAttachment } from "./fixtures.ts";
 import { Timeline } from "./timeline.ts";
 

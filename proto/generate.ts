@@ -1,7 +1,7 @@
 /**
  * Build step: turns `proto/csi.proto` into the JSON descriptor `proto/csi_descriptor.json` that
  * the test kit's grpc-js server loads (`testkit/csi/proto_loader.ts`) and that
- * `attacher/csi/proto_test.ts` checks the attacher's schema table against, so nothing reads a
+ * `lib/csi/schema_test.ts` checks the attacher's schema table against, so nothing reads a
  * `.proto` file at run time.
  *
  * Run with `deno task proto`. `proto/generate_test.ts` fails when the committed JSON differs from

@@ -1,7 +1,7 @@
 /**
  * Observes the attacher's CSI calls through its logger: the CSI client logs every call at
  * verbosity 5 as "GRPC call" (method, sanitized request JSON) and then "GRPC response" or
- * "GRPC error" ({@link import("../attacher/csi/grpc_log.ts")}). A logger built here receives those lines as
+ * "GRPC error" ({@link import("../lib/csi/grpc_log.ts")}). A logger built here receives those lines as
  * structured fields, turns them into {@link CsiCallEvent}s and forwards every line to the
  * logger the user asked for, which applies its own verbosity.
  *
@@ -10,8 +10,8 @@
  * @module
  */
 
-import { GRPC_LOG_VERBOSITY } from "../attacher/csi/grpc_log.ts";
-import type { Fields, Logger } from "../attacher/observe/logger.ts";
+import { GRPC_LOG_VERBOSITY } from "../lib/csi/grpc_log.ts";
+import type { Fields, Logger } from "../lib/observe/logger.ts";
 
 /** One observed step of a CSI call. */
 export type CsiCallEvent =
@@ -106,7 +106,7 @@ class TapLogger implements Logger {
  *
  * @example
  * ```ts
- * import { nullLogger } from "../attacher/observe/logger.ts";
+ * import { nullLogger } from "../lib/observe/logger.ts";
  * const events: CsiCallEvent[] = [];
  * const log = createCsiCallTap(nullLogger, (e) => events.push(e));
  * log.v(5).info("GRPC call", { method: "/csi.v1.Identity/Probe", request: "{}" });

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { createLogger } from "../attacher/observe/log.ts";
+import { createLogger } from "../lib/observe/log.ts";
 import { createCsiCallTap, type CsiCallEvent } from "./csi_call_tap.ts";
 
 function setup(verbosity: number) {

@@ -10,7 +10,7 @@
  * @module
  */
 
-import { FlagError, FlagSet } from "../attacher/cli/flags.ts";
+import { FlagError, FlagSet } from "../lib/cli/flags.ts";
 import { runScenario, type ScenarioConfig } from "./scenario.ts";
 
 /** Where the sandbox writes. */

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { ApiError, type KubeApi, type Patch, type Resource } from "../attacher/kube/api.ts";
+import { ApiError, type KubeApi, type Patch, type Resource } from "../lib/kube/api.ts";
 
 /** How a request ended. */
 export type ApiCallOutcome =

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { ApiError, type KubeApi, VOLUME_ATTACHMENTS } from "../attacher/kube/api.ts";
-import type { KubeObject } from "../attacher/kube/types.ts";
+import { ApiError, type KubeApi, VOLUME_ATTACHMENTS } from "../lib/kube/api.ts";
+import type { KubeObject } from "../lib/kube/types.ts";
 import { type ApiCallRecord, recordingKubeApi } from "./recording_kube_api.ts";
 
 /** A KubeApi whose patch fails with 409 and whose other calls succeed. */

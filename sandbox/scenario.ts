@@ -11,31 +11,26 @@
  * @module
  */
 
-import { runAttacher } from "../attacher/run.ts";
+import { runAttacher } from "../lib/run.ts";
 import type { CsiDriverServer } from "../testkit/csi/server.ts";
 import { ExampleDriver, type Publication } from "../testkit/csi/example_driver.ts";
-import {
-  CSI_NODES,
-  PERSISTENT_VOLUMES,
-  SECRETS,
-  VOLUME_ATTACHMENTS,
-} from "../attacher/kube/api.ts";
-import { KubeClient } from "../attacher/kube/client.ts";
-import { connectionFromKubeconfigs } from "../attacher/kube/config.ts";
-import { createLogger } from "../attacher/observe/log.ts";
-import { errorText } from "../attacher/observe/errors.ts";
-import { type Logger, nullLogger } from "../attacher/observe/logger.ts";
+import { CSI_NODES, PERSISTENT_VOLUMES, SECRETS, VOLUME_ATTACHMENTS } from "../lib/kube/api.ts";
+import { KubeClient } from "../lib/kube/client.ts";
+import { connectionFromKubeconfigs } from "../lib/kube/config.ts";
+import { createLogger } from "../lib/observe/log.ts";
+import { errorText } from "../lib/observe/errors.ts";
+import { type Logger, nullLogger } from "../lib/observe/logger.ts";
 import { MemoryApiServer, type RecordedRequest } from "../testkit/apiserver/server.ts";
-import { DUMMY_DRIVER_NAME } from "../attacher/controller/names.ts";
-import { type Options, parseOptions, validateOptions } from "../attacher/cli/options.ts";
+import { DUMMY_DRIVER_NAME } from "../lib/controller/names.ts";
+import { type Options, parseOptions, validateOptions } from "../lib/cli/options.ts";
 import type {
   CsiNode,
   PersistentVolume,
   PersistentVolumeSpec,
   Secret,
   VolumeAttachment,
-} from "../attacher/kube/types.ts";
-import { VERSION } from "../attacher/version.ts";
+} from "../lib/kube/types.ts";
+import { VERSION } from "../lib/version.ts";
 import { createCsiCallTap, type CsiCallEvent } from "./csi_call_tap.ts";
 import { recordingKubeApi } from "./recording_kube_api.ts";
 import { showValue, Timeline } from "./timeline.ts";

@@ -14,7 +14,7 @@
  * @module
  */
 
-import type { Patch } from "../attacher/kube/api.ts";
+import type { Patch } from "../lib/kube/api.ts";
 import type { CsiCallEvent } from "./csi_call_tap.ts";
 import type { ApiCallRecord } from "./recording_kube_api.ts";
 

@@ -15,15 +15,15 @@
  * @module
  */
 
-import type { Clock } from "../../attacher/clock.ts";
-import type { KubeObject, ObjectMeta } from "../../attacher/kube/types.ts";
+import type { Clock } from "../../lib/clock.ts";
+import type { KubeObject, ObjectMeta } from "../../lib/kube/types.ts";
 import {
   applyJsonPatch,
   jsonEqual,
   JsonPatchError,
   parseJsonPatch,
-} from "../../attacher/kube/json_patch.ts";
-import { applyMergePatch } from "../../attacher/kube/merge_patch.ts";
+} from "../../lib/kube/json_patch.ts";
+import { applyMergePatch } from "../../lib/kube/merge_patch.ts";
 import { microTimeParseError } from "./micro_time.ts";
 import { apiVersionOf, type ServedResource } from "./resources.ts";
 import { validateObjectName } from "./validation.ts";

@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { Resource } from "../../attacher/kube/api.ts";
+import type { Resource } from "../../lib/kube/api.ts";
 import { type FieldSchema, VOLUME_ATTACHMENT_FIELDS } from "./field_schema.ts";
 import type { FieldCause } from "./status_errors.ts";
 import { validateVolumeAttachmentCreate, validateVolumeAttachmentUpdate } from "./validation.ts";

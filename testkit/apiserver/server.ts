@@ -1,6 +1,6 @@
 /**
  * An in-memory Kubernetes API server on `Deno.serve` (127.0.0.1, plain HTTP), faithful enough
- * that our {@link import("../../attacher/kube/client.ts").KubeClient} and client-node's generated APIs talk
+ * that our {@link import("../../lib/kube/client.ts").KubeClient} and client-node's generated APIs talk
  * to it unchanged. The test suite and the sandbox demo use it in place of a cluster.
  *
  * Served: volumeattachments (storage.k8s.io/v1, with `/status`), persistentvolumes (v1, with
@@ -31,9 +31,9 @@
  * @module
  */
 
-import { type Clock, realClock, type Timer } from "../../attacher/clock.ts";
-import type { ObjectList, Patch, Resource } from "../../attacher/kube/api.ts";
-import type { KubeObject } from "../../attacher/kube/types.ts";
+import { type Clock, realClock, type Timer } from "../../lib/clock.ts";
+import type { ObjectList, Patch, Resource } from "../../lib/kube/api.ts";
+import type { KubeObject } from "../../lib/kube/types.ts";
 import { type ChangeType, Registry, type StoredObject } from "./registry.ts";
 import {
   apiVersionOf,

@@ -1,11 +1,6 @@
 import assert from "node:assert/strict";
 import { FakeClock } from "../fakes/fake_clock.ts";
-import {
-  LEASES,
-  PERSISTENT_VOLUMES,
-  SECRETS,
-  VOLUME_ATTACHMENTS,
-} from "../../attacher/kube/api.ts";
+import { LEASES, PERSISTENT_VOLUMES, SECRETS, VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
 import { type ApiServerEvent, MemoryApiServer } from "./server.ts";
 import { StatusError } from "./status_errors.ts";
 import { plainVolumeAttachment } from "../harness/client_fixtures.ts";
@@ -14,7 +9,7 @@ import type {
   Lease,
   PersistentVolume,
   VolumeAttachment,
-} from "../../attacher/kube/types.ts";
+} from "../../lib/kube/types.ts";
 
 const VA_PATH = "/apis/storage.k8s.io/v1/volumeattachments";
 const PV_PATH = "/api/v1/persistentvolumes";

@@ -5,8 +5,8 @@
  * @module
  */
 
-import { ApiError, qualifiedResource } from "../../attacher/kube/api.ts";
-import type { Status } from "../../attacher/kube/types.ts";
+import { ApiError, qualifiedResource } from "../../lib/kube/api.ts";
+import type { Status } from "../../lib/kube/types.ts";
 import type { ServedResource } from "./resources.ts";
 
 /** The message of a Conflict on an optimistic-concurrency failure (`OptimisticLockErrorMsg`). */

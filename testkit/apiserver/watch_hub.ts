@@ -6,8 +6,8 @@
  * @module
  */
 
-import type { Clock, Timer } from "../../attacher/clock.ts";
-import type { Status } from "../../attacher/kube/types.ts";
+import type { Clock, Timer } from "../../lib/clock.ts";
+import type { Status } from "../../lib/kube/types.ts";
 import type { Registry, RegistryEvent, StoredObject } from "./registry.ts";
 import { apiVersionOf, type ServedResource } from "./resources.ts";
 import {

@@ -7,7 +7,7 @@
  * @module
  */
 
-import type { AccessModeName } from "../../attacher/csi/api.ts";
+import type { AccessModeName } from "../../lib/csi/api.ts";
 import {
   type ControllerHandlers,
   type CsiDriverServer,
@@ -18,7 +18,7 @@ import {
   type ListVolumesEntryMessage,
   startCsiDriverServer,
 } from "./server.ts";
-import { type Logger, nullLogger } from "../../attacher/observe/logger.ts";
+import { type Logger, nullLogger } from "../../lib/observe/logger.ts";
 
 /** gRPC status codes the driver answers with (numbers as in grpc's statuscodes.md). */
 const Code = {

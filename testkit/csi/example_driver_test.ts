@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
-import type { AccessModeName } from "../../attacher/csi/api.ts";
+import type { AccessModeName } from "../../lib/csi/api.ts";
 import { CsiStatusError, type DriverPublishRequest } from "./server.ts";
 import { ExampleDriver } from "./example_driver.ts";
-import { connect, getCapabilities, getDriverName } from "../../attacher/csi/connection.ts";
-import { realClock } from "../../attacher/clock.ts";
-import { nullLogger } from "../../attacher/observe/logger.ts";
+import { connect, getCapabilities, getDriverName } from "../../lib/csi/connection.ts";
+import { realClock } from "../../lib/clock.ts";
+import { nullLogger } from "../../lib/observe/logger.ts";
 
 function req(
   over: Partial<DriverPublishRequest> & { mode?: AccessModeName } = {},

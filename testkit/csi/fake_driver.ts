@@ -18,7 +18,7 @@
  */
 
 import { isDeepStrictEqual } from "node:util";
-import { type CsiServiceName, isSecretField } from "../../attacher/csi/proto.ts";
+import { type CsiServiceName, isSecretField } from "../../lib/csi/schema.ts";
 import { CSI_SERVER_LOADER_OPTIONS, loadCsiProto } from "./proto_loader.ts";
 import {
   type ControllerHandlers,

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
-import { CsiError } from "../../attacher/csi/api.ts";
-import { GrpcCsiClient } from "../../attacher/csi/client.ts";
+import { CsiError } from "../../lib/csi/api.ts";
+import { GrpcCsiClient } from "../../lib/csi/client.ts";
 import { ExampleDriver } from "./example_driver.ts";
-import { nullLogger } from "../../attacher/observe/logger.ts";
+import { nullLogger } from "../../lib/observe/logger.ts";
 import { FakeCsiDriver, type FakeCsiDriverOptions } from "./fake_driver.ts";
 
 const T = { timeoutMs: 5000 };

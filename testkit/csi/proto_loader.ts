@@ -2,7 +2,7 @@
  * The CSI protocol for the test kit's grpc-js server and the e2e suite's own calls: services and
  * message types loaded with `@grpc/proto-loader` and protobufjs from the JSON descriptor generated
  * from `proto/csi.proto` (`deno task proto`). The attacher does not use this: its client has its
- * own schema table and codec (`attacher/csi/proto.ts`, `attacher/csi/protowire.ts`), which
+ * own schema table and codec (`lib/csi/schema.ts`, `lib/wire/grpc/protowire.ts`), which
  * `proto_loader_test.ts` checks against this loader.
  *
  * @module
@@ -12,7 +12,7 @@ import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import protobuf from "protobufjs";
 import descriptor from "../../proto/csi_descriptor.json" with { type: "json" };
-import type { CsiServiceName } from "../../attacher/csi/proto.ts";
+import type { CsiServiceName } from "../../lib/csi/schema.ts";
 
 /**
  * How messages are converted to and from JS objects on the client side: camelCase field names,

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import { CSI_CLIENT_LOADER_OPTIONS, loadCsiProto } from "./proto_loader.ts";
-import { csiMethod, type CsiServiceName } from "../../attacher/csi/proto.ts";
-import { decodeMessage, encodeMessage } from "../../attacher/csi/protowire.ts";
+import { csiMethod, type CsiServiceName } from "../../lib/csi/schema.ts";
+import { decodeMessage, encodeMessage } from "../../lib/wire/grpc/protowire.ts";
 
 /**
  * Responses as the attacher's client decodes them are logged as JSON (`GRPC response`); before

@@ -17,8 +17,8 @@ import {
   FrameType,
   parseSettings,
   settingsFrame,
-} from "../../attacher/http2/frames.ts";
-import { encodeHeaders, type HeaderField, HpackDecoder } from "../../attacher/http2/hpack.ts";
+} from "../../lib/wire/http2/frames.ts";
+import { encodeHeaders, type HeaderField, HpackDecoder } from "../../lib/wire/http2/hpack.ts";
 
 /** A request as the server read it. */
 export interface RawRequest {

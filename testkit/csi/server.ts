@@ -12,7 +12,7 @@
  */
 
 import * as grpc from "@grpc/grpc-js";
-import type { AccessModeName, ControllerUnpublishVolumeRequest } from "../../attacher/csi/api.ts";
+import type { AccessModeName, ControllerUnpublishVolumeRequest } from "../../lib/csi/api.ts";
 import { CSI_SERVER_LOADER_OPTIONS, loadCsiProto } from "./proto_loader.ts";
 
 /** An error a handler throws to answer with gRPC status `code` and `message` as details. */

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
-import { CsiError } from "../../attacher/csi/api.ts";
-import { GrpcCsiClient } from "../../attacher/csi/client.ts";
+import { CsiError } from "../../lib/csi/api.ts";
+import { GrpcCsiClient } from "../../lib/csi/client.ts";
 import { CsiStatusError, type DriverPublishRequest, startCsiDriverServer } from "./server.ts";
-import { nullLogger } from "../../attacher/observe/logger.ts";
+import { nullLogger } from "../../lib/observe/logger.ts";
 
 const T = { timeoutMs: 5000 };
 

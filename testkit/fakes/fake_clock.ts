@@ -5,7 +5,7 @@
  * @module
  */
 
-import { type Clock, sleepOn, type Timer } from "../../attacher/clock.ts";
+import { type Clock, sleepOn, type Timer } from "../../lib/clock.ts";
 
 interface PendingTimer {
   at: number;

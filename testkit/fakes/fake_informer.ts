@@ -6,9 +6,9 @@
  * @module
  */
 
-import type { InformerLike } from "../../attacher/controller/controller.ts";
-import type { EventHandlers } from "../../attacher/kube/store.ts";
-import type { KubeObject } from "../../attacher/kube/types.ts";
+import type { InformerLike } from "../../lib/controller/controller.ts";
+import type { EventHandlers } from "../../lib/kube/store.ts";
+import type { KubeObject } from "../../lib/kube/types.ts";
 
 /** A hand-driven informer. */
 export class FakeInformer<T extends KubeObject> implements InformerLike<T> {

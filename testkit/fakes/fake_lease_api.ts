@@ -22,8 +22,8 @@ import {
   type ObjectOptions,
   type Resource,
   type WatchEvent,
-} from "../../attacher/kube/api.ts";
-import type { KubeObject, Lease } from "../../attacher/kube/types.ts";
+} from "../../lib/kube/api.ts";
+import type { KubeObject, Lease } from "../../lib/kube/types.ts";
 import { MemoryApiServer } from "../apiserver/server.ts";
 
 /** One request a {@link FakeLeaseApi} received. */

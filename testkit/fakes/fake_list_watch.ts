@@ -22,8 +22,8 @@ import type {
   Resource,
   WatchEvent,
   WatchOptions,
-} from "../../attacher/kube/api.ts";
-import type { KubeObject } from "../../attacher/kube/types.ts";
+} from "../../lib/kube/api.ts";
+import type { KubeObject } from "../../lib/kube/types.ts";
 
 /**
  * Lets every promise callback that is already due run: enough microtask turns for the informer to

@@ -4,7 +4,7 @@
  * @module
  */
 
-import type { Fields, Logger } from "../../attacher/observe/logger.ts";
+import type { Fields, Logger } from "../../lib/observe/logger.ts";
 
 /** One captured line. */
 export interface CapturedLine {

@@ -5,8 +5,8 @@
  * @module
  */
 
-import type { ClusterConnection } from "../../attacher/kube/config.ts";
-import type { PersistentVolume, VolumeAttachment } from "../../attacher/kube/types.ts";
+import type { ClusterConnection } from "../../lib/kube/config.ts";
+import type { PersistentVolume, VolumeAttachment } from "../../lib/kube/types.ts";
 
 /** A connection to `url` without credentials or TLS checks (the test servers speak plain HTTP). */
 export function plainConnection(url: string): ClusterConnection {

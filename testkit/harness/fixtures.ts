@@ -12,7 +12,7 @@ import type {
   PersistentVolumeSpec,
   Secret,
   VolumeAttachment,
-} from "../../attacher/kube/types.ts";
+} from "../../lib/kube/types.ts";
 
 export const DRIVER = "csi/test";
 export const FIN = "external-attacher/csi-test";

@@ -16,46 +16,46 @@
 
 import assert from "node:assert/strict";
 import { FakeClock } from "../fakes/fake_clock.ts";
-import { AttachController } from "../../attacher/controller/controller.ts";
+import { AttachController } from "../../lib/controller/controller.ts";
 import type {
   CallOptions,
   ControllerPublishVolumeRequest,
   ControllerUnpublishVolumeRequest,
   CsiClient,
-} from "../../attacher/csi/api.ts";
-import { CsiError } from "../../attacher/csi/api.ts";
-import { GrpcCsiClient } from "../../attacher/csi/client.ts";
-import { CsiHandler, type CsiHandlerOptions } from "../../attacher/controller/csi_handler.ts";
+} from "../../lib/csi/api.ts";
+import { CsiError } from "../../lib/csi/api.ts";
+import { GrpcCsiClient } from "../../lib/csi/client.ts";
+import { CsiHandler, type CsiHandlerOptions } from "../../lib/controller/csi_handler.ts";
 import type { ExampleDriver } from "../csi/example_driver.ts";
-import type { Handler } from "../../attacher/controller/handler.ts";
-import type { KubeApi, ObjectOptions, Patch } from "../../attacher/kube/api.ts";
+import type { Handler } from "../../lib/controller/handler.ts";
+import type { KubeApi, ObjectOptions, Patch } from "../../lib/kube/api.ts";
 import {
   CSI_NODES,
   PERSISTENT_VOLUMES,
   Resource,
   SECRETS,
   VOLUME_ATTACHMENTS,
-} from "../../attacher/kube/api.ts";
-import { KubeClient } from "../../attacher/kube/client.ts";
-import { loadConnection } from "../../attacher/kube/config.ts";
-import { createLogger } from "../../attacher/observe/log.ts";
-import type { Logger } from "../../attacher/observe/logger.ts";
+} from "../../lib/kube/api.ts";
+import { KubeClient } from "../../lib/kube/client.ts";
+import { loadConnection } from "../../lib/kube/config.ts";
+import { createLogger } from "../../lib/observe/log.ts";
+import type { Logger } from "../../lib/observe/logger.ts";
 import type { ApiServerEvent, FaultSpec, ResourceRef } from "../apiserver/server.ts";
 import { MemoryApiServer } from "../apiserver/server.ts";
 import {
   isMigratablePersistentVolume,
   translateInTreePersistentVolume,
-} from "../../attacher/controller/migration.ts";
-import { finalizerName, NODE_ID_ANNOTATION } from "../../attacher/controller/names.ts";
-import { TrivialHandler } from "../../attacher/controller/trivial_handler.ts";
+} from "../../lib/controller/migration.ts";
+import { finalizerName, NODE_ID_ANNOTATION } from "../../lib/controller/names.ts";
+import { TrivialHandler } from "../../lib/controller/trivial_handler.ts";
 import type {
   CsiNode,
   KubeObject,
   PersistentVolume,
   VolumeAttachment,
-} from "../../attacher/kube/types.ts";
-import { ItemExponentialFailureRateLimiter } from "../../attacher/workqueue/rate_limiters.ts";
-import { RateLimitingWorkQueue } from "../../attacher/workqueue/rate_limiting_queue.ts";
+} from "../../lib/kube/types.ts";
+import { ItemExponentialFailureRateLimiter } from "../../lib/workqueue/rate_limiters.ts";
+import { RateLimitingWorkQueue } from "../../lib/workqueue/rate_limiting_queue.ts";
 import type { ScriptedCall } from "../csi/fake_driver.ts";
 import { FakeCsiDriver } from "../csi/fake_driver.ts";
 import type { Action } from "./fixtures.ts";

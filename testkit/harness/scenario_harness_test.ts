@@ -5,10 +5,10 @@
  */
 
 import assert from "node:assert/strict";
-import type { Handler, HandlerContext } from "../../attacher/controller/handler.ts";
-import { PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../attacher/kube/api.ts";
-import type { PersistentVolume, VolumeAttachment } from "../../attacher/kube/types.ts";
-import { removeFinalizerPatch } from "../../attacher/kube/finalizer_patch.ts";
+import type { Handler, HandlerContext } from "../../lib/controller/handler.ts";
+import { PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
+import type { PersistentVolume, VolumeAttachment } from "../../lib/kube/types.ts";
+import { removeFinalizerPatch } from "../../lib/kube/finalizer_patch.ts";
 import type { HandlerFactoryDeps } from "./scenario_harness.ts";
 import { runScenario } from "./scenario_harness.ts";
 import { ANN, csiNode, deleted, FIN, pv, pvRemoveFin, REMOVE_FIN, va } from "./fixtures.ts";

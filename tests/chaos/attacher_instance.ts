@@ -1,21 +1,21 @@
 /**
  * One attacher process of a chaos schedule: the real informers, work queues, CSI handler and
- * controller, wired as `attacher/run.ts` wires them, over the simulated API and driver. The
+ * controller, wired as `lib/run.ts` wires them, over the simulated API and driver. The
  * workers do not pull from the queues by themselves: the simulation starts each sync.
  *
  * @module
  */
 
 import type { FakeClock } from "../../testkit/fakes/fake_clock.ts";
-import { AttachController, volumeAttachmentLanes } from "../../attacher/controller/controller.ts";
-import { CsiHandler } from "../../attacher/controller/csi_handler.ts";
-import { Informer } from "../../attacher/kube/informer.ts";
-import { CSI_NODES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../attacher/kube/api.ts";
-import type { Logger } from "../../attacher/observe/logger.ts";
-import type { CsiNode, PersistentVolume, VolumeAttachment } from "../../attacher/kube/types.ts";
-import { ItemExponentialFailureRateLimiter } from "../../attacher/workqueue/rate_limiters.ts";
-import { RateLimitingWorkQueue } from "../../attacher/workqueue/rate_limiting_queue.ts";
-import type { QueueLanes } from "../../attacher/workqueue/queue.ts";
+import { AttachController, volumeAttachmentLanes } from "../../lib/controller/controller.ts";
+import { CsiHandler } from "../../lib/controller/csi_handler.ts";
+import { Informer } from "../../lib/kube/informer.ts";
+import { CSI_NODES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
+import type { Logger } from "../../lib/observe/logger.ts";
+import type { CsiNode, PersistentVolume, VolumeAttachment } from "../../lib/kube/types.ts";
+import { ItemExponentialFailureRateLimiter } from "../../lib/workqueue/rate_limiters.ts";
+import { RateLimitingWorkQueue } from "../../lib/workqueue/rate_limiting_queue.ts";
+import type { QueueLanes } from "../../lib/workqueue/queue.ts";
 import type { FaultyCsiDriver } from "./faulty_csi_client.ts";
 import type { FaultyKubeApi } from "./faulty_kube_api.ts";
 import { type Sabotage, sabotageClients } from "./sabotage.ts";

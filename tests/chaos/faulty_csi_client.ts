@@ -16,7 +16,7 @@
  * @module
  */
 
-import type { Timer } from "../../attacher/clock.ts";
+import type { Timer } from "../../lib/clock.ts";
 import type { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import type {
   CallOptions,
@@ -24,8 +24,8 @@ import type {
   ControllerUnpublishVolumeRequest,
   CsiClient,
   ListedVolume,
-} from "../../attacher/csi/api.ts";
-import { CsiError, grpcCodeName } from "../../attacher/csi/api.ts";
+} from "../../lib/csi/api.ts";
+import { CsiError, grpcCodeName } from "../../lib/csi/api.ts";
 import { CsiStatusError, type DriverVolumeCapability } from "../../testkit/csi/server.ts";
 import { ExampleDriver } from "../../testkit/csi/example_driver.ts";
 import type { Journal } from "./journal.ts";

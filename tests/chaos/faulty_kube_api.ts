@@ -13,7 +13,7 @@
  * @module
  */
 
-import type { Timer } from "../../attacher/clock.ts";
+import type { Timer } from "../../lib/clock.ts";
 import type { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import {
   ApiError,
@@ -24,11 +24,11 @@ import {
   type Resource,
   type WatchEvent,
   type WatchOptions,
-} from "../../attacher/kube/api.ts";
+} from "../../lib/kube/api.ts";
 import type { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import { resolveServedResource } from "../../testkit/apiserver/resources.ts";
 import { errorForCode, resourceExpired } from "../../testkit/apiserver/status_errors.ts";
-import type { KubeObject } from "../../attacher/kube/types.ts";
+import type { KubeObject } from "../../lib/kube/types.ts";
 import type { Journal } from "./journal.ts";
 import type { MirrorEvent, ServerMirror } from "./mirror.ts";
 import type { Prng } from "./prng.ts";

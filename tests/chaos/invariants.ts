@@ -21,16 +21,16 @@
 
 import type { CapturedLine } from "../../testkit/fakes/fake_logger.ts";
 import type { ExampleDriver } from "../../testkit/csi/example_driver.ts";
-import { errorText } from "../../attacher/observe/errors.ts";
-import { jsonEqual } from "../../attacher/kube/json_patch.ts";
-import { finalizerName, NODE_ID_ANNOTATION } from "../../attacher/controller/names.ts";
+import { errorText } from "../../lib/observe/errors.ts";
+import { jsonEqual } from "../../lib/kube/json_patch.ts";
+import { finalizerName, NODE_ID_ANNOTATION } from "../../lib/controller/names.ts";
 import type {
   CsiNode,
   CsiPersistentVolumeSource,
   KubeObject,
   PersistentVolume,
   VolumeAttachment,
-} from "../../attacher/kube/types.ts";
+} from "../../lib/kube/types.ts";
 import type { ApiWrite } from "./faulty_kube_api.ts";
 import type { CsiAck, CsiCallRecord } from "./faulty_csi_client.ts";
 import type { ServerMirror } from "./mirror.ts";

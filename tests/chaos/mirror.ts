@@ -10,7 +10,7 @@
  */
 
 import type { ApiServerEvent, MemoryApiServer } from "../../testkit/apiserver/server.ts";
-import type { KubeObject } from "../../attacher/kube/types.ts";
+import type { KubeObject } from "../../lib/kube/types.ts";
 
 /** One change, with its object frozen. */
 export interface MirrorEvent {

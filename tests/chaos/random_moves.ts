@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { CsiNode, PersistentVolume, VolumeAttachment } from "../../attacher/kube/types.ts";
+import type { CsiNode, PersistentVolume, VolumeAttachment } from "../../lib/kube/types.ts";
 import { DRIVER_NAME, OTHER_ATTACHER, SECRET_NAMESPACE } from "./world_names.ts";
 import type { Simulation } from "./simulation.ts";
 

@@ -6,9 +6,9 @@
  * @module
  */
 
-import type { CsiClient } from "../../attacher/csi/api.ts";
-import type { KubeApi } from "../../attacher/kube/api.ts";
-import type { Logger } from "../../attacher/observe/logger.ts";
+import type { CsiClient } from "../../lib/csi/api.ts";
+import type { KubeApi } from "../../lib/kube/api.ts";
+import type { Logger } from "../../lib/observe/logger.ts";
 
 /** The bugs a sabotaged attacher has. */
 export type Sabotage =

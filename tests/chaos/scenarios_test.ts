@@ -6,9 +6,9 @@
  */
 
 import assert from "node:assert/strict";
-import { CSI_NODES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../attacher/kube/api.ts";
-import { finalizerName } from "../../attacher/controller/names.ts";
-import type { CsiNode, VolumeAttachment } from "../../attacher/kube/types.ts";
+import { CSI_NODES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
+import { finalizerName } from "../../lib/controller/names.ts";
+import type { CsiNode, VolumeAttachment } from "../../lib/kube/types.ts";
 import { DRIVER_NAME, Simulation } from "./simulation.ts";
 
 const FINALIZER = finalizerName(DRIVER_NAME);

@@ -16,14 +16,9 @@
 import { setImmediate } from "node:timers";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { ExampleDriver } from "../../testkit/csi/example_driver.ts";
-import {
-  CSI_NODES,
-  PERSISTENT_VOLUMES,
-  SECRETS,
-  VOLUME_ATTACHMENTS,
-} from "../../attacher/kube/api.ts";
-import { errorText } from "../../attacher/observe/errors.ts";
-import { finalizerName } from "../../attacher/controller/names.ts";
+import { CSI_NODES, PERSISTENT_VOLUMES, SECRETS, VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
+import { errorText } from "../../lib/observe/errors.ts";
+import { finalizerName } from "../../lib/controller/names.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import type {
   CsiNode,
@@ -31,7 +26,7 @@ import type {
   PersistentVolume,
   Secret,
   VolumeAttachment,
-} from "../../attacher/kube/types.ts";
+} from "../../lib/kube/types.ts";
 import { FakeLogger } from "../../testkit/fakes/fake_logger.ts";
 import { FaultyCsiDriver } from "./faulty_csi_client.ts";
 import { type ApiWrite, FaultyKubeApi } from "./faulty_kube_api.ts";

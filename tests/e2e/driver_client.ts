@@ -8,7 +8,7 @@
 
 import * as grpc from "@grpc/grpc-js";
 import protobuf from "protobufjs";
-import { csiTarget } from "../../attacher/csi/client.ts";
+import { csiTarget } from "../../lib/csi/client.ts";
 import { csiDescriptor, loadCsiProto } from "../../testkit/csi/proto_loader.ts";
 
 /** A volume as the driver reports it. */

@@ -6,7 +6,7 @@
  */
 
 import assert from "node:assert/strict";
-import type { PersistentVolume, VolumeAttachment } from "../../attacher/kube/types.ts";
+import type { PersistentVolume, VolumeAttachment } from "../../lib/kube/types.ts";
 import type { LocalCluster } from "./cluster.ts";
 import {
   PATHS,

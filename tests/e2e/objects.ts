@@ -9,7 +9,7 @@ import type {
   CsiPersistentVolumeSource,
   PersistentVolume,
   VolumeAttachment,
-} from "../../attacher/kube/types.ts";
+} from "../../lib/kube/types.ts";
 
 /** Collection paths. */
 export const PATHS = {

@@ -5,8 +5,8 @@
  */
 
 import assert from "node:assert/strict";
-import { CSI_NODES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../attacher/kube/api.ts";
-import type { VolumeAttachment } from "../../attacher/kube/types.ts";
+import { CSI_NODES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
+import type { VolumeAttachment } from "../../lib/kube/types.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import { ExampleDriver } from "../../testkit/csi/example_driver.ts";
 import { FakeCsiDriver } from "../../testkit/csi/fake_driver.ts";

@@ -9,16 +9,11 @@
 
 import assert from "node:assert/strict";
 import { ExampleDriver } from "../../testkit/csi/example_driver.ts";
-import {
-  CSI_NODES,
-  LEASES,
-  PERSISTENT_VOLUMES,
-  VOLUME_ATTACHMENTS,
-} from "../../attacher/kube/api.ts";
-import { leaderIdentity } from "../../attacher/leaderelection/config.ts";
+import { CSI_NODES, LEASES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
+import { leaderIdentity } from "../../lib/leaderelection/config.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
-import { finalizerName, leaseName } from "../../attacher/controller/names.ts";
-import type { Lease, PersistentVolume, VolumeAttachment } from "../../attacher/kube/types.ts";
+import { finalizerName, leaseName } from "../../lib/controller/names.ts";
+import type { Lease, PersistentVolume, VolumeAttachment } from "../../lib/kube/types.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
 const TASKS: Record<string, string> = JSON.parse(Deno.readTextFileSync(`${ROOT}deno.json`)).tasks;

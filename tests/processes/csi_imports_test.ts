@@ -1,6 +1,6 @@
 /**
  * The attacher's CSI client is its own HTTP/2, HPACK, gRPC and protobuf code: its static module
- * graph (`deno info --json attacher/csi/connection.ts`) holds no npm package, no `node:` module
+ * graph (`deno info --json lib/csi/connection.ts`) holds no npm package, no `node:` module
  * and not the JSON descriptor.
  */
 
@@ -8,8 +8,8 @@ import assert from "node:assert/strict";
 
 const ROOT = new URL("../../", import.meta.url);
 
-Deno.test("attacher/csi loads no npm package, no node: module and no descriptor", async () => {
-  const entry = new URL("attacher/csi/connection.ts", ROOT).href;
+Deno.test("lib/csi loads no npm package, no node: module and no descriptor", async () => {
+  const entry = new URL("lib/csi/connection.ts", ROOT).href;
   const out = await new Deno.Command(Deno.execPath(), {
     args: ["info", "--json", entry],
     cwd: ROOT,
@@ -28,8 +28,8 @@ Deno.test("attacher/csi loads no npm package, no node: module and no descriptor"
   }
   const foreign = [...specifiers].filter((s) =>
     s.startsWith("npm:") || s.startsWith("node:") || s.endsWith(".json") ||
-    !s.startsWith(new URL("attacher/", ROOT).href)
+    !s.startsWith(new URL("lib/", ROOT).href)
   );
   assert.deepEqual(foreign, []);
-  assert.ok(specifiers.has(new URL("attacher/http2/session.ts", ROOT).href));
+  assert.ok(specifiers.has(new URL("lib/wire/http2/session.ts", ROOT).href));
 });

@@ -5,9 +5,9 @@
  */
 
 import assert from "node:assert/strict";
-import { LEASES, VOLUME_ATTACHMENTS } from "../../attacher/kube/api.ts";
+import { LEASES, VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
-import type { Lease, VolumeAttachment } from "../../attacher/kube/types.ts";
+import type { Lease, VolumeAttachment } from "../../lib/kube/types.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 const LEASE = "external-attacher-leader-csi-dummy";

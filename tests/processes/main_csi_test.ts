@@ -5,14 +5,9 @@
  */
 
 import assert from "node:assert/strict";
-import {
-  CSI_NODES,
-  PERSISTENT_VOLUMES,
-  SECRETS,
-  VOLUME_ATTACHMENTS,
-} from "../../attacher/kube/api.ts";
+import { CSI_NODES, PERSISTENT_VOLUMES, SECRETS, VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
-import type { PersistentVolume, VolumeAttachment } from "../../attacher/kube/types.ts";
+import type { PersistentVolume, VolumeAttachment } from "../../lib/kube/types.ts";
 import { spawnExampleDriver } from "../../testkit/csi/example_driver_process.ts";
 import { spawnMain } from "../../testkit/harness/main_process.ts";
 

@@ -4,9 +4,9 @@
  */
 
 import assert from "node:assert/strict";
-import { VOLUME_ATTACHMENTS } from "../../attacher/kube/api.ts";
+import { VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
-import type { VolumeAttachment } from "../../attacher/kube/types.ts";
+import type { VolumeAttachment } from "../../lib/kube/types.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 

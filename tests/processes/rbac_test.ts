@@ -9,28 +9,20 @@
 
 import assert from "node:assert/strict";
 import yaml from "js-yaml";
-import {
-  LEADER_ELECTION_HEALTH_PATH,
-  parseListenAddress,
-} from "../../attacher/observe/http_server.ts";
+import { LEADER_ELECTION_HEALTH_PATH, parseListenAddress } from "../../lib/observe/http_server.ts";
 import type { RecordedRequest } from "../../testkit/apiserver/server.ts";
-import { parseOptions, validateOptions } from "../../attacher/cli/options.ts";
+import { parseOptions, validateOptions } from "../../lib/cli/options.ts";
 import { runScenario, SANDBOX_NAMESPACE } from "../../sandbox/scenario.ts";
-import { VERSION } from "../../attacher/version.ts";
+import { VERSION } from "../../lib/version.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import { ExampleDriver } from "../../testkit/csi/example_driver.ts";
-import { KubeClient } from "../../attacher/kube/client.ts";
-import { connectionFromKubeconfigs } from "../../attacher/kube/config.ts";
-import { nullLogger } from "../../attacher/observe/logger.ts";
-import { runAttacher } from "../../attacher/run.ts";
-import {
-  CSI_NODES,
-  EVENTS,
-  PERSISTENT_VOLUMES,
-  VOLUME_ATTACHMENTS,
-} from "../../attacher/kube/api.ts";
-import type { CoreEvent } from "../../attacher/events/correlator.ts";
-import type { VolumeAttachment } from "../../attacher/kube/types.ts";
+import { KubeClient } from "../../lib/kube/client.ts";
+import { connectionFromKubeconfigs } from "../../lib/kube/config.ts";
+import { nullLogger } from "../../lib/observe/logger.ts";
+import { runAttacher } from "../../lib/run.ts";
+import { CSI_NODES, EVENTS, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
+import type { CoreEvent } from "../../lib/events/correlator.ts";
+import type { VolumeAttachment } from "../../lib/kube/types.ts";
 
 const RBAC_FILE = new URL("../../deploy/kubernetes/rbac.yaml", import.meta.url);
 const DEPLOYMENT_FILE = new URL("../../deploy/kubernetes/deployment.yaml", import.meta.url);

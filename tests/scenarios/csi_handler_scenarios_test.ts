@@ -53,8 +53,8 @@ import {
   with_,
   withSecretRef,
 } from "../../testkit/harness/fixtures.ts";
-import type { CsiNode, PersistentVolume, VolumeAttachment } from "../../attacher/kube/types.ts";
-import { VOLUME_ATTACHMENTS } from "../../attacher/kube/api.ts";
+import type { CsiNode, PersistentVolume, VolumeAttachment } from "../../lib/kube/types.ts";
+import { VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
 
 /** Capability of `pv()` (RWX, no fsType: `--default-fstype` ext4). */
 const MOUNT_MNMW = { mount: { fsType: "ext4" }, accessMode: { mode: "MULTI_NODE_MULTI_WRITER" } };

@@ -10,22 +10,22 @@
  */
 
 import assert from "node:assert/strict";
-import { AttachController, volumeAttachmentLanes } from "../../attacher/controller/controller.ts";
-import { CsiHandler } from "../../attacher/controller/csi_handler.ts";
-import { OperationLatency } from "../../attacher/controller/operation_latency.ts";
+import { AttachController, volumeAttachmentLanes } from "../../lib/controller/controller.ts";
+import { CsiHandler } from "../../lib/controller/csi_handler.ts";
+import { OperationLatency } from "../../lib/controller/operation_latency.ts";
 import type {
   CallOptions,
   ControllerPublishVolumeRequest,
   ControllerUnpublishVolumeRequest,
   CsiClient,
-} from "../../attacher/csi/api.ts";
-import { PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../attacher/kube/api.ts";
-import { KubeClient } from "../../attacher/kube/client.ts";
-import { loadConnection } from "../../attacher/kube/config.ts";
-import type { CsiNode, PersistentVolume, VolumeAttachment } from "../../attacher/kube/types.ts";
-import { nullLogger } from "../../attacher/observe/logger.ts";
-import { ItemExponentialFailureRateLimiter } from "../../attacher/workqueue/rate_limiters.ts";
-import { RateLimitingWorkQueue } from "../../attacher/workqueue/rate_limiting_queue.ts";
+} from "../../lib/csi/api.ts";
+import { PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
+import { KubeClient } from "../../lib/kube/client.ts";
+import { loadConnection } from "../../lib/kube/config.ts";
+import type { CsiNode, PersistentVolume, VolumeAttachment } from "../../lib/kube/types.ts";
+import { nullLogger } from "../../lib/observe/logger.ts";
+import { ItemExponentialFailureRateLimiter } from "../../lib/workqueue/rate_limiters.ts";
+import { RateLimitingWorkQueue } from "../../lib/workqueue/rate_limiting_queue.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { FakeInformer } from "../../testkit/fakes/fake_informer.ts";

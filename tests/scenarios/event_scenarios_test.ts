@@ -3,15 +3,12 @@
  * none): a Warning with the `attachError`/`detachError` text on each failure, a Normal on the
  * success that follows a failure, nothing for an attach or detach that simply works. The handler
  * runs against the scenario harness with a sink that keeps what it is given; posting and
- * aggregation are `attacher/events/recorder_test.ts`'s.
+ * aggregation are `lib/events/recorder_test.ts`'s.
  */
 
 import assert from "node:assert/strict";
-import {
-  CsiHandler,
-  type VolumeAttachmentEventSink,
-} from "../../attacher/controller/csi_handler.ts";
-import type { InvolvedObject } from "../../attacher/events/correlator.ts";
+import { CsiHandler, type VolumeAttachmentEventSink } from "../../lib/controller/csi_handler.ts";
+import type { InvolvedObject } from "../../lib/events/correlator.ts";
 import type { Scenario } from "../../testkit/harness/scenario_harness.ts";
 import { runScenario } from "../../testkit/harness/scenario_harness.ts";
 import type { ScriptedCall } from "../../testkit/csi/fake_driver.ts";

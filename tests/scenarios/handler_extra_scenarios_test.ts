@@ -6,8 +6,8 @@
 
 import assert from "node:assert/strict";
 import { ExampleDriver } from "../../testkit/csi/example_driver.ts";
-import { PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../attacher/kube/api.ts";
-import type { CsiNode, PersistentVolume, VolumeAttachment } from "../../attacher/kube/types.ts";
+import { PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
+import type { CsiNode, PersistentVolume, VolumeAttachment } from "../../lib/kube/types.ts";
 import type { ScriptedCall } from "../../testkit/csi/fake_driver.ts";
 import type { Action } from "../../testkit/harness/fixtures.ts";
 import {

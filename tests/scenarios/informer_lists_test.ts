@@ -13,13 +13,13 @@ import {
   type Resource,
   type WatchEvent,
   type WatchOptions,
-} from "../../attacher/kube/api.ts";
-import { KubeClient } from "../../attacher/kube/client.ts";
-import { connectionFromKubeconfigs } from "../../attacher/kube/config.ts";
-import { Informer } from "../../attacher/kube/informer.ts";
+} from "../../lib/kube/api.ts";
+import { KubeClient } from "../../lib/kube/client.ts";
+import { connectionFromKubeconfigs } from "../../lib/kube/config.ts";
+import { Informer } from "../../lib/kube/informer.ts";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
-import type { KubeObject, PersistentVolume } from "../../attacher/kube/types.ts";
+import type { KubeObject, PersistentVolume } from "../../lib/kube/types.ts";
 
 function pv(name: string): PersistentVolume {
   return {

@@ -10,13 +10,13 @@ import {
   PERSISTENT_VOLUMES,
   VOLUME_ATTACHMENTS,
   type WatchEvent,
-} from "../../attacher/kube/api.ts";
-import { IdleWatchdog, KubeClient } from "../../attacher/kube/client.ts";
-import { Informer } from "../../attacher/kube/informer.ts";
+} from "../../lib/kube/api.ts";
+import { IdleWatchdog, KubeClient } from "../../lib/kube/client.ts";
+import { Informer } from "../../lib/kube/informer.ts";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import { TcpProxy } from "../../testkit/tcp_proxy.ts";
-import type { PersistentVolume, VolumeAttachment } from "../../attacher/kube/types.ts";
+import type { PersistentVolume, VolumeAttachment } from "../../lib/kube/types.ts";
 import {
   plainConnection as connectionTo,
   plainPersistentVolume as pv,

@@ -4,12 +4,7 @@
  */
 
 import assert from "node:assert/strict";
-import {
-  ApiError,
-  LEASES,
-  PERSISTENT_VOLUMES,
-  VOLUME_ATTACHMENTS,
-} from "../../attacher/kube/api.ts";
+import { ApiError, LEASES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
 import {
   isBrokenConnection,
   KubeClient,
@@ -17,18 +12,18 @@ import {
   type RequestInfo,
   retryAfterMs,
   type RetryInfo,
-} from "../../attacher/kube/client.ts";
-import { type Clock, type Timer } from "../../attacher/clock.ts";
+} from "../../lib/kube/client.ts";
+import { type Clock, type Timer } from "../../lib/clock.ts";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import { TcpProxy } from "../../testkit/tcp_proxy.ts";
-import type { PersistentVolume, VolumeAttachment } from "../../attacher/kube/types.ts";
+import type { PersistentVolume, VolumeAttachment } from "../../lib/kube/types.ts";
 import {
   plainConnection as connectionTo,
   plainPersistentVolume as pv,
   plainVolumeAttachment as va,
 } from "../../testkit/harness/client_fixtures.ts";
-import type { Fields, Logger } from "../../attacher/observe/logger.ts";
+import type { Fields, Logger } from "../../lib/observe/logger.ts";
 
 /** A clock whose sleeps end at once; it records each one and moves its time by it. */
 class InstantClock implements Clock {

@@ -5,11 +5,11 @@
  */
 
 import assert from "node:assert/strict";
-import { ApiError, PERSISTENT_VOLUMES } from "../../attacher/kube/api.ts";
-import { KubeClient } from "../../attacher/kube/client.ts";
-import { type ClusterConnection, connectionFromKubeconfigs } from "../../attacher/kube/config.ts";
-import { nodeTransportReason, proxyVariable } from "../../attacher/kube/transport.ts";
-import { Http1Transport } from "../../attacher/kube/http1_transport.ts";
+import { ApiError, PERSISTENT_VOLUMES } from "../../lib/kube/api.ts";
+import { KubeClient } from "../../lib/kube/client.ts";
+import { type ClusterConnection, connectionFromKubeconfigs } from "../../lib/kube/config.ts";
+import { nodeTransportReason, proxyVariable } from "../../lib/kube/transport.ts";
+import { Http1Transport } from "../../lib/wire/http1/transport.ts";
 import { TcpProxy } from "../../testkit/tcp_proxy.ts";
 import { hasOpenssl, makePki, type Pki } from "../../testkit/pki.ts";
 

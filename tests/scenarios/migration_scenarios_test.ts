@@ -24,14 +24,14 @@ import {
   vaMetaPatch,
   with_,
 } from "../../testkit/harness/fixtures.ts";
-import { finalizerName, NODE_ID_ANNOTATION } from "../../attacher/controller/names.ts";
-import { VOLUME_ATTACHMENTS } from "../../attacher/kube/api.ts";
+import { finalizerName, NODE_ID_ANNOTATION } from "../../lib/controller/names.ts";
+import { VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
 import type {
   CsiNode,
   PersistentVolume,
   PersistentVolumeSpec,
   VolumeAttachment,
-} from "../../attacher/kube/types.ts";
+} from "../../lib/kube/types.ts";
 
 const AZURE_DISK = "disk.csi.azure.com";
 const AZURE_FILE = "file.csi.azure.com";

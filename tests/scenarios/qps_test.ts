@@ -5,11 +5,11 @@
 
 import assert from "node:assert/strict";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
-import { KubeClient } from "../../attacher/kube/client.ts";
-import { loadConnection } from "../../attacher/kube/config.ts";
-import { VOLUME_ATTACHMENTS } from "../../attacher/kube/api.ts";
+import { KubeClient } from "../../lib/kube/client.ts";
+import { loadConnection } from "../../lib/kube/config.ts";
+import { VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
-import { TokenBucket } from "../../attacher/workqueue/token_bucket.ts";
+import { TokenBucket } from "../../lib/workqueue/token_bucket.ts";
 
 /** Waits (real time, event driven) until the server has seen `n` patches. */
 async function patchesReach(server: MemoryApiServer, n: number): Promise<void> {

@@ -11,8 +11,8 @@
 
 import assert from "node:assert/strict";
 import type { ScriptedCall } from "../../testkit/csi/fake_driver.ts";
-import type { CsiNode, VolumeAttachment } from "../../attacher/kube/types.ts";
-import { VOLUME_ATTACHMENTS } from "../../attacher/kube/api.ts";
+import type { CsiNode, VolumeAttachment } from "../../lib/kube/types.ts";
+import { VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
 import type {
   CsiCallPoint,
   Scenario,

@@ -12,7 +12,7 @@
  */
 
 import assert from "node:assert/strict";
-import type { VolumeAttachment } from "../../../attacher/kube/types.ts";
+import type { VolumeAttachment } from "../../../lib/kube/types.ts";
 import { TcpProxy } from "../../../testkit/tcp_proxy.ts";
 import type { ScenarioContext } from "../context.ts";
 import { waitForLog } from "../kit.ts";

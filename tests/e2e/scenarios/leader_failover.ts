@@ -6,7 +6,7 @@
  */
 
 import assert from "node:assert/strict";
-import type { Lease, VolumeAttachment } from "../../../attacher/kube/types.ts";
+import type { Lease, VolumeAttachment } from "../../../lib/kube/types.ts";
 import type { ScenarioContext } from "../context.ts";
 import { countByVolume, PUBLISH } from "../driver_log.ts";
 import { parseAttacherLog, sleep, waitForLog, waitUntil } from "../kit.ts";

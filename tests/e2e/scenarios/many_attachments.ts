@@ -5,7 +5,7 @@
  */
 
 import assert from "node:assert/strict";
-import type { VolumeAttachment } from "../../../attacher/kube/types.ts";
+import type { VolumeAttachment } from "../../../lib/kube/types.ts";
 import type { ScenarioContext } from "../context.ts";
 import { countByVolume, PUBLISH, UNPUBLISH } from "../driver_log.ts";
 import { NODE_ID_ANNOTATION, waitForLog } from "../kit.ts";

@@ -1,0 +1,726 @@
+/**
+ * Lease-based leader election, a port of client-go's `tools/leaderelection` with the Lease lock
+ * (`coordination.k8s.io/v1`), configured the way csi-lib-utils' `leaderelection` package
+ * configures it for the CSI sidecars.
+ *
+ * The algorithm never compares the local clock with a time written by another replica: a
+ * replica remembers the last record it saw ({@link LeaderElector} `observedRecord`) and the
+ * local time at which that record last changed (`observedTime`), and treats the lease as
+ * expired only when the record has not changed for the holder's `leaseDurationSeconds` of its
+ * own clock. Writes are optimistic on `metadata.resourceVersion`, so of two replicas racing for
+ * the lease exactly one wins (the other gets 409 Conflict and tries again a period later).
+ *
+ * @module
+ */
+
+import { type Clock, realClock } from "../clock.ts";
+import { linkSignal, raceAbort } from "../abort.ts";
+import { isNotFound, type KubeApi, LEASES } from "../kube/api.ts";
+import type { Logger } from "../observe/logger.ts";
+import { formatMicroTime } from "../kube/time.ts";
+import { LeaderEventRecorder } from "./events.ts";
+import type { Lease } from "../kube/types.ts";
+
+/** client-go's `JitterFactor`: acquire attempts are spread over 1–2.2 retry periods. */
+export const JITTER_FACTOR = 1.2;
+
+/**
+ * csi-lib-utils' `DefaultHealthCheckTimeout`: how long past the lease duration a leader may go
+ * without renewing before {@link LeaderElector.healthCheck} reports it unhealthy.
+ */
+export const DEFAULT_HEALTH_CHECK_TIMEOUT_MS = 20_000;
+
+/** The leader-election metrics, as client-go reports them (`leader_election_*{name}`). */
+export interface LeaderElectionMetrics {
+  /** `leader_election_master_status{name}`: 1 while leading, 0 after stopping. */
+  setLeader(name: string, leading: boolean): void;
+  /** `leader_election_slowpath_total{name}`: a renewal that had to re-read the Lease. */
+  slowpathExercised?(name: string): void;
+}
+
+/** Dependencies of {@link LeaderElector}. */
+export interface LeaderElectorDeps {
+  /** API access for Leases (get, create, update) and Events (create). */
+  kube: KubeApi;
+  /** Time source of every period, deadline and observation; defaults to the wall clock. */
+  clock?: Clock;
+  log: Logger;
+  metrics?: LeaderElectionMetrics;
+  /** Source of the acquire jitter, uniform in [0, 1); defaults to `Math.random`. */
+  random?: () => number;
+}
+
+/** Options of {@link LeaderElector}. */
+export interface LeaderElectorOptions {
+  /** Lease name, e.g. `external-attacher-leader-csi-example-com` (see `leaseName()`). */
+  name: string;
+  /** Lease namespace (see {@link leaderElectionNamespace}). */
+  namespace: string;
+  /** This replica's identity (see {@link leaderIdentity}); must be unique among replicas. */
+  identity: string;
+  /**
+   * How long a non-leader waits, after the record last changed, before taking the lease over.
+   * Written into the Lease in whole seconds (`leaseDurationSeconds`).
+   */
+  leaseDurationMs: number;
+  /** How long the leader keeps retrying a failed renewal before it gives up leadership. */
+  renewDeadlineMs: number;
+  /** Period of acquire attempts (jittered) and of renewals. */
+  retryPeriodMs: number;
+  /** Labels merged into the Lease's `metadata.labels` whenever this replica writes it. */
+  labels?: Record<string, string>;
+  /**
+   * On cancellation, after the leader's work has finished, hand the lease back (holder "",
+   * duration 1 s) so that a standby takes over at its next attempt instead of after a whole
+   * lease duration.
+   */
+  releaseOnCancel: boolean;
+  /**
+   * Emit `LeaderElection` Events ("<identity> became leader" / "stopped leading") in the lease
+   * namespace, as client-go's event recorder does. Failures are only logged. Default true.
+   */
+  emitEvents?: boolean;
+  /** See {@link DEFAULT_HEALTH_CHECK_TIMEOUT_MS}. */
+  healthCheckTimeoutMs?: number;
+}
+
+/** What {@link LeaderElector.run} calls as leadership comes and goes. */
+export interface LeaderCallbacks {
+  /**
+   * Called once the lease is acquired. `leaderSignal` aborts when leadership ends (lost, or the
+   * run signal aborted); the returned promise must settle soon after. The elector keeps
+   * renewing the lease while the promise is pending, so work in flight stays protected.
+   * Resolving early does not give up leadership (as in client-go); rejecting does: see
+   * {@link LeaderElector.run}.
+   */
+  onStartedLeading(leaderSignal: AbortSignal): Promise<void> | void;
+  /**
+   * Called when the lease was lost: it could not be renewed within the renew deadline. Another
+   * replica may already be leading, so the caller should stop at once (the sidecars exit 1).
+   * Not called when the run signal aborts.
+   */
+  onStoppedLeading(): void;
+  /** Called when the observed holder changes (also to "" after a release). */
+  onNewLeader?(identity: string): void;
+}
+
+/** client-go's `resourcelock.LeaderElectionRecord`, the part of a Lease the election uses. */
+interface LeaderElectionRecord {
+  holderIdentity: string;
+  leaseDurationSeconds: number;
+  /** MicroTime text, kept as received: it is carried over, never compared. */
+  acquireTime: string | null;
+  renewTime: string | null;
+  leaderTransitions: number;
+}
+
+/** The record of a Lease nobody has written. */
+const EMPTY_RECORD: LeaderElectionRecord = Object.freeze({
+  holderIdentity: "",
+  leaseDurationSeconds: 0,
+  acquireTime: null,
+  renewTime: null,
+  leaderTransitions: 0,
+});
+
+/** How one renewal round (a poll of up to `renewDeadline`) ended. */
+type RenewOutcome = "renewed" | "failed" | "stopped";
+
+/** How the onStartedLeading promise settled. */
+type WorkOutcome = { failed: false } | { failed: true; error: unknown };
+
+/**
+ * A leader elector for one Lease. Call {@link run} once; it acquires the lease, runs the
+ * leader's work, keeps renewing, and ends on loss or cancellation.
+ *
+ * Guarantees:
+ * - The lease is taken over only when this replica saw the same record, unchanged, for the
+ *   holder's lease duration of its own clock, or when the holder is empty (released). Clock skew
+ *   between replicas, and whatever time another replica wrote, do not matter.
+ * - Every write carries the resourceVersion last read, so concurrent writers cannot both win.
+ * - `leaseTransitions` goes up by one each time the holder changes; `acquireTime` is set on
+ *   acquisition and kept on renewals; `renewTime` is set on every write. Times are MicroTime
+ *   strings with six fraction digits.
+ * - Every request times out after the renew deadline (the acquire loop's and the release's too,
+ *   unlike client-go, whose lock client has no timeout of its own).
+ *
+ * @example
+ * ```ts
+ * import type { KubeApi } from "../kube/api.ts";
+ * import type { Logger } from "../observe/logger.ts";
+ *
+ * async function runElected(
+ *   kube: KubeApi,
+ *   log: Logger,
+ *   shutdown: AbortSignal,
+ *   runControllers: (signal: AbortSignal) => Promise<void>,
+ * ): Promise<void> {
+ *   const elector = new LeaderElector({ kube, log }, {
+ *     name: "external-attacher-leader-csi-example-com",
+ *     namespace: "kube-system",
+ *     identity: leaderIdentity("node-1"),
+ *     leaseDurationMs: 15_000,
+ *     renewDeadlineMs: 10_000,
+ *     retryPeriodMs: 5_000,
+ *     releaseOnCancel: true,
+ *   });
+ *   await elector.run(shutdown, {
+ *     onStartedLeading: (leaderSignal) => runControllers(leaderSignal),
+ *     onStoppedLeading: () => Deno.exit(1),
+ *   });
+ * }
+ * ```
+ */
+export class LeaderElector {
+  #kube: KubeApi;
+  #clock: Clock;
+  #log: Logger;
+  #metrics: LeaderElectionMetrics | undefined;
+  #random: () => number;
+  #name: string;
+  #namespace: string;
+  #identity: string;
+  #leaseDurationMs: number;
+  #renewDeadlineMs: number;
+  #retryPeriodMs: number;
+  #labels: Record<string, string> | undefined;
+  #releaseOnCancel: boolean;
+  #emitEvents: boolean;
+  #healthCheckTimeoutMs: number;
+
+  /** The last record this replica read or wrote. */
+  #observedRecord: LeaderElectionRecord = EMPTY_RECORD;
+  /** The record as last read, serialized: a read that differs from it resets `#observedTime`. */
+  #observedRawRecord = "";
+  /** Local clock time (ms) at which `#observedRecord` was last set. */
+  #observedTime = 0;
+  /** The Lease object last returned by the server, the base of the next update. */
+  #lease: Lease | undefined;
+  /** The holder last passed to onNewLeader. */
+  #reportedLeader = "";
+  #running = false;
+  /** Posts the `LeaderElection` Events; run() waits for its posts before it returns. */
+  #events: LeaderEventRecorder;
+
+  /**
+   * Validates the timing as client-go's `NewLeaderElector` does.
+   *
+   * @throws {RangeError} when a duration is not a positive finite number, when
+   *   `leaseDurationMs <= renewDeadlineMs`, or when `renewDeadlineMs <= 1.2 × retryPeriodMs`.
+   * @throws {TypeError} when the name, namespace or identity is empty.
+   */
+  constructor(deps: LeaderElectorDeps, opts: LeaderElectorOptions) {
+    for (const key of ["leaseDurationMs", "renewDeadlineMs", "retryPeriodMs"] as const) {
+      if (!Number.isFinite(opts[key])) {
+        throw new RangeError(`Cannot create leader elector: ${key} must be a finite number`);
+      }
+    }
+    if (opts.leaseDurationMs <= opts.renewDeadlineMs) {
+      throw new RangeError("leaseDuration must be greater than renewDeadline");
+    }
+    if (opts.renewDeadlineMs <= JITTER_FACTOR * opts.retryPeriodMs) {
+      throw new RangeError("renewDeadline must be greater than retryPeriod*JitterFactor");
+    }
+    if (opts.leaseDurationMs < 1) throw new RangeError("leaseDuration must be greater than zero");
+    if (opts.renewDeadlineMs < 1) throw new RangeError("renewDeadline must be greater than zero");
+    if (opts.retryPeriodMs < 1) throw new RangeError("retryPeriod must be greater than zero");
+    if (opts.identity === "") throw new TypeError("Lock identity is empty");
+    if (opts.name === "") throw new TypeError("Cannot create leader elector: lease name is empty");
+    if (opts.namespace === "") {
+      throw new TypeError("Cannot create leader elector: lease namespace is empty");
+    }
+    const healthCheckTimeoutMs = opts.healthCheckTimeoutMs ?? DEFAULT_HEALTH_CHECK_TIMEOUT_MS;
+    if (!Number.isFinite(healthCheckTimeoutMs) || healthCheckTimeoutMs < 0) {
+      throw new RangeError(
+        `Cannot create leader elector: healthCheckTimeoutMs must be a non-negative number: current value is ${healthCheckTimeoutMs}`,
+      );
+    }
+    this.#kube = deps.kube;
+    this.#clock = deps.clock ?? realClock;
+    this.#log = deps.log.with({ lease: `${opts.namespace}/${opts.name}` });
+    this.#metrics = deps.metrics;
+    this.#random = deps.random ?? Math.random;
+    this.#name = opts.name;
+    this.#namespace = opts.namespace;
+    this.#identity = opts.identity;
+    this.#leaseDurationMs = opts.leaseDurationMs;
+    this.#renewDeadlineMs = opts.renewDeadlineMs;
+    this.#retryPeriodMs = opts.retryPeriodMs;
+    this.#labels = opts.labels && Object.keys(opts.labels).length > 0
+      ? { ...opts.labels }
+      : undefined;
+    this.#releaseOnCancel = opts.releaseOnCancel;
+    this.#emitEvents = opts.emitEvents ?? true;
+    this.#events = new LeaderEventRecorder(
+      { kube: this.#kube, clock: this.#clock, log: this.#log },
+      {
+        name: opts.name,
+        namespace: opts.namespace,
+        identity: opts.identity,
+      },
+    );
+    this.#healthCheckTimeoutMs = healthCheckTimeoutMs;
+  }
+
+  /** True when the last record this replica saw or wrote names it as the holder. */
+  isLeader(): boolean {
+    return this.#observedRecord.holderIdentity === this.#identity;
+  }
+
+  /** The holder of the last record this replica saw or wrote; "" when none. */
+  getLeader(): string {
+    return this.#observedRecord.holderIdentity;
+  }
+
+  /**
+   * client-go's `HealthzAdaptor` check: an error when this replica is the leader and its
+   * observed record has not changed (no successful renewal) for the lease duration plus the
+   * health-check timeout; undefined otherwise. Non-leaders are always healthy.
+   *
+   * @param now Local time in ms; defaults to the clock's.
+   */
+  healthCheck(now: number = this.#clock.now()): Error | undefined {
+    if (!this.isLeader()) return undefined;
+    if (now - this.#observedTime > this.#leaseDurationMs + this.#healthCheckTimeoutMs) {
+      return new Error(`failed election to renew leadership on lease ${this.#name}`);
+    }
+    return undefined;
+  }
+
+  /**
+   * Runs the election until leadership ends:
+   *
+   * 1. Tries to acquire the lease every retry period (jittered by {@link JITTER_FACTOR}) until
+   *    it succeeds; resolves without acquiring if `signal` aborts first.
+   * 2. Calls `onStartedLeading` and renews the lease every retry period. A renewal that does
+   *    not succeed within the renew deadline loses the lease: the leader signal aborts,
+   *    `onStoppedLeading` is called at once, and run() resolves once the work promise settled.
+   * 3. When `signal` aborts while leading, the leader signal aborts, the elector keeps renewing
+   *    until the work promise settles, then stops renewing, releases the lease if
+   *    `releaseOnCancel`, and resolves.
+   *
+   * If `onStartedLeading` throws or rejects before `signal` aborts, the elector stops renewing
+   * (without releasing, as a crash would) and run() rejects with that error.
+   *
+   * @throws {Error} when called while a previous run() is still running.
+   */
+  async run(signal: AbortSignal, callbacks: LeaderCallbacks): Promise<void> {
+    if (this.#running) throw new Error("Cannot run leader elector: it is already running");
+    this.#running = true;
+    try {
+      if (await this.#acquire(signal, callbacks)) await this.#lead(signal, callbacks);
+    } finally {
+      this.#running = false;
+      await this.#events.flush();
+    }
+  }
+
+  /** The acquire loop; true once the lease is ours, false when `signal` aborted first. */
+  async #acquire(signal: AbortSignal, callbacks: LeaderCallbacks): Promise<boolean> {
+    this.#log.info("Attempting to acquire leader lease");
+    for (;;) {
+      if (signal.aborted) return false;
+      const request = this.#requestSignal(signal);
+      let acquired: boolean;
+      try {
+        acquired = await this.#tryAcquireOrRenew(request.signal);
+      } finally {
+        request.done();
+      }
+      this.#maybeReportTransition(callbacks);
+      if (acquired) {
+        this.#recordEvent("became leader");
+        this.#metrics?.setLeader(this.#name, true);
+        this.#log.info("Successfully acquired lease", { identity: this.#identity });
+        return true;
+      }
+      this.#log.v(4).info("Failed to acquire lease", {
+        holder: this.#observedRecord.holderIdentity,
+      });
+      const periodMs = this.#retryPeriodMs * (1 + this.#random() * JITTER_FACTOR);
+      if (!await this.#sleep(periodMs, signal)) return false;
+    }
+  }
+
+  /** Leads from acquisition to the end of leadership; see {@link run}. */
+  async #lead(signal: AbortSignal, callbacks: LeaderCallbacks): Promise<void> {
+    const leader = new AbortController();
+    const stopRenewing = new AbortController();
+    const renewing = this.#renewLoop(stopRenewing.signal, callbacks);
+    const work = startWork(callbacks, leader.signal);
+    // Every promise raced here settles before #lead returns (`renewing` is awaited on each
+    // path, `work` is awaited); the process-long `signal` is only listened to through
+    // raceAbort, which unsubscribes when the wait ends.
+    const lost = renewing.then(() => "lost" as const);
+    let first = await raceAbort(
+      Promise.race([lost, work.then((w) => w.failed ? "failed" as const : "done" as const)]),
+      signal,
+    );
+    // Work that ended by itself does not end the term: keep leading until lost or cancelled.
+    if (first === "done") first = await raceAbort(lost, signal);
+    if (first === "lost") {
+      leader.abort(new Error(`Lost lease ${this.#namespace}/${this.#name}`));
+      this.#stoppedLeading(callbacks);
+      this.#logWorkFailure(await work);
+      return;
+    }
+    if (first === "failed") {
+      const outcome = await work;
+      leader.abort(new Error("Leader work failed"));
+      stopRenewing.abort();
+      await renewing;
+      this.#metrics?.setLeader(this.#name, false);
+      this.#recordEvent("stopped leading");
+      throw outcome.failed ? outcome.error : new Error("Leader work failed");
+    }
+    leader.abort(signal.reason);
+    this.#log.info("Stopping leader work");
+    const second = await Promise.race([lost, work.then(() => "settled" as const)]);
+    this.#logWorkFailure(await work);
+    if (second === "lost") {
+      this.#stoppedLeading(callbacks);
+      return;
+    }
+    stopRenewing.abort();
+    if (await renewing === "failed") {
+      this.#stoppedLeading(callbacks);
+      return;
+    }
+    this.#metrics?.setLeader(this.#name, false);
+    this.#recordEvent("stopped leading");
+    if (this.#releaseOnCancel) await this.#release();
+  }
+
+  /** Renews until a renewal round fails (resolves "failed") or `stop` aborts ("stopped"). */
+  async #renewLoop(
+    stop: AbortSignal,
+    callbacks: LeaderCallbacks,
+  ): Promise<Exclude<RenewOutcome, "renewed">> {
+    for (;;) {
+      const outcome = await this.#renewRound(stop);
+      this.#maybeReportTransition(callbacks);
+      if (outcome !== "renewed") return outcome;
+      this.#log.v(5).info("Successfully renewed lease");
+      if (!await this.#sleep(this.#retryPeriodMs, stop)) return "stopped";
+    }
+  }
+
+  /**
+   * One renewal round, client-go's `PollUntilContextTimeout(retryPeriod, renewDeadline)`: an
+   * attempt at once, then one every retry period, until one succeeds or the renew deadline
+   * passes (which also aborts an attempt in flight). `stop` interrupts only the waits.
+   */
+  async #renewRound(stop: AbortSignal): Promise<RenewOutcome> {
+    const deadline = new AbortController();
+    const timer = this.#clock.setTimer(this.#renewDeadlineMs, () => {
+      deadline.abort(
+        new DOMException(
+          `Lease not renewed within the renew deadline of ${this.#renewDeadlineMs} ms`,
+          "TimeoutError",
+        ),
+      );
+    });
+    try {
+      for (;;) {
+        const startedAt = this.#clock.now();
+        if (await this.#tryAcquireOrRenew(deadline.signal)) return "renewed";
+        if (deadline.signal.aborted) break;
+        const waitMs = Math.max(0, startedAt + this.#retryPeriodMs - this.#clock.now());
+        const either = linkSignal(deadline.signal, stop);
+        const slept = await this.#sleep(waitMs, either.signal).finally(either.dispose);
+        if (!slept) {
+          if (deadline.signal.aborted) break;
+          return "stopped";
+        }
+      }
+      this.#metrics?.setLeader(this.#name, false);
+      this.#log.error(deadline.signal.reason, "Failed to renew lease");
+      return "failed";
+    } finally {
+      timer.cancel();
+    }
+  }
+
+  /**
+   * One attempt to acquire or renew, client-go's `tryAcquireOrRenew`: true when this replica
+   * holds the lease afterwards. Never throws: failures are logged and give false.
+   */
+  async #tryAcquireOrRenew(signal: AbortSignal): Promise<boolean> {
+    // The lease's validity is judged on the monotonic clock, from our own observations (as
+    // client-go does); the times written into the Lease are wall time.
+    const now = this.#clock.now();
+    const nowText = formatMicroTime(this.#clock.wallNow());
+    const desired: LeaderElectionRecord = {
+      holderIdentity: this.#identity,
+      leaseDurationSeconds: Math.floor(this.#leaseDurationMs / 1000),
+      acquireTime: nowText,
+      renewTime: nowText,
+      leaderTransitions: 0,
+    };
+
+    // 1. Fast path: the leader updates optimistically, assuming its last record is current.
+    if (this.isLeader() && this.#isLeaseValid(now) && this.#lease !== undefined) {
+      const record: LeaderElectionRecord = {
+        ...desired,
+        acquireTime: this.#observedRecord.acquireTime,
+        leaderTransitions: this.#observedRecord.leaderTransitions,
+      };
+      try {
+        await this.#update(record, signal);
+        this.#setObservedRecord(record);
+        return true;
+      } catch (err) {
+        this.#log.error(err, "Failed to update lock optimistically, falling back to slow path");
+      }
+    }
+
+    // 2. Read the lease, or create it when it does not exist.
+    let lease: Lease;
+    try {
+      lease = await this.#kube.get<Lease>(LEASES, this.#name, {
+        namespace: this.#namespace,
+        signal,
+      });
+    } catch (err) {
+      if (!isNotFound(err)) {
+        this.#log.error(err, "Error retrieving resource lock");
+        return false;
+      }
+      try {
+        await this.#create(desired, signal);
+      } catch (createErr) {
+        // 409 AlreadyExists: another replica created it first.
+        this.#log.error(createErr, "Error initially creating leader election record");
+        return false;
+      }
+      this.#setObservedRecord(desired);
+      return true;
+    }
+    this.#lease = lease;
+
+    // 3. Note when the record changed; back off while another holder's lease is valid.
+    const current = recordOf(lease);
+    const raw = JSON.stringify(current);
+    if (raw !== this.#observedRawRecord) {
+      this.#setObservedRecord(current);
+      this.#observedRawRecord = raw;
+    }
+    if (current.holderIdentity !== "" && this.#isLeaseValid(now) && !this.isLeader()) {
+      this.#log.v(4).info("Lock is held and has not yet expired", {
+        holder: current.holderIdentity,
+      });
+      return false;
+    }
+
+    // 4. Take over (or renew on the slow path) with the resourceVersion just read.
+    let record: LeaderElectionRecord;
+    if (this.isLeader()) {
+      record = {
+        ...desired,
+        acquireTime: current.acquireTime,
+        leaderTransitions: current.leaderTransitions,
+      };
+      this.#metrics?.slowpathExercised?.(this.#name);
+    } else {
+      record = { ...desired, leaderTransitions: current.leaderTransitions + 1 };
+    }
+    try {
+      await this.#update(record, signal);
+    } catch (err) {
+      // 409 Conflict: another replica wrote since our read; try again next period.
+      this.#log.error(err, "Failed to update lock");
+      return false;
+    }
+    this.#setObservedRecord(record);
+    return true;
+  }
+
+  /**
+   * client-go's `release()`: writes an empty holder with a one-second duration so that a
+   * standby takes over at its next attempt. Unlike client-go, it first checks that the freshly
+   * read Lease still names this replica, so it never overwrites a new leader's record.
+   */
+  async #release(): Promise<void> {
+    let lease: Lease;
+    const read = this.#requestSignal();
+    try {
+      lease = await this.#kube.get<Lease>(LEASES, this.#name, {
+        namespace: this.#namespace,
+        signal: read.signal,
+      });
+    } catch (err) {
+      if (isNotFound(err)) this.#log.info("Lease lock not found; nothing to release");
+      else this.#log.error(err, "Error retrieving resource lock");
+      return;
+    } finally {
+      read.done();
+    }
+    this.#lease = lease;
+    if (!this.isLeader()) return;
+    if (recordOf(lease).holderIdentity !== this.#identity) {
+      this.#log.info("Lease is held by another replica; not releasing", {
+        holder: recordOf(lease).holderIdentity,
+      });
+      return;
+    }
+    const now = formatMicroTime(this.#clock.wallNow());
+    const record: LeaderElectionRecord = {
+      holderIdentity: "",
+      leaseDurationSeconds: 1,
+      acquireTime: now,
+      renewTime: now,
+      leaderTransitions: this.#observedRecord.leaderTransitions,
+    };
+    const write = this.#requestSignal();
+    try {
+      await this.#update(record, write.signal);
+    } catch (err) {
+      this.#log.error(err, "Failed to release lock");
+      return;
+    } finally {
+      write.done();
+    }
+    this.#setObservedRecord(record);
+    this.#log.info("Released lease");
+  }
+
+  async #create(record: LeaderElectionRecord, signal: AbortSignal): Promise<void> {
+    const body: Lease = {
+      apiVersion: "coordination.k8s.io/v1",
+      kind: "Lease",
+      metadata: {
+        name: this.#name,
+        namespace: this.#namespace,
+        ...(this.#labels ? { labels: { ...this.#labels } } : {}),
+      },
+      spec: specOf(record),
+    };
+    this.#lease = await this.#kube.create<Lease>(LEASES, body, {
+      namespace: this.#namespace,
+      signal,
+    });
+  }
+
+  /** PUT of the last Lease read with `record` as its spec; 409 when someone wrote since. */
+  async #update(record: LeaderElectionRecord, signal: AbortSignal): Promise<void> {
+    const base = this.#lease;
+    if (base === undefined) throw new Error("Lease not initialized: call get or create first");
+    const metadata = { ...base.metadata };
+    if (this.#labels) metadata.labels = { ...(base.metadata.labels ?? {}), ...this.#labels };
+    const body: Lease = {
+      ...base,
+      apiVersion: "coordination.k8s.io/v1",
+      kind: "Lease",
+      metadata,
+      spec: specOf(record),
+    };
+    this.#lease = await this.#kube.update<Lease>(LEASES, body, {
+      namespace: this.#namespace,
+      signal,
+    });
+  }
+
+  #setObservedRecord(record: LeaderElectionRecord): void {
+    this.#observedRecord = record;
+    this.#observedTime = this.#clock.now();
+  }
+
+  /** True while the holder's lease, counted from our own observation, has not run out. */
+  #isLeaseValid(now: number): boolean {
+    return this.#observedTime + this.#observedRecord.leaseDurationSeconds * 1000 > now;
+  }
+
+  #maybeReportTransition(callbacks: LeaderCallbacks): void {
+    const holder = this.#observedRecord.holderIdentity;
+    if (holder === this.#reportedLeader) return;
+    this.#reportedLeader = holder;
+    try {
+      callbacks.onNewLeader?.(holder);
+    } catch (err) {
+      this.#log.error(err, "onNewLeader callback failed", { leader: holder });
+    }
+  }
+
+  #stoppedLeading(callbacks: LeaderCallbacks): void {
+    this.#recordEvent("stopped leading");
+    callbacks.onStoppedLeading();
+  }
+
+  #logWorkFailure(outcome: WorkOutcome): void {
+    if (outcome.failed) this.#log.error(outcome.error, "Leader work failed while stopping");
+  }
+
+  /** Posts a `LeaderElection` Event about the Lease (when enabled); failures are only logged. */
+  #recordEvent(what: string): void {
+    const lease = this.#lease;
+    if (!this.#emitEvents || lease === undefined) return;
+    const request = this.#requestSignal();
+    this.#events.record(lease, what, request.signal).finally(() => request.done());
+  }
+
+  /**
+   * A signal that aborts after the renew deadline, or when `parent` aborts; `done` cancels the
+   * timer and drops the link to `parent` (which may live as long as the process).
+   */
+  #requestSignal(parent?: AbortSignal): { signal: AbortSignal; done(): void } {
+    const timeout = new AbortController();
+    const timer = this.#clock.setTimer(this.#renewDeadlineMs, () => {
+      timeout.abort(
+        new DOMException(
+          `Lease request timed out after ${this.#renewDeadlineMs} ms`,
+          "TimeoutError",
+        ),
+      );
+    });
+    if (parent === undefined) return { signal: timeout.signal, done: () => timer.cancel() };
+    const either = linkSignal(parent, timeout.signal);
+    return {
+      signal: either.signal,
+      done: () => {
+        timer.cancel();
+        either.dispose();
+      },
+    };
+  }
+
+  /** Sleeps on the clock; false when `signal` aborted first. */
+  #sleep(ms: number, signal: AbortSignal): Promise<boolean> {
+    return this.#clock.sleep(ms, signal).then(() => true, () => false);
+  }
+}
+
+/** The election record of `lease`; missing fields read as client-go reads them (zero). */
+function recordOf(lease: Lease): LeaderElectionRecord {
+  const spec = lease.spec ?? {};
+  return {
+    holderIdentity: spec.holderIdentity ?? "",
+    leaseDurationSeconds: spec.leaseDurationSeconds ?? 0,
+    acquireTime: spec.acquireTime ?? null,
+    renewTime: spec.renewTime ?? null,
+    leaderTransitions: spec.leaseTransitions ?? 0,
+  };
+}
+
+function specOf(record: LeaderElectionRecord): Lease["spec"] {
+  return {
+    holderIdentity: record.holderIdentity,
+    leaseDurationSeconds: record.leaseDurationSeconds,
+    acquireTime: record.acquireTime,
+    renewTime: record.renewTime,
+    leaseTransitions: record.leaderTransitions,
+  };
+}
+
+/** Calls onStartedLeading; the result never rejects, it reports how the work ended. */
+function startWork(callbacks: LeaderCallbacks, signal: AbortSignal): Promise<WorkOutcome> {
+  let result: Promise<void> | void;
+  try {
+    result = callbacks.onStartedLeading(signal);
+  } catch (error) {
+    return Promise.resolve({ failed: true, error });
+  }
+  return Promise.resolve(result).then(
+    () => ({ failed: false }),
+    (error: unknown) => ({ failed: true, error }),
+  );
+}

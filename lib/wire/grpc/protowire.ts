@@ -1,0 +1,473 @@
+/**
+ * The protobuf wire format (https://protobuf.dev/programming-guides/encoding/) for the CSI
+ * messages of {@link import("../../csi/schema.ts")}, driven by their schema.
+ *
+ * Encoding takes the camelCase objects the attacher builds: proto3 default values (empty string,
+ * false, 0, the enum's zero value) are left out as Go leaves them out; enums are given by name
+ * (or number); int64 as a decimal string, bigint or safe integer; absent or `null` fields are
+ * left out. Decoding gives the objects `@grpc/proto-loader` gives with `longs: String, enums:
+ * String, defaults: true, oneofs: true`, with the same key order, so that logged responses read
+ * as before: every field present (repeated `[]`, maps `{}`, absent messages `null`), int64 as
+ * decimal strings, enums by name (a number the schema does not know stays a number), and each
+ * set oneof named by a virtual property (`"type": "service"`). Unknown fields are skipped.
+ *
+ * @module
+ */
+
+import type { FieldSchema, MessageSchema } from "../../csi/schema.ts";
+
+/** Malformed input bytes, or a value that cannot be encoded. */
+export class ProtoWireError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ProtoWireError";
+  }
+}
+
+const WIRE_VARINT = 0;
+const WIRE_I64 = 1;
+const WIRE_LEN = 2;
+const WIRE_SGROUP = 3;
+const WIRE_EGROUP = 4;
+const WIRE_I32 = 5;
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+// ---------------------------------------------------------------------------------------------
+// Encoding
+
+class Writer {
+  #buf = new Uint8Array(256);
+  #len = 0;
+
+  #ensure(n: number): void {
+    if (this.#len + n <= this.#buf.length) return;
+    let size = this.#buf.length * 2;
+    while (size < this.#len + n) size *= 2;
+    const grown = new Uint8Array(size);
+    grown.set(this.#buf.subarray(0, this.#len));
+    this.#buf = grown;
+  }
+
+  varint(value: number): void {
+    this.#ensure(10);
+    while (value > 0x7f) {
+      this.#buf[this.#len++] = (value % 0x80) | 0x80;
+      value = Math.floor(value / 0x80);
+    }
+    this.#buf[this.#len++] = value;
+  }
+
+  /** A 64-bit two's complement varint. */
+  bigVarint(value: bigint): void {
+    this.#ensure(10);
+    let v = BigInt.asUintN(64, value);
+    while (v > 0x7fn) {
+      this.#buf[this.#len++] = Number(v & 0x7fn) | 0x80;
+      v >>= 7n;
+    }
+    this.#buf[this.#len++] = Number(v);
+  }
+
+  bytes(b: Uint8Array): void {
+    this.varint(b.length);
+    this.#ensure(b.length);
+    this.#buf.set(b, this.#len);
+    this.#len += b.length;
+  }
+
+  tag(number: number, wireType: number): void {
+    this.varint(number * 8 + wireType);
+  }
+
+  finish(): Uint8Array {
+    return this.#buf.slice(0, this.#len);
+  }
+}
+
+/**
+ * Encodes `value` as message `schema`.
+ *
+ * @throws {ProtoWireError} when a field has a value of the wrong type (naming the field).
+ */
+export function encodeMessage(schema: MessageSchema, value: object): Uint8Array {
+  const w = new Writer();
+  writeMessage(w, schema, value as Record<string, unknown>, schema.name);
+  return w.finish();
+}
+
+function writeMessage(
+  w: Writer,
+  schema: MessageSchema,
+  value: Record<string, unknown>,
+  path: string,
+): void {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new ProtoWireError(`${path}: expected a message object, got ${describe(value)}`);
+  }
+  for (const field of schema.fields) {
+    const v = value[field.name];
+    if (v === undefined || v === null) continue;
+    const fieldPath = `${path}.${field.name}`;
+    if (field.kind === "map") {
+      if (typeof v !== "object" || Array.isArray(v)) {
+        throw new ProtoWireError(`${fieldPath}: expected a string map, got ${describe(v)}`);
+      }
+      for (const [key, item] of Object.entries(v as Record<string, unknown>)) {
+        if (typeof item !== "string") {
+          // Neither key nor value is named: the map may hold secrets.
+          throw new ProtoWireError(`${fieldPath}: expected string values, got a ${typeof item}`);
+        }
+        const entry = new Writer();
+        entry.tag(1, WIRE_LEN);
+        entry.bytes(encoder.encode(key));
+        entry.tag(2, WIRE_LEN);
+        entry.bytes(encoder.encode(item));
+        w.tag(field.number, WIRE_LEN);
+        w.bytes(entry.finish());
+      }
+    } else if (field.repeated) {
+      if (!Array.isArray(v)) {
+        throw new ProtoWireError(`${fieldPath}: expected an array, got ${describe(v)}`);
+      }
+      v.forEach((item, i) => writeValue(w, field, item, `${fieldPath}[${i}]`, true));
+    } else {
+      writeValue(w, field, v, fieldPath, field.kind === "message");
+    }
+  }
+}
+
+/** Writes one value; `always` writes a proto3 default too (repeated items, messages). */
+function writeValue(
+  w: Writer,
+  field: FieldSchema,
+  v: unknown,
+  path: string,
+  always: boolean,
+): void {
+  switch (field.kind) {
+    case "string": {
+      if (typeof v !== "string") {
+        throw new ProtoWireError(`${path}: expected a string, got ${describe(v)}`);
+      }
+      if (v === "" && !always) return;
+      w.tag(field.number, WIRE_LEN);
+      w.bytes(encoder.encode(v));
+      return;
+    }
+    case "bool": {
+      if (typeof v !== "boolean") {
+        throw new ProtoWireError(`${path}: expected a boolean, got ${describe(v)}`);
+      }
+      if (!v && !always) return;
+      w.tag(field.number, WIRE_VARINT);
+      w.varint(v ? 1 : 0);
+      return;
+    }
+    case "int32": {
+      if (typeof v !== "number" || !Number.isInteger(v) || v < -(2 ** 31) || v >= 2 ** 31) {
+        throw new ProtoWireError(`${path}: expected a 32-bit integer, got ${describe(v)}`);
+      }
+      if (v === 0 && !always) return;
+      w.tag(field.number, WIRE_VARINT);
+      if (v >= 0) w.varint(v);
+      else w.bigVarint(BigInt(v));
+      return;
+    }
+    case "int64": {
+      const big = toInt64(v, path);
+      if (big === 0n && !always) return;
+      w.tag(field.number, WIRE_VARINT);
+      w.bigVarint(big);
+      return;
+    }
+    case "enum": {
+      const values = field.enumValues!;
+      const n = typeof v === "number" && Number.isInteger(v) ? v : values.indexOf(String(v));
+      if (n < 0 || typeof v === "boolean" || typeof v === "object") {
+        throw new ProtoWireError(`${path}: unknown enum value ${describe(v)}`);
+      }
+      if (n === 0 && !always) return;
+      w.tag(field.number, WIRE_VARINT);
+      if (n >= 0) w.varint(n);
+      return;
+    }
+    case "message": {
+      const nested = new Writer();
+      writeMessage(nested, field.message!, v as Record<string, unknown>, path);
+      w.tag(field.number, WIRE_LEN);
+      w.bytes(nested.finish());
+      return;
+    }
+    case "map":
+      throw new ProtoWireError(`${path}: a map cannot be repeated`);
+  }
+}
+
+function toInt64(v: unknown, path: string): bigint {
+  try {
+    if (typeof v === "bigint") return BigInt.asIntN(64, v);
+    if (typeof v === "number" && Number.isSafeInteger(v)) return BigInt(v);
+    if (typeof v === "string" && /^-?\d+$/.test(v)) {
+      const big = BigInt(v);
+      if (big === BigInt.asIntN(64, big)) return big;
+    }
+  } catch {
+    // fall through to the error
+  }
+  throw new ProtoWireError(`${path}: expected a 64-bit integer, got ${describe(v)}`);
+}
+
+function describe(v: unknown): string {
+  if (v === null) return "null";
+  if (Array.isArray(v)) return "an array";
+  if (typeof v === "string") return JSON.stringify(v.length > 40 ? v.slice(0, 40) + "…" : v);
+  if (typeof v === "object") return "an object";
+  return `${typeof v} ${String(v)}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding
+
+class Reader {
+  pos: number;
+  constructor(readonly buf: Uint8Array, start: number, readonly end: number) {
+    this.pos = start;
+  }
+
+  /** A varint as a number when below 2^53, else as a bigint. */
+  varint(): number | bigint {
+    let value = 0;
+    for (let i = 0; i < 7; i++) {
+      const b = this.#byte();
+      value += (b & 0x7f) * 2 ** (7 * i);
+      if ((b & 0x80) === 0) return value;
+    }
+    let big = BigInt(value);
+    for (let i = 7; i < 10; i++) {
+      const b = this.#byte();
+      big += BigInt(b & 0x7f) << BigInt(7 * i);
+      if ((b & 0x80) === 0) return BigInt.asUintN(64, big);
+    }
+    throw new ProtoWireError("varint longer than 10 bytes");
+  }
+
+  /** A varint that must fit a number (tags, lengths). */
+  smallVarint(): number {
+    const v = this.varint();
+    if (typeof v === "bigint" || v > 0xffffffff) throw new ProtoWireError("varint too large");
+    return v;
+  }
+
+  lengthDelimited(): [start: number, end: number] {
+    const length = this.smallVarint();
+    const start = this.pos;
+    if (start + length > this.end) throw new ProtoWireError("truncated length-delimited field");
+    this.pos += length;
+    return [start, start + length];
+  }
+
+  skip(wireType: number, number: number): void {
+    switch (wireType) {
+      case WIRE_VARINT:
+        this.varint();
+        return;
+      case WIRE_I64:
+        this.#advance(8);
+        return;
+      case WIRE_LEN:
+        this.lengthDelimited();
+        return;
+      case WIRE_I32:
+        this.#advance(4);
+        return;
+      case WIRE_SGROUP:
+        for (;;) {
+          const tag = this.smallVarint();
+          const wt = tag & 7;
+          if (wt === WIRE_EGROUP) {
+            if (tag >>> 3 !== number) throw new ProtoWireError("mismatched end group");
+            return;
+          }
+          this.skip(wt, tag >>> 3);
+        }
+      default:
+        throw new ProtoWireError(`invalid wire type ${wireType}`);
+    }
+  }
+
+  #advance(n: number): void {
+    if (this.pos + n > this.end) throw new ProtoWireError("truncated field");
+    this.pos += n;
+  }
+
+  #byte(): number {
+    if (this.pos >= this.end) throw new ProtoWireError("truncated varint");
+    return this.buf[this.pos++]!;
+  }
+}
+
+/**
+ * Decodes message `schema` from `bytes` (see the module documentation for the form).
+ *
+ * @throws {ProtoWireError} on malformed bytes or a known field with the wrong wire type.
+ */
+export function decodeMessage(schema: MessageSchema, bytes: Uint8Array): Record<string, unknown> {
+  return readMessage(schema, new Reader(bytes, 0, bytes.length));
+}
+
+function readMessage(schema: MessageSchema, r: Reader): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  // Key order as proto-loader gives it: repeated fields, maps, then the other non-oneof fields,
+  // each group by field number; set oneof members come last.
+  for (const f of schema.fields) if (f.repeated) out[f.name] = [];
+  for (const f of schema.fields) if (f.kind === "map") out[f.name] = {};
+  for (const f of schema.fields) {
+    if (!f.repeated && f.kind !== "map" && f.oneof === undefined) out[f.name] = defaultValue(f);
+  }
+  const oneofs = new Map<string, [FieldSchema, unknown]>();
+  while (r.pos < r.end) {
+    const tag = r.smallVarint();
+    const number = tag >>> 3;
+    const wireType = tag & 7;
+    if (number === 0) throw new ProtoWireError("field number 0");
+    const field = schema.byNumber.get(number);
+    if (field === undefined) {
+      r.skip(wireType, number);
+      continue;
+    }
+    const expected = field.kind === "string" || field.kind === "message" || field.kind === "map"
+      ? WIRE_LEN
+      : WIRE_VARINT;
+    if (wireType !== expected) {
+      throw new ProtoWireError(
+        `${schema.name}.${field.name}: wire type ${wireType}, expected ${expected}`,
+      );
+    }
+    if (field.kind === "map") {
+      const [key, value] = readMapEntry(r);
+      setOwn(out[field.name] as Record<string, string>, key, value);
+    } else if (field.repeated) {
+      (out[field.name] as unknown[]).push(readValue(field, r));
+    } else if (field.oneof !== undefined) {
+      const previous = oneofs.get(field.oneof);
+      const value = field.kind === "message" && previous?.[0] === field
+        ? mergeMessage(field, previous[1] as Record<string, unknown>, r)
+        : readValue(field, r);
+      oneofs.set(field.oneof, [field, value]);
+    } else if (field.kind === "message" && out[field.name] !== null) {
+      // A message field seen twice is merged (protobuf encoding rules).
+      out[field.name] = mergeMessage(field, out[field.name] as Record<string, unknown>, r);
+    } else {
+      out[field.name] = readValue(field, r);
+    }
+  }
+  const set = [...oneofs.entries()].sort((a, b) => a[1][0].number - b[1][0].number);
+  for (const [oneof, [field, value]] of set) {
+    out[field.name] = value;
+    out[oneof] = field.name;
+  }
+  return out;
+}
+
+function mergeMessage(
+  field: FieldSchema,
+  previous: Record<string, unknown>,
+  r: Reader,
+): Record<string, unknown> {
+  const next = readValue(field, r) as Record<string, unknown>;
+  const schema = field.message!;
+  for (const f of schema.fields) {
+    if (f.repeated) {
+      next[f.name] = [...(previous[f.name] as unknown[]), ...(next[f.name] as unknown[])];
+    } else if (f.kind === "map") {
+      next[f.name] = { ...(previous[f.name] as object), ...(next[f.name] as object) };
+    } else if (next[f.name] === defaultValue(f) && previous[f.name] !== undefined) {
+      next[f.name] = previous[f.name];
+    }
+  }
+  return next;
+}
+
+function setOwn(target: Record<string, string>, key: string, value: string): void {
+  if (key === "__proto__") {
+    Object.defineProperty(target, key, {
+      value,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+  } else {
+    target[key] = value;
+  }
+}
+
+function readMapEntry(r: Reader): [string, string] {
+  const [start, end] = r.lengthDelimited();
+  const entry = new Reader(r.buf, start, end);
+  let key = "";
+  let value = "";
+  while (entry.pos < entry.end) {
+    const tag = entry.smallVarint();
+    const number = tag >>> 3;
+    if ((number === 1 || number === 2) && (tag & 7) === WIRE_LEN) {
+      const [s, e] = entry.lengthDelimited();
+      const text = decoder.decode(r.buf.subarray(s, e));
+      if (number === 1) key = text;
+      else value = text;
+    } else {
+      entry.skip(tag & 7, number);
+    }
+  }
+  return [key, value];
+}
+
+function readValue(field: FieldSchema, r: Reader): unknown {
+  switch (field.kind) {
+    case "string": {
+      const [s, e] = r.lengthDelimited();
+      return decoder.decode(r.buf.subarray(s, e));
+    }
+    case "message": {
+      const [s, e] = r.lengthDelimited();
+      return readMessage(field.message!, new Reader(r.buf, s, e));
+    }
+    case "bool": {
+      const v = r.varint();
+      return typeof v === "bigint" ? v !== 0n : v !== 0;
+    }
+    case "int64": {
+      const v = r.varint();
+      return BigInt.asIntN(64, BigInt(v)).toString();
+    }
+    case "int32":
+    case "enum": {
+      const v = r.varint();
+      const n = Number(BigInt.asIntN(32, BigInt(v)));
+      if (field.kind === "int32") return n;
+      return field.enumValues![n] ?? n;
+    }
+    case "map":
+      throw new ProtoWireError("a map value outside a map");
+  }
+}
+
+function defaultValue(field: FieldSchema): unknown {
+  switch (field.kind) {
+    case "string":
+      return "";
+    case "bool":
+      return false;
+    case "int32":
+      return 0;
+    case "int64":
+      return "0";
+    case "enum":
+      return field.enumValues![0];
+    case "message":
+      return null;
+    case "map":
+      return {};
+  }
+}

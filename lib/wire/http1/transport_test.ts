@@ -1,0 +1,337 @@
+/**
+ * Http1Transport against raw TCP servers on loopback that write exactly the bytes a test needs.
+ */
+
+import assert from "node:assert/strict";
+import { ApiError } from "../../kube/api.ts";
+import { isBrokenConnection } from "../../kube/client.ts";
+import { Http1Transport, UnexpectedEofError } from "./transport.ts";
+import type { TransportRequest } from "../../kube/transport.ts";
+
+const enc = (s: string) => new TextEncoder().encode(s);
+/** Requests are kept as Latin-1 text: one character per byte. */
+const LATIN1 = new TextDecoder("latin1");
+const NO_TLS = { insecureSkipTlsVerify: false };
+const OK = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+
+/** What a handler does with one request: write bytes, then keep or close the connection. */
+type Handler = (conn: Deno.Conn, request: string, index: number) => Promise<"keep" | "close">;
+
+/** A TCP server reading requests (head and Content-Length body) and answering with `handler`. */
+class RawServer implements AsyncDisposable {
+  readonly #listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  readonly #conns = new Set<Deno.Conn>();
+  readonly #tasks: Promise<void>[] = [];
+  readonly requests: string[] = [];
+  /** Connections accepted. */
+  connections = 0;
+  /** Connections the client closed (EOF or reset seen by the server). */
+  clientClosed = 0;
+
+  constructor(readonly handler: Handler) {
+    this.#tasks.push(this.#accept());
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${this.#listener.addr.port}`;
+  }
+
+  async #accept(): Promise<void> {
+    for await (const conn of this.#listener) {
+      this.connections++;
+      this.#conns.add(conn);
+      this.#tasks.push(this.#serve(conn));
+    }
+  }
+
+  async #serve(conn: Deno.Conn): Promise<void> {
+    let pending = "";
+    const buf = new Uint8Array(65536);
+    try {
+      for (;;) {
+        const end = pending.indexOf("\r\n\r\n");
+        const length = Number(/content-length: (\d+)/i.exec(pending.slice(0, end))?.[1] ?? 0);
+        if (end >= 0 && pending.length >= end + 4 + length) {
+          const request = pending.slice(0, end + 4 + length);
+          pending = pending.slice(request.length);
+          this.requests.push(request);
+          if (await this.handler(conn, request, this.requests.length - 1) === "close") {
+            conn.close();
+            return;
+          }
+          continue;
+        }
+        const n = await conn.read(buf);
+        if (n === null) break;
+        pending += LATIN1.decode(buf.subarray(0, n));
+      }
+    } catch {
+      // A reset, or the connection closed by dispose.
+    } finally {
+      this.#conns.delete(conn);
+    }
+    this.clientClosed++;
+    try {
+      conn.close();
+    } catch { /* closed */ }
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.#listener.close();
+    for (const conn of this.#conns) {
+      try {
+        conn.close();
+      } catch { /* closed */ }
+    }
+    await Promise.allSettled(this.#tasks);
+  }
+}
+
+const write = (conn: Deno.Conn, text: string) => conn.write(enc(text)).then(() => {});
+const get = (signal = AbortSignal.timeout(5000)): TransportRequest => ({
+  method: "GET",
+  headers: [],
+  signal,
+});
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Waits until `check` holds (up to 2 s). */
+async function until(check: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 200 && !check(); i++) await sleep(10);
+  assert.ok(check(), what);
+}
+
+async function bodyText(body: ReadableStream<Uint8Array> | null): Promise<string> {
+  return await new Response(body).text();
+}
+
+Deno.test("Http1Transport: keep-alive reuses one connection; request line, Host, header lines in order, Content-Length", async () => {
+  await using server = new RawServer(async (conn) => {
+    await write(conn, OK);
+    return "keep";
+  });
+  const transport = new Http1Transport(NO_TLS);
+  try {
+    const url = new URL(`${server.url}/api/v1/pods?watch=true&x=%2F`);
+    for (let i = 0; i < 3; i++) {
+      const res = await transport.send(url, get());
+      assert.equal(await res.text!(), "ok");
+    }
+    const res = await transport.send(url, {
+      method: "PATCH",
+      headers: [["Impersonate-Group", "a"], ["Content-Type", "x/y"], ["Impersonate-Group", "b"]],
+      body: "é{}",
+      signal: AbortSignal.timeout(5000),
+    });
+    assert.equal(await bodyText(res.body), "ok");
+    assert.equal(server.connections, 1);
+    assert.equal(transport.opened, 1);
+    assert.equal(transport.idle, 1);
+    const host = new URL(server.url).host;
+    assert.equal(
+      server.requests[0],
+      `GET /api/v1/pods?watch=true&x=%2F HTTP/1.1\r\nHost: ${host}\r\n\r\n`,
+    );
+    assert.equal(
+      server.requests[3],
+      `PATCH /api/v1/pods?watch=true&x=%2F HTTP/1.1\r\nHost: ${host}\r\n` +
+        "Impersonate-Group: a\r\nContent-Type: x/y\r\nImpersonate-Group: b\r\n" +
+        `Content-Length: 4\r\n\r\n${LATIN1.decode(enc("é{}"))}`,
+    );
+    // A header value that would split the request is refused before anything is sent.
+    await assert.rejects(
+      transport.send(url, { ...get(), headers: [["X", "a\r\nEvil: 1"]] }),
+      TypeError,
+    );
+  } finally {
+    transport.close();
+  }
+});
+
+Deno.test("Http1Transport: a chunked answer written byte by byte after a 1xx; the connection is reused", async () => {
+  const answer = "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n" +
+    "X-A: 1\r\nx-a: 2\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nTrailer: x\r\n\r\n";
+  await using server = new RawServer(async (conn) => {
+    for (const byte of enc(answer)) await conn.write(new Uint8Array([byte]));
+    return "keep";
+  });
+  const transport = new Http1Transport(NO_TLS);
+  try {
+    const res = await transport.send(new URL(server.url), get());
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get("X-A"), "1, 2");
+    assert.equal(await bodyText(res.body), "hello world");
+    const again = await transport.send(new URL(server.url), get());
+    assert.equal(await again.text!(), "hello world");
+    assert.equal(server.connections, 1);
+  } finally {
+    transport.close();
+  }
+});
+
+Deno.test("Http1Transport: an answer not read to its end closes its connection", async () => {
+  await using server = new RawServer(async (conn) => {
+    await write(conn, `HTTP/1.1 200 OK\r\nContent-Length: 200000\r\n\r\n${"x".repeat(200000)}`)
+      .catch(() => {});
+    return "keep";
+  });
+  const transport = new Http1Transport(NO_TLS);
+  try {
+    const res = await transport.send(new URL(server.url), get());
+    const reader = res.body!.getReader();
+    assert.ok(((await reader.read()).value?.length ?? 0) > 0);
+    await reader.cancel();
+    await until(() => server.clientClosed === 1, "the client closed the connection");
+    assert.equal(transport.idle, 0);
+    await transport.send(new URL(server.url), get()).then((r) => r.body?.cancel());
+    assert.equal(server.connections, 2);
+  } finally {
+    transport.close();
+  }
+});
+
+Deno.test("Http1Transport: aborting in the middle of a watch body errors the read with the reason and closes the connection", async () => {
+  await using server = new RawServer(async (conn) => {
+    await write(conn, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{}\n\r\n");
+    return "keep";
+  });
+  const transport = new Http1Transport(NO_TLS);
+  try {
+    const controller = new AbortController();
+    const res = await transport.send(new URL(server.url), get(controller.signal));
+    const reader = res.body!.getReader();
+    assert.equal(new TextDecoder().decode((await reader.read()).value), "{}\n");
+    const pending = reader.read();
+    const reason = new Error("stop");
+    controller.abort(reason);
+    await assert.rejects(pending, (err) => err === reason);
+    await until(() => server.clientClosed === 1, "the client closed the connection");
+    assert.equal(transport.idle, 0);
+  } finally {
+    transport.close();
+  }
+});
+
+Deno.test("Http1Transport: an abort before the answer rejects the send with the reason", async () => {
+  await using server = new RawServer(() => sleep(300).then(() => "close" as const));
+  const transport = new Http1Transport(NO_TLS);
+  try {
+    const reason = new Error("gone");
+    const sending = transport.send(new URL(server.url), get(AbortSignal.timeout(60_000)));
+    const controller = new AbortController();
+    const aborted = transport.send(new URL(server.url), get(controller.signal));
+    setTimeout(() => controller.abort(reason), 50);
+    await assert.rejects(aborted, (err) => err === reason);
+    await assert.rejects(sending, UnexpectedEofError);
+  } finally {
+    transport.close();
+  }
+});
+
+Deno.test("Http1Transport: a server closing in the middle of the body is a broken connection", async () => {
+  const answers = [
+    "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{}\n\r\n5\r\n{",
+    'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"kind"',
+    "HTTP/1.1 200 OK\r\nContent-Le",
+  ];
+  await using server = new RawServer(async (conn, _request, index) => {
+    await write(conn, answers[index]!);
+    return "close";
+  });
+  const transport = new Http1Transport(NO_TLS);
+  const broken = (err: unknown) =>
+    err instanceof UnexpectedEofError &&
+    isBrokenConnection(new ApiError(0, "ConnectionError", "Get", { cause: err }));
+  try {
+    const chunked = await transport.send(new URL(server.url), get());
+    await assert.rejects(bodyText(chunked.body), broken);
+    const sized = await transport.send(new URL(server.url), get());
+    await assert.rejects(sized.text!(), broken);
+    await assert.rejects(transport.send(new URL(server.url), get()), broken);
+    assert.equal(transport.idle, 0);
+  } finally {
+    transport.close();
+  }
+});
+
+Deno.test("Http1Transport: a GET on an idle connection the server closed goes out again on a new one; a PATCH does not", async () => {
+  // The server closes every connection after its answer, without saying so.
+  await using server = new RawServer(async (conn) => {
+    await write(conn, OK);
+    return "close";
+  });
+  const transport = new Http1Transport(NO_TLS);
+  try {
+    const url = new URL(server.url);
+    assert.equal(await (await transport.send(url, get())).text!(), "ok");
+    await sleep(50);
+    assert.equal(await (await transport.send(url, get())).text!(), "ok");
+    assert.equal(server.connections, 2);
+    await sleep(50);
+    await assert.rejects(
+      transport.send(url, { ...get(), method: "PATCH", body: "{}" }),
+      (err) => isBrokenConnection(new ApiError(0, "ConnectionError", "Patch", { cause: err })),
+    );
+    assert.equal(server.connections, 2);
+  } finally {
+    transport.close();
+  }
+});
+
+Deno.test("Http1Transport: renew drops the idle connections of that generation only; close fails later requests", async () => {
+  await using server = new RawServer(async (conn) => {
+    await write(conn, OK);
+    return "keep";
+  });
+  const transport = new Http1Transport(NO_TLS, { maxIdlePerOrigin: 1 });
+  const url = new URL(server.url);
+  const answers = await Promise.all([1, 2, 3].map(() => transport.send(url, get())));
+  for (const res of answers) await res.text!();
+  assert.equal(server.connections, 3);
+  assert.equal(transport.idle, 1, "only maxIdlePerOrigin connections are kept");
+  const generation = transport.generation;
+  transport.renew(generation);
+  transport.renew(generation);
+  assert.equal(
+    transport.generation,
+    generation + 1,
+    "a second renew of the same generation does nothing",
+  );
+  assert.equal(transport.idle, 0);
+  await (await transport.send(url, get())).text!();
+  assert.equal(server.connections, 4);
+  transport.close();
+  await assert.rejects(transport.send(url, get()), /closed/);
+  await until(() => server.clientClosed === 4, "every connection closed");
+});
+
+Deno.test("Http1Transport: a refused connection is not a broken one", async () => {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = listener.addr.port;
+  listener.close();
+  const transport = new Http1Transport(NO_TLS);
+  const err = await transport.send(new URL(`http://127.0.0.1:${port}/`), get()).catch((e) => e);
+  transport.close();
+  assert.ok(err instanceof Deno.errors.ConnectionRefused, String(err));
+  assert.ok(!isBrokenConnection(new ApiError(0, "ConnectionError", "Get", { cause: err })));
+});
+
+Deno.test("Http1Transport: a connection idle longer than the idle timeout is closed, not reused", async () => {
+  await using server = new RawServer(async (conn) => {
+    await write(conn, OK);
+    return "keep";
+  });
+  const transport = new Http1Transport(NO_TLS, { idleTimeoutMs: 30 });
+  try {
+    const url = new URL(server.url);
+    await (await transport.send(url, get())).text!();
+    await (await transport.send(url, get())).text!();
+    assert.equal(server.connections, 1, "reused within the idle timeout");
+    await sleep(60);
+    await (await transport.send(url, get())).text!();
+    assert.equal(server.connections, 2);
+    await until(() => server.clientClosed === 1, "the stale connection was closed");
+  } finally {
+    transport.close();
+  }
+});
