@@ -13,7 +13,7 @@ import { KubeClient } from "./lib/kube/client.ts";
 import { loadConnection } from "./lib/kube/config.ts";
 import { SERVICE_ACCOUNT_NAMESPACE_FILE } from "./lib/leaderelection/config.ts";
 import { createLogger } from "./lib/observe/log.ts";
-import { errorText } from "./lib/observe/errors.ts";
+import { errorText } from "./lib/errors.ts";
 import type { Logger } from "./lib/observe/logger.ts";
 import { parseOptions, validateOptions } from "./lib/cli/options.ts";
 import type { Options } from "./lib/cli/options.ts";

@@ -18,7 +18,7 @@ import { CSI_NODES, PERSISTENT_VOLUMES, SECRETS, VOLUME_ATTACHMENTS } from "../l
 import { KubeClient } from "../lib/kube/client.ts";
 import { connectionFromKubeconfigs } from "../lib/kube/config.ts";
 import { createLogger } from "../lib/observe/log.ts";
-import { errorText } from "../lib/observe/errors.ts";
+import { errorText } from "../lib/errors.ts";
 import { type Logger, nullLogger } from "../lib/observe/logger.ts";
 import { MemoryApiServer, type RecordedRequest } from "../testkit/apiserver/server.ts";
 import { DUMMY_DRIVER_NAME } from "../lib/controller/names.ts";

@@ -14,7 +14,7 @@
  */
 
 import type { Clock } from "../clock.ts";
-import { errorText } from "../observe/errors.ts";
+import { errorText } from "../errors.ts";
 import { realClock } from "../clock.ts";
 import type { CsiClient, VolumeCapability } from "../csi/api.ts";
 import { CsiError } from "../csi/api.ts";

@@ -24,7 +24,7 @@ import type {
   PersistentVolumeSpec,
   VsphereVirtualDiskVolumeSource,
 } from "../kube/types.ts";
-import { errorText } from "../observe/errors.ts";
+import { errorText } from "../errors.ts";
 
 /** The in-tree volume source fields that CSI migration covers, with their CSI driver names. */
 const MIGRATABLE_SOURCES: Record<string, string> = {

@@ -10,7 +10,7 @@
  * @module
  */
 
-import { errorText } from "../observe/errors.ts";
+import { errorText } from "../errors.ts";
 import { type CsiClient, CsiError } from "./api.ts";
 import { type CsiCallInfo, GrpcCsiClient } from "./client.ts";
 import { type Clock, realClock } from "../clock.ts";

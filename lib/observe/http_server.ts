@@ -7,7 +7,7 @@
  */
 
 import type { Logger } from "./logger.ts";
-import { errorText } from "./errors.ts";
+import { errorText } from "../errors.ts";
 
 /** The path of the leader-election health check (csi-lib-utils' `HealthCheckerAddress`). */
 export const LEADER_ELECTION_HEALTH_PATH = "/healthz/leader-election";

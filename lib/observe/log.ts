@@ -18,7 +18,7 @@
  */
 
 import type { Clock } from "../clock.ts";
-import { errorText } from "./errors.ts";
+import { errorText } from "../errors.ts";
 import type { Fields, Logger } from "./logger.ts";
 
 /** How {@link createLogger} formats and where it writes. */

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
-import { errorText } from "./errors.ts";
+import { errorText } from "../errors.ts";
 import { createLogger, type LoggerOptions } from "./log.ts";
 
 /** 2025-11-21 22:30:01.123456 UTC, in milliseconds. */

@@ -17,7 +17,7 @@ import { setImmediate } from "node:timers";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { ExampleDriver } from "../../testkit/csi/example_driver.ts";
 import { CSI_NODES, PERSISTENT_VOLUMES, SECRETS, VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
-import { errorText } from "../../lib/observe/errors.ts";
+import { errorText } from "../../lib/errors.ts";
 import { finalizerName } from "../../lib/controller/names.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import type {
