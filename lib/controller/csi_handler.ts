@@ -41,18 +41,23 @@ import { finalizerName, MIGRATED_TO_ANNOTATION, NODE_ID_ANNOTATION } from "./nam
 import { addFinalizerPatch, removeFinalizerPatch } from "../kube/finalizer_patch.ts";
 import type {
   CsiPersistentVolumeSource,
+  ObjectReference,
   PersistentVolume,
   PersistentVolumeSpec,
   Secret,
   VolumeAttachment,
 } from "../kube/types.ts";
 import { getVolumeCapability, getVolumeHandle } from "./volume_capability.ts";
-import type { InvolvedObject } from "../events/correlator.ts";
 
 /** Where the handler reports attach and detach outcomes as Events (`events/recorder.ts`). */
 export interface VolumeAttachmentEventSink {
   /** Queues an Event; must return at once (it runs on the attach and detach path). */
-  record(object: InvolvedObject, type: "Normal" | "Warning", reason: string, message: string): void;
+  record(
+    object: ObjectReference,
+    type: "Normal" | "Warning",
+    reason: string,
+    message: string,
+  ): void;
 }
 
 /** Reasons of the Events on VolumeAttachments. */
@@ -142,8 +147,8 @@ function secretValues(secret: Secret): Record<string, string> {
 }
 
 /** The reference an Event on `va` carries. */
-function involvedObject(va: VolumeAttachment): InvolvedObject {
-  const ref: InvolvedObject = {
+function involvedObject(va: VolumeAttachment): ObjectReference {
+  const ref: ObjectReference = {
     kind: "VolumeAttachment",
     apiVersion: "storage.k8s.io/v1",
     name: va.metadata.name,

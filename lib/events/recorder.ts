@@ -13,12 +13,8 @@ import type { Clock } from "../clock.ts";
 import { ApiError, EVENTS, isNotFound, type KubeApi } from "../kube/api.ts";
 import type { Logger } from "../observe/logger.ts";
 import { formatTime } from "../kube/time.ts";
-import {
-  type CoreEvent,
-  EventCorrelator,
-  type EventCorrelatorOptions,
-  type InvolvedObject,
-} from "./correlator.ts";
+import type { ObjectReference } from "../kube/types.ts";
+import { type CoreEvent, EventCorrelator, type EventCorrelatorOptions } from "./correlator.ts";
 
 /** Collaborators of {@link EventRecorder}. */
 export interface EventRecorderDeps {
@@ -80,7 +76,7 @@ export class EventRecorder {
    * Queues an Event about `object` and returns at once. Dropped (and logged at V(4)) when the
    * queue is full. The message is posted as given: never pass secrets.
    */
-  record(object: InvolvedObject, type: "Normal" | "Warning", reason: string, message: string) {
+  record(object: ObjectReference, type: "Normal" | "Warning", reason: string, message: string) {
     if (this.#queue.length >= this.#maxQueued) {
       this.#deps.log.v(4).info("Event queue full, dropping Event", {
         kind: object.kind,

@@ -8,7 +8,7 @@
 
 import assert from "node:assert/strict";
 import { CsiHandler, type VolumeAttachmentEventSink } from "../../lib/controller/csi_handler.ts";
-import type { InvolvedObject } from "../../lib/events/correlator.ts";
+import type { ObjectReference } from "../../lib/kube/types.ts";
 import type { Scenario } from "../../testkit/harness/scenario_harness.ts";
 import { runScenario } from "../../testkit/harness/scenario_harness.ts";
 import type { ScriptedCall } from "../../testkit/csi/fake_driver.ts";
@@ -36,7 +36,7 @@ import {
 } from "../../testkit/harness/fixtures.ts";
 
 interface Recorded {
-  object: InvolvedObject;
+  object: ObjectReference;
   type: string;
   reason: string;
   message: string;
@@ -44,7 +44,7 @@ interface Recorded {
 
 class RecordingSink implements VolumeAttachmentEventSink {
   events: Recorded[] = [];
-  record(object: InvolvedObject, type: string, reason: string, message: string): void {
+  record(object: ObjectReference, type: string, reason: string, message: string): void {
     this.events.push({ object, type, reason, message });
   }
   /** `type reason: message` of each Event. */
