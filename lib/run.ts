@@ -41,6 +41,7 @@ import type { CsiNode, PersistentVolume, VolumeAttachment } from "./kube/types.t
 import { startHttpServer } from "./observe/http_server.ts";
 import { LeaderElector } from "./leaderelection/elector.ts";
 import { leaderElectionNamespace, leaderIdentity } from "./leaderelection/config.ts";
+import { raceAbort } from "./abort.ts";
 import { type ApiRequestObservation, createMetrics, type Metrics } from "./observe/metrics.ts";
 import { MIGRATION_DRIVER_NAMES } from "./controller/migration.ts";
 import { leaseName } from "./controller/names.ts";
@@ -108,18 +109,26 @@ interface DriverSetup {
   csi?: CsiClient;
   /** Times attaches and detaches end to end (CSI handler only). */
   latency?: OperationLatency;
-  /** Posts the CSI handler's Events while the controller runs. */
-  events?: EventRecorder;
 }
 
 /** `source.component` of the Events on VolumeAttachments. */
 export const EVENT_COMPONENT = "csi-attacher";
+
+/**
+ * How long, at most, the attacher waits at exit for the Events still queued (the leader's
+ * "stopped leading" among them) to be posted: the leader election's renew deadline, the bound
+ * each of its own requests has.
+ */
+function eventDrainMs(options: Options): number {
+  return options.leaderElectionRenewDeadlineMs;
+}
 
 async function setUpDriver(
   options: Options,
   deps: AttacherDeps,
   kube: KubeApi,
   metrics: MetricsHolder,
+  events: EventRecorder,
 ): Promise<DriverSetup> {
   const { log, env } = deps;
   const clock = deps.clock ?? realClock;
@@ -163,12 +172,6 @@ async function setUpDriver(
         observeDetachDuration: (seconds) => metrics.current.observeDetachDuration(seconds),
       },
     });
-    // Events get an API client of their own, so their requests never take the rate-limiter
-    // tokens of attach and detach.
-    const events = new EventRecorder({ kube: deps.kube(metrics.kube), clock, log }, {
-      component: EVENT_COMPONENT,
-      host: leaderIdentity(env.hostname()),
-    });
     const handler = new CsiHandler({ kube, csi, log, clock, latency, events }, {
       driverName,
       timeoutMs: options.timeoutMs,
@@ -178,7 +181,7 @@ async function setUpDriver(
       attachErrorCodes: options.featureGates.MutableCSINodeAllocatableCount,
       maxEntries: options.maxEntries,
     });
-    return { driverName, handler, reconcile: caps.reconcile, csi, latency, events };
+    return { driverName, handler, reconcile: caps.reconcile, csi, latency };
   } catch (err) {
     csi.close();
     throw err;
@@ -196,7 +199,44 @@ export async function runAttacher(options: Options, deps: AttacherDeps): Promise
   const clock = deps.clock ?? realClock;
   const metrics = new MetricsHolder();
   const kube = deps.kube(metrics.kube);
-  const setup = await setUpDriver(options, deps, kube, metrics);
+  // The one Event path of the process (the CSI handler's and the leader elector's Events). It
+  // has an API client of its own, so Events never take the rate-limiter tokens of attach and
+  // detach; it runs until the end of runAttacher and then posts what is still queued.
+  const events = new EventRecorder({ kube: deps.kube(metrics.kube), clock, log }, {
+    component: EVENT_COMPONENT,
+    host: leaderIdentity(deps.env.hostname()),
+  });
+  const stopEvents = new AbortController();
+  const posting = events.run(stopEvents.signal);
+  try {
+    await runWithEvents(options, deps, { clock, metrics, kube, events });
+  } finally {
+    const drain = clock.setTimer(eventDrainMs(options), () => stopEvents.abort());
+    await raceAbort(events.idle(), stopEvents.signal);
+    drain.cancel();
+    stopEvents.abort();
+    await posting;
+  }
+}
+
+/** What {@link runAttacher} has built before the driver is set up. */
+interface AttacherParts {
+  clock: Clock;
+  metrics: MetricsHolder;
+  /** The API client of the informers and the handler. */
+  kube: KubeApi;
+  events: EventRecorder;
+}
+
+/** runAttacher once the Event path runs: driver setup, diagnostics server, election, work. */
+async function runWithEvents(
+  options: Options,
+  deps: AttacherDeps,
+  parts: AttacherParts,
+): Promise<void> {
+  const { log } = deps;
+  const { clock, metrics, kube, events } = parts;
+  const setup = await setUpDriver(options, deps, kube, metrics, events);
   const { driverName } = setup;
   metrics.current.setDriverName(driverName);
   let elector: LeaderElector | undefined;
@@ -240,6 +280,7 @@ export async function runAttacher(options: Options, deps: AttacherDeps): Promise
     const identity = leaderIdentity(deps.env.hostname());
     elector = new LeaderElector({
       kube: deps.kube(metrics.kube),
+      events,
       clock,
       log,
       metrics: metrics.current,
@@ -370,7 +411,6 @@ async function runController(run: ControllerRun): Promise<void> {
       informers,
       synced,
       backlog,
-      setup.events?.run(signal),
     ]);
   } finally {
     metrics.setPendingSource(undefined);

@@ -8,6 +8,7 @@ import {
   type LeaderElectorOptions,
 } from "./elector.ts";
 import { nullLogger } from "../observe/logger.ts";
+import { EventRecorder } from "../events/recorder.ts";
 import { formatMicroTime } from "../kube/time.ts";
 import type { Lease } from "../kube/types.ts";
 import { type FakeLeaseApi, FakeLeaseStore } from "../../testkit/fakes/fake_lease_api.ts";
@@ -57,6 +58,9 @@ class RecordingMetrics implements LeaderElectionMetrics {
 /** One replica under test: its own API client on the shared store, elector and callbacks. */
 class Replica {
   readonly api: FakeLeaseApi;
+  /** The replica's Event path (posting through its own API client), as `lib/run.ts` wires it. */
+  readonly events: EventRecorder;
+  readonly #stopEvents = new AbortController();
   readonly elector: LeaderElector;
   readonly metrics = new RecordingMetrics();
   readonly shutdown = new AbortController();
@@ -80,8 +84,12 @@ class Replica {
     extra: Partial<LeaderElectorOptions> = {},
   ) {
     this.api = store.client();
+    this.events = new EventRecorder({ kube: this.api, clock, log: nullLogger }, {
+      component: "csi-attacher",
+    });
     this.elector = new LeaderElector({
       kube: this.api,
+      events: this.events,
       clock,
       log: nullLogger,
       metrics: this.metrics,
@@ -99,6 +107,7 @@ class Replica {
   }
 
   start(): this {
+    const posting = this.events.run(this.#stopEvents.signal);
     this.done = this.elector.run(this.shutdown.signal, {
       onStartedLeading: (signal) => {
         this.started++;
@@ -113,6 +122,11 @@ class Replica {
       },
       onStoppedLeading: () => this.stopped++,
       onNewLeader: (identity) => this.newLeaders.push(identity),
+    }).finally(async () => {
+      // As runAttacher does: the Events queued by the end of the run are posted, then it stops.
+      await this.events.idle();
+      this.#stopEvents.abort();
+      await posting;
     }).then(
       () => {
         this.result = "resolved";
