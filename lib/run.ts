@@ -18,13 +18,21 @@ import {
 } from "./controller/controller.ts";
 import type { CsiClient } from "./csi/api.ts";
 import type { CsiCallInfo } from "./csi/client.ts";
-import { connect, getCapabilities, getDriverName, probeForever } from "./csi/connection.ts";
+import {
+  connect,
+  type DriverCapabilities,
+  getCapabilities,
+  getDriverName,
+  probeForever,
+} from "./csi/connection.ts";
 import { CsiHandler } from "./controller/csi_handler.ts";
 import { EventRecorder } from "./events/recorder.ts";
 import { OperationLatency } from "./controller/operation_latency.ts";
+import { AttachmentMemory } from "./controller/attachment_memory.ts";
+import { ListVolumesReconciler } from "./controller/reconciler.ts";
 import { pendingVolumeAttachments } from "./controller/pending.ts";
 import { BacklogReporter } from "./controller/backlog.ts";
-import type { Handler } from "./controller/handler.ts";
+import type { Handler, HandlerStores } from "./controller/handler.ts";
 import { Informer } from "./kube/informer.ts";
 import {
   cachedCsiNode,
@@ -101,14 +109,16 @@ class MetricsHolder {
   };
 }
 
-/** The driver name, handler and CSI client chosen at startup. */
+/** The driver learnt at startup: its name, its client and whether it publishes volumes. */
 interface DriverSetup {
   driverName: string;
-  handler: Handler;
-  reconcile: boolean;
+  /** The driver's client; none in dummy mode. */
   csi?: CsiClient;
-  /** Times attaches and detaches end to end (CSI handler only). */
-  latency?: OperationLatency;
+  /**
+   * The capabilities of a driver with ControllerPublishVolume (the CSI handler); undefined
+   * selects the trivial handler.
+   */
+  publishing?: DriverCapabilities;
 }
 
 /** `source.component` of the Events on VolumeAttachments. */
@@ -126,19 +136,13 @@ function eventDrainMs(options: Options): number {
 async function setUpDriver(
   options: Options,
   deps: AttacherDeps,
-  kube: KubeApi,
   metrics: MetricsHolder,
-  events: EventRecorder,
 ): Promise<DriverSetup> {
   const { log, env } = deps;
   const clock = deps.clock ?? realClock;
   if (options.dummy) {
     log.info("Running in dummy mode: no CSI driver", { driver: DUMMY_DRIVER_NAME });
-    return {
-      driverName: DUMMY_DRIVER_NAME,
-      handler: new TrivialHandler({ kube, log }),
-      reconcile: false,
-    };
+    return { driverName: DUMMY_DRIVER_NAME };
   }
   const csi = await connect(options.csiAddress, {
     log,
@@ -163,25 +167,9 @@ async function setUpDriver(
       log.info("CSI driver does not support ControllerPublishUnpublish, using trivial handler", {
         driver: driverName,
       });
-      return { driverName, handler: new TrivialHandler({ kube, log }), reconcile: false, csi };
+      return { driverName, csi };
     }
-    const latency = new OperationLatency({
-      clock,
-      sink: {
-        observeAttachDuration: (seconds) => metrics.current.observeAttachDuration(seconds),
-        observeDetachDuration: (seconds) => metrics.current.observeDetachDuration(seconds),
-      },
-    });
-    const handler = new CsiHandler({ kube, csi, log, clock, latency, events }, {
-      driverName,
-      timeoutMs: options.timeoutMs,
-      supportsPublishReadOnly: caps.publishReadonly,
-      supportsSingleNodeMultiWriter: caps.singleNodeMultiWriter,
-      defaultFsType: options.defaultFsType,
-      attachErrorCodes: options.featureGates.MutableCSINodeAllocatableCount,
-      maxEntries: options.maxEntries,
-    });
-    return { driverName, handler, reconcile: caps.reconcile, csi, latency };
+    return { driverName, csi, publishing: caps };
   } catch (err) {
     csi.close();
     throw err;
@@ -236,7 +224,7 @@ async function runWithEvents(
 ): Promise<void> {
   const { log } = deps;
   const { clock, metrics, kube, events } = parts;
-  const setup = await setUpDriver(options, deps, kube, metrics, events);
+  const setup = await setUpDriver(options, deps, metrics);
   const { driverName } = setup;
   metrics.current.setDriverName(driverName);
   let elector: LeaderElector | undefined;
@@ -266,6 +254,7 @@ async function runWithEvents(
         clock,
         setup,
         kube,
+        events,
         metrics: metrics.current,
         signal,
         onReady: () => {
@@ -319,8 +308,10 @@ interface ControllerRun {
   clock: Clock;
   /** The driver's name and the handler chosen for it. */
   setup: DriverSetup;
-  /** The API client of the informers. */
+  /** The API client of the informers and the handler. */
   kube: KubeApi;
+  /** The process's Event path. */
+  events: EventRecorder;
   metrics: Metrics;
   /** Aborts when the attacher stops or loses the lease. */
   signal: AbortSignal;
@@ -365,16 +356,22 @@ async function runController(run: ControllerRun): Promise<void> {
   // Attaches and detaches have their own workers (beyond the Go attacher; README "Scheduling").
   const vaQueue = queue("csi-attacher-va", volumeAttachmentLanes(vaInformer));
   const pvQueue = queue("csi-attacher-pv");
+  const stores: HandlerStores = {
+    volumeAttachments: vaInformer,
+    persistentVolumes: pvInformer,
+    csiNodes: csiNodeInformer,
+  };
+  const { handler, memory, reconciler } = buildHandler({ ...run, stores, vaQueue });
   const controller = new AttachController({
     vaInformer,
     pvInformer,
-    csiNodeStore: csiNodeInformer,
     vaQueue,
     pvQueue,
-    handler: setup.handler,
+    handler,
+    memory,
+    reconciler,
     log,
     clock,
-    latency: setup.latency,
   }, {
     driverName: setup.driverName,
     workers: options.workerThreads,
@@ -382,7 +379,6 @@ async function runController(run: ControllerRun): Promise<void> {
       [ATTACH_LANE]: options.attachWorkerThreads,
       [DETACH_LANE]: options.detachWorkerThreads,
     },
-    reconcile: setup.reconcile,
     reconcileSyncMs: options.reconcileSyncMs,
   });
   const informers = Promise.all([
@@ -415,4 +411,46 @@ async function runController(run: ControllerRun): Promise<void> {
   } finally {
     metrics.setPendingSource(undefined);
   }
+}
+
+/**
+ * The handler the driver calls for, with the per-VolumeAttachment memory it shares with the
+ * controller, and the ListVolumes reconciler when the driver can list published volumes.
+ */
+function buildHandler(
+  run: ControllerRun & { stores: HandlerStores; vaQueue: RateLimitingWorkQueue },
+): { handler: Handler; memory: AttachmentMemory; reconciler?: ListVolumesReconciler } {
+  const { options, log, clock, setup, kube, events, metrics, stores, vaQueue } = run;
+  const caps = setup.publishing;
+  if (setup.csi === undefined || caps === undefined) {
+    return {
+      handler: new TrivialHandler({ kube, log }),
+      memory: new AttachmentMemory({ backoff: vaQueue }),
+    };
+  }
+  const latency = new OperationLatency({
+    clock,
+    sink: {
+      observeAttachDuration: (seconds) => metrics.observeAttachDuration(seconds),
+      observeDetachDuration: (seconds) => metrics.observeDetachDuration(seconds),
+    },
+  });
+  const memory = new AttachmentMemory({ backoff: vaQueue, latency });
+  const csi = setup.csi;
+  const handler = new CsiHandler({ kube, csi, log, clock, stores, memory, events }, {
+    driverName: setup.driverName,
+    timeoutMs: options.timeoutMs,
+    supportsPublishReadOnly: caps.publishReadonly,
+    supportsSingleNodeMultiWriter: caps.singleNodeMultiWriter,
+    defaultFsType: options.defaultFsType,
+    attachErrorCodes: options.featureGates.MutableCSINodeAllocatableCount,
+  });
+  const reconciler = caps.reconcile
+    ? new ListVolumesReconciler({ csi, log, clock, stores, memory, queue: vaQueue }, {
+      driverName: setup.driverName,
+      timeoutMs: options.timeoutMs,
+      maxEntries: options.maxEntries,
+    })
+    : undefined;
+  return { handler, memory, reconciler };
 }

@@ -9,14 +9,15 @@
 
 import type { Clock } from "../clock.ts";
 import { realClock } from "../clock.ts";
-import type { Handler } from "./handler.ts";
-import type { OperationLatency } from "./operation_latency.ts";
+import type { Handler, SyncOutcome } from "./handler.ts";
+import type { AttachmentMemory } from "./attachment_memory.ts";
+import type { Reconciler } from "./reconciler.ts";
 import type { Logger } from "../observe/logger.ts";
 import { jsonEqual } from "../kube/json_patch.ts";
 import { isMigratablePersistentVolume } from "./migration.ts";
 import { finalizerName, MIGRATED_TO_ANNOTATION } from "./names.ts";
 import type { EventHandlers, ObjectStore } from "../kube/store.ts";
-import type { CsiNode, PersistentVolume, VolumeAttachment } from "../kube/types.ts";
+import type { PersistentVolume, VolumeAttachment } from "../kube/types.ts";
 import type { QueueLanes } from "../workqueue/queue.ts";
 import type { RateLimitingQueue } from "../workqueue/types.ts";
 
@@ -57,14 +58,18 @@ export interface InformerLike<T> extends ObjectStore<T> {
 export interface ControllerDeps {
   vaInformer: InformerLike<VolumeAttachment>;
   pvInformer: InformerLike<PersistentVolume>;
-  csiNodeStore: ObjectStore<CsiNode>;
   vaQueue: RateLimitingQueue;
   pvQueue: RateLimitingQueue;
   handler: Handler;
+  /**
+   * What is kept per VolumeAttachment (shared with the handler): told of every VA event of this
+   * driver, and forgotten when a VA is gone. Its backoff must be `vaQueue`'s.
+   */
+  memory: AttachmentMemory;
+  /** Run every {@link ControllerOptions.reconcileSyncMs}; no reconcile loop when unset. */
+  reconciler?: Reconciler;
   log: Logger;
   clock?: Clock;
-  /** Told of every VA event of this driver, to time attaches and detaches end to end. */
-  latency?: OperationLatency;
 }
 
 /** Options of {@link AttachController}. */
@@ -82,8 +87,6 @@ export interface ControllerOptions {
    * {@link workers} workers take keys of any lane.
    */
   laneWorkers?: Readonly<Record<string, number>>;
-  /** Whether to run {@link Handler.reconcile} periodically. */
-  reconcile: boolean;
   /** Period of the reconcile loop, counted from the end of the previous pass. */
   reconcileSyncMs: number;
 }
@@ -171,14 +174,6 @@ export class AttachController {
     this.#opts = opts;
     this.#clock = deps.clock ?? realClock;
     this.#log = deps.log;
-    deps.handler.init({
-      vaQueue: deps.vaQueue,
-      pvQueue: deps.pvQueue,
-      vaStore: deps.vaInformer,
-      pvStore: deps.pvInformer,
-      csiNodeStore: deps.csiNodeStore,
-      isVolumeAttachmentBusy: (name) => deps.vaQueue.isQueuedOrProcessing(name),
-    });
     deps.vaInformer.addHandlers({
       add: (va) => this.#vaAdded(va),
       update: (oldVA, newVA) => this.#vaUpdated(oldVA, newVA),
@@ -196,7 +191,7 @@ export class AttachController {
   }
 
   #noteSeen(va: VolumeAttachment): void {
-    if (va.spec?.attacher === this.#opts.driverName) this.#deps.latency?.seen(va);
+    if (va.spec?.attacher === this.#opts.driverName) this.#deps.memory.seen(va);
   }
 
   #vaUpdated(oldVA: VolumeAttachment, newVA: VolumeAttachment): void {
@@ -211,10 +206,8 @@ export class AttachController {
   }
 
   #vaDeleted(va: VolumeAttachment): void {
-    this.#deps.latency?.forget(va);
-    // Nothing is kept for a VA that is gone (client-go's Forget ends its backoff record).
-    this.#deps.vaQueue.forget(va.metadata.name);
-    this.#deps.handler.forgetVolumeAttachment(va.metadata.name);
+    // Nothing is kept for a VA that is gone, its backoff included.
+    this.#deps.memory.forget(va.metadata.name);
     // A deleted VA may have been the last user of its PV: let the PV queue decide whether the
     // PV finalizer can go.
     const pvName = va.spec?.source?.persistentVolumeName;
@@ -228,15 +221,15 @@ export class AttachController {
   }
 
   /**
-   * Syncs one VolumeAttachment key taken from the queue (from `lane` only, when given); false
-   * when the queue had none. With `wait`, a key that arrives once the queue is shutting down is
-   * handed back unsynced (it reached this worker after the stop) and the result is false.
+   * Waits for a VolumeAttachment key (of `lane` only, when given) and syncs it, as one step of a
+   * worker. False when the queue is shutting down: a key that arrives then is handed back
+   * unsynced (it reached this worker after the stop).
    */
-  async processNextVolumeAttachment(wait = false, lane?: string): Promise<boolean> {
+  async processNextVolumeAttachment(lane?: string): Promise<boolean> {
     const queue = this.#deps.vaQueue;
-    const key = wait ? await queue.get(lane) : queue.tryGet(lane);
+    const key = await queue.get(lane);
     if (key === undefined) return false;
-    if (wait && queue.shuttingDown()) {
+    if (queue.shuttingDown()) {
       queue.done(key);
       return false;
     }
@@ -248,12 +241,12 @@ export class AttachController {
     return true;
   }
 
-  /** Syncs one PersistentVolume key taken from the queue; like processNextVolumeAttachment. */
-  async processNextPersistentVolume(wait = false): Promise<boolean> {
+  /** Waits for a PersistentVolume key and syncs it; like processNextVolumeAttachment. */
+  async processNextPersistentVolume(): Promise<boolean> {
     const queue = this.#deps.pvQueue;
-    const key = wait ? await queue.get() : queue.tryGet();
+    const key = await queue.get();
     if (key === undefined) return false;
-    if (wait && queue.shuttingDown()) {
+    if (queue.shuttingDown()) {
       queue.done(key);
       return false;
     }
@@ -272,8 +265,7 @@ export class AttachController {
       log.v(4).info("VolumeAttachment was deleted in the meantime, ignoring");
       // A sync that failed while the VA was being deleted may have recorded a retry after
       // the delete event: this last sync of the key ends its records.
-      this.#deps.vaQueue.forget(name);
-      this.#deps.handler.forgetVolumeAttachment(name);
+      this.#deps.memory.forget(name);
       return;
     }
     if (va.spec?.attacher !== this.#opts.driverName) {
@@ -282,13 +274,15 @@ export class AttachController {
       });
       return;
     }
+    let outcome: SyncOutcome;
     try {
-      await this.#deps.handler.syncVolumeAttachment(va);
+      outcome = await this.#deps.handler.syncVolumeAttachment(va);
     } catch (err) {
       // Handlers report their own failures; an exception here is a bug. Keep the key alive.
       log.error(err, "Unexpected failure syncing VolumeAttachment");
-      this.#deps.vaQueue.addRateLimited(name);
+      outcome = "retry";
     }
+    applyOutcome(this.#deps.vaQueue, name, outcome);
   }
 
   async #syncPersistentVolume(name: string): Promise<void> {
@@ -299,12 +293,14 @@ export class AttachController {
       this.#deps.pvQueue.forget(name);
       return;
     }
+    let outcome: SyncOutcome;
     try {
-      await this.#deps.handler.syncPersistentVolume(pv);
+      outcome = await this.#deps.handler.syncPersistentVolume(pv);
     } catch (err) {
       log.error(err, "Unexpected failure syncing PersistentVolume");
-      this.#deps.pvQueue.addRateLimited(name);
+      outcome = "retry";
     }
+    applyOutcome(this.#deps.pvQueue, name, outcome);
   }
 
   /**
@@ -330,16 +326,17 @@ export class AttachController {
     const loops: Promise<void>[] = [];
     for (let i = 0; i < this.#opts.workers; i++) {
       if (this.#opts.laneWorkers === undefined) {
-        loops.push(this.#worker(signal, () => this.processNextVolumeAttachment(true)));
+        loops.push(this.#worker(signal, () => this.processNextVolumeAttachment()));
       }
-      loops.push(this.#worker(signal, () => this.processNextPersistentVolume(true)));
+      loops.push(this.#worker(signal, () => this.processNextPersistentVolume()));
     }
     for (const [lane, n] of Object.entries(this.#opts.laneWorkers ?? {})) {
       for (let i = 0; i < n; i++) {
-        loops.push(this.#worker(signal, () => this.processNextVolumeAttachment(true, lane)));
+        loops.push(this.#worker(signal, () => this.processNextVolumeAttachment(lane)));
       }
     }
-    if (this.#opts.reconcile) loops.push(this.#reconcileLoop(signal));
+    const reconciler = this.#deps.reconciler;
+    if (reconciler !== undefined) loops.push(this.#reconcileLoop(reconciler, signal));
     await Promise.all(loops);
     this.#log.info("Shutting down CSI attacher");
   }
@@ -356,10 +353,10 @@ export class AttachController {
     }
   }
 
-  async #reconcileLoop(signal: AbortSignal): Promise<void> {
+  async #reconcileLoop(reconciler: Reconciler, signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
       try {
-        await this.#deps.handler.reconcile(signal);
+        await reconciler.reconcile(signal);
       } catch (err) {
         this.#log.error(err, "Failed to reconcile volume attachments");
       }
@@ -370,4 +367,10 @@ export class AttachController {
       }
     }
   }
+}
+
+/** Applies a sync's outcome to its key (client-go `Forget` or `AddRateLimited`). */
+function applyOutcome(queue: RateLimitingQueue, key: string, outcome: SyncOutcome): void {
+  if (outcome === "retry") queue.addRateLimited(key);
+  else queue.forget(key);
 }

@@ -2,7 +2,8 @@
 
 import assert from "node:assert/strict";
 import { FakeInformer } from "../../testkit/fakes/fake_informer.ts";
-import type { CsiNode, PersistentVolume, VolumeAttachment } from "../kube/types.ts";
+import type { PersistentVolume, VolumeAttachment } from "../kube/types.ts";
+import { AttachmentMemory } from "./attachment_memory.ts";
 import { nullLogger } from "../observe/logger.ts";
 import { ItemExponentialFailureRateLimiter } from "../workqueue/rate_limiters.ts";
 import { RateLimitingWorkQueue } from "../workqueue/rate_limiting_queue.ts";
@@ -34,11 +35,8 @@ Deno.test("volumeAttachmentLane(): detach once deleted or gone, attach otherwise
 });
 
 const noopHandler: Handler = {
-  init() {},
-  syncVolumeAttachment: () => Promise.resolve(),
-  syncPersistentVolume: () => Promise.resolve(),
-  reconcile: () => Promise.resolve(),
-  forgetVolumeAttachment() {},
+  syncVolumeAttachment: () => Promise.resolve("done"),
+  syncPersistentVolume: () => Promise.resolve("done"),
 };
 
 function controller(laneWorkers: Record<string, number> | undefined, lanes?: QueueLanes) {
@@ -46,15 +44,16 @@ function controller(laneWorkers: Record<string, number> | undefined, lanes?: Que
     new RateLimitingWorkQueue({
       rateLimiter: new ItemExponentialFailureRateLimiter({ baseMs: 1, maxMs: 1 }),
     }, { name, lanes: l });
+  const vaQueue = queue("va", lanes);
   return new AttachController({
     vaInformer: new FakeInformer<VolumeAttachment>(),
     pvInformer: new FakeInformer<PersistentVolume>(),
-    csiNodeStore: new FakeInformer<CsiNode>(),
-    vaQueue: queue("va", lanes),
+    vaQueue,
     pvQueue: queue("pv"),
     handler: noopHandler,
+    memory: new AttachmentMemory({ backoff: vaQueue }),
     log: nullLogger,
-  }, { driverName: "d", workers: 2, laneWorkers, reconcile: false, reconcileSyncMs: 1 });
+  }, { driverName: "d", workers: 2, laneWorkers, reconcileSyncMs: 1 });
 }
 
 Deno.test("AttachController needs at least one worker for each lane of the VA queue", () => {

@@ -7,7 +7,8 @@
  */
 
 import assert from "node:assert/strict";
-import { CsiHandler, type VolumeAttachmentEventSink } from "../../lib/controller/csi_handler.ts";
+import { CsiHandler } from "../../lib/controller/csi_handler.ts";
+import type { EventSink } from "../../lib/events/recorder.ts";
 import type { ObjectReference } from "../../lib/kube/types.ts";
 import type { Scenario } from "../../testkit/harness/scenario_harness.ts";
 import { runScenario } from "../../testkit/harness/scenario_harness.ts";
@@ -42,7 +43,7 @@ interface Recorded {
   message: string;
 }
 
-class RecordingSink implements VolumeAttachmentEventSink {
+class RecordingSink implements EventSink {
   events: Recorded[] = [];
   record(object: ObjectReference, type: string, reason: string, message: string): void {
     this.events.push({ object, type, reason, message });
@@ -77,8 +78,8 @@ async function runWithEvents(scenario: Scenario): Promise<RecordingSink> {
   const sink = new RecordingSink();
   await runScenario({
     ...scenario,
-    handlerFactory: ({ kube, csi, log, clock, options }) =>
-      new CsiHandler({ kube, csi, log, clock, events: sink }, options),
+    handlerFactory: ({ kube, csi, log, clock, stores, memory, options }) =>
+      new CsiHandler({ kube, csi, log, clock, stores, memory, events: sink }, options),
   });
   return sink;
 }
