@@ -269,13 +269,14 @@ export class LeaderElector {
   /**
    * client-go's `HealthzAdaptor` check: an error when this replica is the leader and its
    * observed record has not changed (no successful renewal) for the lease duration plus the
-   * health-check timeout; undefined otherwise. Non-leaders are always healthy.
-   *
-   * @param now Local time in ms; defaults to the clock's.
+   * health-check timeout, on the elector's clock; undefined otherwise. Non-leaders are always
+   * healthy.
    */
-  healthCheck(now: number = this.#clock.now()): Error | undefined {
+  healthCheck(): Error | undefined {
     if (!this.isLeader()) return undefined;
-    if (now - this.#observedTime > this.#leaseDurationMs + this.#healthCheckTimeoutMs) {
+    if (
+      this.#clock.now() - this.#observedTime > this.#leaseDurationMs + this.#healthCheckTimeoutMs
+    ) {
       return new Error(`failed election to renew leadership on lease ${this.#name}`);
     }
     return undefined;
