@@ -14,6 +14,7 @@
 import { type Flag, FlagError, FlagSet, goQuote, parseGoBool } from "./flags.ts";
 import { type FeatureGates, featureGatesUsage, resolveFeatureGates } from "./feature_gates.ts";
 import { formatGoDuration, parseGoDuration } from "./duration.ts";
+import { errorText } from "../errors.ts";
 
 /** Log output formats (`--logging-format`). */
 export type LoggingFormat = "text" | "json";
@@ -164,7 +165,7 @@ function parseFeatureGateMap(
     try {
       result[key] = parseGoBool(value);
     } catch (err) {
-      const reason = err instanceof Error ? err.message : String(err);
+      const reason = errorText(err);
       throw new Error(`invalid value of ${key}: ${value}, err: ${reason}`, { cause: err });
     }
   }
@@ -196,7 +197,7 @@ function parseVmodule(text: string, current: string): string {
     try {
       parseUint31(parts[1]!);
     } catch (err) {
-      const reason = err instanceof Error ? err.message : String(err);
+      const reason = errorText(err);
       throw new Error(`parsing verbosity in ${goQuote(pattern)}: ${reason}`, { cause: err });
     }
   }
@@ -248,13 +249,16 @@ interface AttacherFlags {
 /** Default of `--log-backlog-interval`. */
 const BACKLOG_INTERVAL_DEFAULT_MS = 30_000;
 
-/** A Go duration that is not negative, in ms. */
+/**
+ * A Go duration that is not negative, in ms. An unparsable one is Go's `errParse`, whose text
+ * is exactly "parse error" (the detail is dropped, as Go's flag package drops it).
+ */
 function parseNonNegativeDuration(text: string): number {
   let ms: number;
   try {
     ms = parseGoDuration(text);
-  } catch (err) {
-    throw new Error("parse error", { cause: err });
+  } catch {
+    throw new Error("parse error");
   }
   if (ms < 0) throw new Error("must not be negative");
   return ms;
