@@ -74,16 +74,23 @@ export interface AttacherEnv {
   readServiceAccountNamespace?(): string | undefined;
 }
 
+/** An API client that {@link runAttacher} owns: it closes it before it returns. */
+export interface OwnedKubeApi extends KubeApi {
+  /** Ends the client's requests and watches and frees its connections. */
+  close(): void | Promise<void>;
+}
+
 /** Collaborators of {@link runAttacher}. */
 export interface AttacherDeps {
   log: Logger;
   env: AttacherEnv;
   /**
-   * Builds the API client (for the controller, and a second one for leader election). A client
-   * that can report its requests and retries passes them to `observer`, which counts them in
-   * the metrics.
+   * Builds an API client: one for the informers and the handler, one for Events and, with
+   * leader election, one for the Lease, each with a rate limiter of its own. A client that can
+   * report its requests and retries passes them to `observer`, which counts them in the
+   * metrics. runAttacher closes every client it built before it returns or throws.
    */
-  kube: (observer?: KubeRequestObserver) => KubeApi;
+  kube: (observer?: KubeRequestObserver) => OwnedKubeApi;
   clock?: Clock;
   /** Stops the attacher: workers finish what they are doing, then `runAttacher` resolves. */
   signal: AbortSignal;
@@ -186,24 +193,57 @@ export async function runAttacher(options: Options, deps: AttacherDeps): Promise
   const { log } = deps;
   const clock = deps.clock ?? realClock;
   const metrics = new MetricsHolder();
-  const kube = deps.kube(metrics.kube);
-  // The one Event path of the process (the CSI handler's and the leader elector's Events). It
-  // has an API client of its own, so Events never take the rate-limiter tokens of attach and
-  // detach; it runs until the end of runAttacher and then posts what is still queued.
-  const events = new EventRecorder({ kube: deps.kube(metrics.kube), clock, log }, {
-    component: EVENT_COMPONENT,
-    host: leaderIdentity(deps.env.hostname()),
-  });
-  const stopEvents = new AbortController();
-  const posting = events.run(stopEvents.signal);
+  const clients = new OwnedClients(deps.kube);
   try {
-    await runWithEvents(options, deps, { clock, metrics, kube, events });
+    const kube = clients.create(metrics.kube);
+    // The one Event path of the process (the CSI handler's and the leader elector's Events). It
+    // has an API client of its own, so Events never take the rate-limiter tokens of attach and
+    // detach; it runs until the end of runAttacher and then posts what is still queued.
+    const events = new EventRecorder({ kube: clients.create(metrics.kube), clock, log }, {
+      component: EVENT_COMPONENT,
+      host: leaderIdentity(deps.env.hostname()),
+    });
+    const stopEvents = new AbortController();
+    const posting = events.run(stopEvents.signal);
+    try {
+      await runWithEvents(options, deps, { clock, metrics, clients, kube, events });
+    } finally {
+      const drain = clock.setTimer(eventDrainMs(options), () => stopEvents.abort());
+      await raceAbort(events.idle(), stopEvents.signal);
+      drain.cancel();
+      stopEvents.abort();
+      await posting;
+    }
   } finally {
-    const drain = clock.setTimer(eventDrainMs(options), () => stopEvents.abort());
-    await raceAbort(events.idle(), stopEvents.signal);
-    drain.cancel();
-    stopEvents.abort();
-    await posting;
+    await clients.closeAll(log);
+  }
+}
+
+/** The API clients {@link runAttacher} builds; it closes all of them on every way out. */
+class OwnedClients {
+  #make: (observer?: KubeRequestObserver) => OwnedKubeApi;
+  #clients: OwnedKubeApi[] = [];
+
+  constructor(make: (observer?: KubeRequestObserver) => OwnedKubeApi) {
+    this.#make = make;
+  }
+
+  /** A new client, remembered for {@link closeAll}. */
+  create(observer: KubeRequestObserver): OwnedKubeApi {
+    const client = this.#make(observer);
+    this.#clients.push(client);
+    return client;
+  }
+
+  /** Closes every client built so far; a failure to close one is logged, not thrown. */
+  async closeAll(log: Logger): Promise<void> {
+    for (const client of this.#clients.splice(0)) {
+      try {
+        await client.close();
+      } catch (err) {
+        log.error(err, "Failed to close an API client");
+      }
+    }
   }
 }
 
@@ -211,6 +251,8 @@ export async function runAttacher(options: Options, deps: AttacherDeps): Promise
 interface AttacherParts {
   clock: Clock;
   metrics: MetricsHolder;
+  /** Where further API clients come from (the Lease's). */
+  clients: OwnedClients;
   /** The API client of the informers and the handler. */
   kube: KubeApi;
   events: EventRecorder;
@@ -223,7 +265,7 @@ async function runWithEvents(
   parts: AttacherParts,
 ): Promise<void> {
   const { log } = deps;
-  const { clock, metrics, kube, events } = parts;
+  const { clock, metrics, clients, kube, events } = parts;
   const setup = await setUpDriver(options, deps, metrics);
   const { driverName } = setup;
   metrics.current.setDriverName(driverName);
@@ -268,7 +310,7 @@ async function runWithEvents(
     }
     const identity = leaderIdentity(deps.env.hostname());
     elector = new LeaderElector({
-      kube: deps.kube(metrics.kube),
+      kube: clients.create(metrics.kube),
       events,
       clock,
       log,
