@@ -10,12 +10,8 @@
 
 import type { Clock } from "./clock.ts";
 import { realClock } from "./clock.ts";
-import {
-  ATTACH_LANE,
-  AttachController,
-  DETACH_LANE,
-  volumeAttachmentLanes,
-} from "./controller/controller.ts";
+import { AttachController } from "./controller/controller.ts";
+import { ATTACH_LANE, DETACH_LANE, volumeAttachmentLanes } from "./controller/lanes.ts";
 import type { CsiClient } from "./csi/api.ts";
 import type { CsiCallInfo } from "./csi/client.ts";
 import {

@@ -18,34 +18,7 @@ import { isMigratablePersistentVolume } from "./migration.ts";
 import { finalizerName, MIGRATED_TO_ANNOTATION } from "./names.ts";
 import type { EventHandlers, ObjectStore } from "../kube/store.ts";
 import type { PersistentVolume, VolumeAttachment } from "../kube/types.ts";
-import type { QueueLanes } from "../workqueue/queue.ts";
 import type { RateLimitingQueue } from "../workqueue/types.ts";
-
-/** The lane of the VolumeAttachment queue whose keys are attaches (and other non-deleted VAs). */
-export const ATTACH_LANE = "attach";
-/** The lane of the VolumeAttachment queue whose keys are VAs being deleted. */
-export const DETACH_LANE = "detach";
-
-/**
- * The lane a VolumeAttachment's key belongs in: detach once it is being deleted (or already gone
- * from the cache, when its sync only notices that), attach otherwise.
- */
-export function volumeAttachmentLane(va: VolumeAttachment | undefined): string {
-  return va === undefined || va.metadata.deletionTimestamp ? DETACH_LANE : ATTACH_LANE;
-}
-
-/**
- * The lanes of the VolumeAttachment queue: attach and detach, decided from `store` each time a
- * key becomes ready or is added again. Beyond the Go attacher, which has one queue and one
- * worker pool, so that a burst of detaches cannot delay attaches
- * (https://github.com/kubernetes-csi/external-attacher/issues/761).
- */
-export function volumeAttachmentLanes(store: ObjectStore<VolumeAttachment>): QueueLanes {
-  return {
-    names: [ATTACH_LANE, DETACH_LANE],
-    laneOf: (key) => volumeAttachmentLane(store.get(key)),
-  };
-}
 
 /** A cache that can also deliver events. */
 export interface InformerLike<T> extends ObjectStore<T> {

@@ -8,31 +8,9 @@ import { nullLogger } from "../observe/logger.ts";
 import { ItemExponentialFailureRateLimiter } from "../workqueue/rate_limiters.ts";
 import { RateLimitingWorkQueue } from "../workqueue/rate_limiting_queue.ts";
 import type { QueueLanes } from "../workqueue/queue.ts";
-import {
-  ATTACH_LANE,
-  AttachController,
-  DETACH_LANE,
-  volumeAttachmentLane,
-  volumeAttachmentLanes,
-} from "./controller.ts";
+import { AttachController } from "./controller.ts";
+import { volumeAttachmentLanes } from "./lanes.ts";
 import type { Handler } from "./handler.ts";
-
-function va(name: string, deleted = false): VolumeAttachment {
-  return {
-    metadata: { name, deletionTimestamp: deleted ? "2026-01-01T00:00:00Z" : undefined },
-    spec: { attacher: "d", nodeName: "n", source: { persistentVolumeName: "p" } },
-  };
-}
-
-Deno.test("volumeAttachmentLane(): detach once deleted or gone, attach otherwise", () => {
-  assert.equal(volumeAttachmentLane(va("a")), ATTACH_LANE);
-  assert.equal(volumeAttachmentLane(va("a", true)), DETACH_LANE);
-  assert.equal(volumeAttachmentLane(undefined), DETACH_LANE);
-  const store = new FakeInformer<VolumeAttachment>([va("x"), va("y", true)]);
-  const lanes = volumeAttachmentLanes(store);
-  assert.deepEqual(lanes.names, [ATTACH_LANE, DETACH_LANE]);
-  assert.deepEqual(["x", "y", "z"].map(lanes.laneOf), [ATTACH_LANE, DETACH_LANE, DETACH_LANE]);
-});
 
 const noopHandler: Handler = {
   syncVolumeAttachment: () => Promise.resolve("done"),

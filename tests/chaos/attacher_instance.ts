@@ -7,7 +7,8 @@
  */
 
 import type { FakeClock } from "../../testkit/fakes/fake_clock.ts";
-import { AttachController, volumeAttachmentLanes } from "../../lib/controller/controller.ts";
+import { AttachController } from "../../lib/controller/controller.ts";
+import { volumeAttachmentLanes } from "../../lib/controller/lanes.ts";
 import { CsiHandler } from "../../lib/controller/csi_handler.ts";
 import { AttachmentMemory } from "../../lib/controller/attachment_memory.ts";
 import { ListVolumesReconciler } from "../../lib/controller/reconciler.ts";

@@ -10,7 +10,8 @@
  */
 
 import assert from "node:assert/strict";
-import { AttachController, volumeAttachmentLanes } from "../../lib/controller/controller.ts";
+import { AttachController } from "../../lib/controller/controller.ts";
+import { volumeAttachmentLanes } from "../../lib/controller/lanes.ts";
 import { CsiHandler } from "../../lib/controller/csi_handler.ts";
 import { OperationLatency } from "../../lib/controller/operation_latency.ts";
 import { AttachmentMemory } from "../../lib/controller/attachment_memory.ts";
