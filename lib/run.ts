@@ -486,7 +486,7 @@ function buildHandler(
   const reconciler = caps.reconcile
     ? new ListVolumesReconciler({ csi, log, clock, stores, memory, queue: vaQueue }, {
       driverName: setup.driverName,
-      timeoutMs: options.timeoutMs,
+      timeoutMs: options.reconcileTimeoutMs,
       maxEntries: options.maxEntries,
     })
     : undefined;

@@ -28,8 +28,14 @@ export interface Options {
   kubeconfig: string;
   /** `--csi-address`: CSI endpoint; a path starting with `/` is a unix socket. */
   csiAddress: string;
-  /** `--timeout`: per-call timeout of ControllerPublish/Unpublish, Probe and one reconcile pass. */
+  /** `--timeout`: per-call timeout of ControllerPublish/Unpublish and Probe. */
   timeoutMs: number;
+  /**
+   * `--reconcile-timeout` (beyond the Go attacher, external-attacher#356): timeout of one whole
+   * ListVolumes reconcile pass, every page included; the flag's 0 means {@link timeoutMs},
+   * resolved here.
+   */
+  reconcileTimeoutMs: number;
   /** `--worker-threads`: VolumeAttachment workers, and as many PersistentVolume workers. */
   workerThreads: number;
   /**
@@ -218,6 +224,7 @@ interface AttacherFlags {
   retryIntervalMax: Flag<number>;
   resync: Flag<number>;
   reconcileSync: Flag<number>;
+  reconcileTimeout: Flag<number>;
   maxEntries: Flag<number>;
   defaultFsType: Flag<string>;
   maxGrpcLogLength: Flag<number>;
@@ -465,6 +472,15 @@ function defineFlags(program: string): AttacherFlags {
       "Number of workers that detach volumes (VolumeAttachments being deleted). 0 means " +
         "--worker-threads.",
     ),
+    // Beyond the Go attacher: https://github.com/kubernetes-csi/external-attacher/issues/356
+    reconcileTimeout: fs.custom<number>(
+      "reconcile-timeout",
+      0,
+      "Timeout of one ListVolumes reconcile pass, all its pages included. 0 means the value of " +
+        "--timeout, which keeps bounding each ControllerPublish/ControllerUnpublish call. " +
+        "See https://github.com/kubernetes-csi/external-attacher/issues/356.",
+      { parse: parseNonNegativeDuration, typeName: "duration" },
+    ),
     // Beyond the Go attacher: https://github.com/kubernetes-csi/external-attacher/issues/706
     logBacklogInterval: fs.custom<number>(
       "log-backlog-interval",
@@ -563,6 +579,7 @@ export function parseOptions(
       kubeconfig: flags.kubeconfig.value,
       csiAddress: flags.csiAddress.value,
       timeoutMs: flags.timeout.value,
+      reconcileTimeoutMs: flags.reconcileTimeout.value || flags.timeout.value,
       workerThreads: flags.workerThreads.value,
       attachWorkerThreads: flags.attachWorkerThreads.value || flags.workerThreads.value,
       detachWorkerThreads: flags.detachWorkerThreads.value || flags.workerThreads.value,

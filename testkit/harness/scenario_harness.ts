@@ -79,6 +79,8 @@ export const DEFAULT_DRIVER_CAPABILITIES: readonly string[] = [
 export interface StepContext {
   /** Number of loop steps taken so far. */
   step: number;
+  /** The clock of the handler, the reconciler and the queues (real-time CSI deadlines aside). */
+  clock: FakeClock;
   /** API requests recorded so far (watches excluded), as compared. */
   actions(): Action[];
   server: MemoryApiServer;
@@ -106,6 +108,8 @@ export interface CsiCallPoint {
   method: "ControllerPublishVolume" | "ControllerUnpublishVolume" | "ListVolumes";
   /** `before`: the request is about to be sent; `after`: the driver answered, the caller has not seen it. */
   phase: "before" | "after";
+  /** The options the handler or reconciler gave the call (its timeout). */
+  options: CallOptions;
 }
 
 /**
@@ -395,11 +399,11 @@ class CheckingCsiClient implements CsiClient {
   }
   async listVolumes(req: { maxEntries: number; startingToken: string }, o: CallOptions) {
     const onCall = this.#checks.onCall;
-    await onCall?.({ method: "ListVolumes", phase: "before" });
+    await onCall?.({ method: "ListVolumes", phase: "before", options: o });
     try {
       return await this.#inner.listVolumes(req, o);
     } finally {
-      await onCall?.({ method: "ListVolumes", phase: "after" });
+      await onCall?.({ method: "ListVolumes", phase: "after", options: o });
     }
   }
   close() {
@@ -454,7 +458,7 @@ class CheckingCsiClient implements CsiClient {
       vaFinalizers: vas.map((va) => [...(va.metadata.finalizers ?? [])]),
     };
     const onCall = this.#checks.onCall;
-    await onCall?.({ method, phase: "before" });
+    await onCall?.({ method, phase: "before", options });
     try {
       const result = await call();
       this.#checks.timeline.push(entry);
@@ -465,7 +469,7 @@ class CheckingCsiClient implements CsiClient {
       this.#checks.timeline.push(entry);
       throw err;
     } finally {
-      await onCall?.({ method, phase: "after" });
+      await onCall?.({ method, phase: "after", options });
     }
   }
 }
@@ -632,6 +636,7 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
     let step = 0;
     const stepContext = (): StepContext => ({
       step,
+      clock,
       actions,
       server,
       vaInformer,
