@@ -195,10 +195,14 @@ export class AttachController {
 
   /**
    * Waits for a VolumeAttachment key (of `lane` only, when given) and syncs it, as one step of a
-   * worker. False when the queue is shutting down: a key that arrives then is handed back
-   * unsynced (it reached this worker after the stop).
+   * worker; `signal` (the controller's stop, when run by {@link run}) is handed to the sync. False
+   * when the queue is shutting down: a key that arrives then is handed back unsynced (it reached
+   * this worker after the stop).
    */
-  async processNextVolumeAttachment(lane?: string): Promise<boolean> {
+  async processNextVolumeAttachment(
+    lane?: string,
+    signal: AbortSignal = NEVER_ABORTED,
+  ): Promise<boolean> {
     const queue = this.#deps.vaQueue;
     const key = await queue.get(lane);
     if (key === undefined) return false;
@@ -207,7 +211,7 @@ export class AttachController {
       return false;
     }
     try {
-      await this.#syncVolumeAttachment(key);
+      await this.#syncVolumeAttachment(key, signal);
     } finally {
       queue.done(key);
     }
@@ -231,7 +235,7 @@ export class AttachController {
     return true;
   }
 
-  async #syncVolumeAttachment(name: string): Promise<void> {
+  async #syncVolumeAttachment(name: string, signal: AbortSignal): Promise<void> {
     const log = this.#log.with({ volumeAttachment: name });
     const va = this.#deps.vaInformer.get(name);
     if (!va) {
@@ -249,7 +253,7 @@ export class AttachController {
     }
     let outcome: SyncOutcome;
     try {
-      outcome = await this.#deps.handler.syncVolumeAttachment(va);
+      outcome = await this.#deps.handler.syncVolumeAttachment(va, signal);
     } catch (err) {
       // Handlers report their own failures; an exception here is a bug. Keep the key alive.
       log.error(err, "Unexpected failure syncing VolumeAttachment");
@@ -278,9 +282,11 @@ export class AttachController {
 
   /**
    * Waits for the caches, then runs the workers (and the reconcile loop) until `signal` aborts.
-   * On abort the queues shut down and no worker takes another key; this resolves once every
-   * sync in flight has finished, so no CSI call is cut short by shutdown (each is bounded by
-   * `--timeout`) and none starts after it.
+   * On abort the queues shut down and no worker takes another key; a sync that has not called
+   * the driver yet stops where it is (an API request, a wait for the client's rate limiter), and
+   * one that has completes, its status write included. This resolves once every sync in flight
+   * has finished, so no CSI call is cut short by shutdown (each is bounded by `--timeout`) and
+   * none starts after it.
    */
   async run(signal: AbortSignal): Promise<void> {
     const { vaInformer, pvInformer, vaQueue, pvQueue } = this.#deps;
@@ -299,13 +305,13 @@ export class AttachController {
     const loops: Promise<void>[] = [];
     for (let i = 0; i < this.#opts.workers; i++) {
       if (this.#opts.laneWorkers === undefined) {
-        loops.push(this.#worker(signal, () => this.processNextVolumeAttachment()));
+        loops.push(this.#worker(signal, () => this.processNextVolumeAttachment(undefined, signal)));
       }
       loops.push(this.#worker(signal, () => this.processNextPersistentVolume()));
     }
     for (const [lane, n] of Object.entries(this.#opts.laneWorkers ?? {})) {
       for (let i = 0; i < n; i++) {
-        loops.push(this.#worker(signal, () => this.processNextVolumeAttachment(lane)));
+        loops.push(this.#worker(signal, () => this.processNextVolumeAttachment(lane, signal)));
       }
     }
     const reconciler = this.#deps.reconciler;
@@ -342,8 +348,14 @@ export class AttachController {
   }
 }
 
-/** Applies a sync's outcome to its key (client-go `Forget` or `AddRateLimited`). */
+/**
+ * Applies a sync's outcome to its key: client-go's `Forget` or `AddRateLimited`, or nothing for a
+ * sync stopped before the driver (the key is the next leader's work).
+ */
 function applyOutcome(queue: RateLimitingQueue, key: string, outcome: SyncOutcome): void {
   if (outcome === "retry") queue.addRateLimited(key);
-  else queue.forget(key);
+  else if (outcome === "done") queue.forget(key);
 }
+
+/** The signal of syncs run outside {@link AttachController.run} (tests stepping by hand). */
+const NEVER_ABORTED: AbortSignal = new AbortController().signal;

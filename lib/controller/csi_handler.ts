@@ -84,12 +84,15 @@ export interface CsiHandlerOptions {
 type Published = Omit<UnrecordedPublish, "uid">;
 
 /**
- * How the driver step of an attach or detach ended. `va` is the newest VolumeAttachment the step
- * saw (after its own metadata patch, if any): the one whose status a failure is written to.
+ * How the driver step of an attach or detach ended: done, failed, or stopped by the stop signal
+ * before the driver was called (nothing to record: the next leader takes the VA over). `va` is
+ * the newest VolumeAttachment the step saw (after its own metadata patch, if any): the one whose
+ * status a failure is written to.
  */
 type StepResult<T> =
   | { ok: true; va: VolumeAttachment; value: T }
-  | { ok: false; va: VolumeAttachment; error: unknown };
+  | { ok: false; va: VolumeAttachment; error: unknown }
+  | { ok: false; va: VolumeAttachment; stopped: true };
 
 /** The gRPC code of `err` if it is a gRPC status error, as Go's `status.FromError` tells. */
 function grpcCode(err: unknown): number | undefined {
@@ -146,7 +149,14 @@ export class CsiHandler implements Handler {
     this.#finalizer = finalizerName(opts.driverName);
   }
 
-  async syncVolumeAttachment(va: VolumeAttachment): Promise<SyncOutcome> {
+  /**
+   * Attaches or detaches `va`. When `signal` aborts (the attacher stops) before the driver is
+   * called, the sync stops there: the API request or rate-limiter wait it is in ends, nothing is
+   * recorded (no `attachError`, no Event) and the outcome is `stopped`. Once the driver was
+   * called, the sync completes whatever `signal` does: the status write after a successful
+   * publish or unpublish is made, so the next leader does not redo it.
+   */
+  async syncVolumeAttachment(va: VolumeAttachment, signal: AbortSignal): Promise<SyncOutcome> {
     const log = this.#log.with({ volumeAttachment: va.metadata.name });
     if (this.#memory.isOlderThanOwnWrite(va)) {
       log.v(4).info(
@@ -154,28 +164,35 @@ export class CsiHandler implements Handler {
       );
       return "done";
     }
+    let outcome: "done" | "stopped";
     try {
-      if (va.metadata.deletionTimestamp) {
-        await this.#syncDetach(va, log);
-      } else {
-        await this.#syncAttach(va, log);
-      }
+      outcome = va.metadata.deletionTimestamp
+        ? await this.#syncDetach(va, log, signal)
+        : await this.#syncAttach(va, log, signal);
     } catch (err) {
       log.error(err, "Error processing VolumeAttachment, will retry");
       return "retry"; // re-queue with exponential backoff
     }
-    return "done"; // finished successfully: reset the backoff
+    if (outcome === "stopped") {
+      log.v(2).info("Stopping before the driver was called; the VolumeAttachment is left as is");
+    }
+    return outcome; // done: finished successfully, reset the backoff
   }
 
-  async #syncAttach(va: VolumeAttachment, log: Logger): Promise<void> {
+  async #syncAttach(
+    va: VolumeAttachment,
+    log: Logger,
+    signal: AbortSignal,
+  ): Promise<"done" | "stopped"> {
     const forced = this.#memory.takeOutOfSync(va.metadata.name);
     if (!forced && va.status?.attached) {
       log.v(4).info("VolumeAttachment is already attached");
-      return;
+      return "done";
     }
     log.v(2).info("Attaching", { node: va.spec.nodeName });
-    const attached = await this.#csiAttach(va, log);
+    const attached = await this.#csiAttach(va, log, signal);
     if (!attached.ok) {
+      if ("stopped" in attached) return "stopped";
       await this.#saveError(attached.va, "attachError", attached.error, log);
       this.#recordFailure(attached.va, "attach", attached.error);
       throw new Error(`failed to attach: ${errorText(attached.error)}`, { cause: attached.error });
@@ -194,25 +211,32 @@ export class CsiHandler implements Handler {
     }
     this.#recordRecovery(va, "attach");
     log.v(4).info("Fully attached");
+    return "done";
   }
 
-  async #syncDetach(va: VolumeAttachment, log: Logger): Promise<void> {
+  async #syncDetach(
+    va: VolumeAttachment,
+    log: Logger,
+    signal: AbortSignal,
+  ): Promise<"done" | "stopped"> {
     const forced = this.#memory.takeOutOfSync(va.metadata.name);
     this.#memory.takeUnrecordedPublish(va.metadata.name); // a detach: never recorded as attached
     if (!forced && !(va.metadata.finalizers ?? []).includes(this.#finalizer)) {
       log.v(4).info("VolumeAttachment is already detached");
       this.#memory.takeFailure(va.metadata.name); // it is going away: no Event will follow
-      return;
+      return "done";
     }
     log.v(2).info("Detaching", { node: va.spec.nodeName });
-    const detached = await this.#csiDetach(va, log);
+    const detached = await this.#csiDetach(va, log, signal);
     if (!detached.ok) {
+      if ("stopped" in detached) return "stopped";
       await this.#saveError(detached.va, "detachError", detached.error, log);
       this.#recordFailure(detached.va, "detach", detached.error);
       throw new Error(`failed to detach: ${errorText(detached.error)}`, { cause: detached.error });
     }
     this.#recordRecovery(va, "detach");
     log.v(2).info("Fully detached", { node: va.spec.nodeName });
+    return "done";
   }
 
   /**
@@ -247,13 +271,16 @@ export class CsiHandler implements Handler {
 
   /**
    * Everything of an attach up to and including ControllerPublishVolume: the source checks, the PV
-   * finalizer, the VA finalizer and node ID annotation, then the driver call.
+   * finalizer, the VA finalizer and node ID annotation, then the driver call. The API requests
+   * before the call end when `signal` aborts, and the call is not made once it has.
    */
   async #csiAttach(
     va: VolumeAttachment,
     log: Logger,
+    signal: AbortSignal,
   ): Promise<StepResult<Published>> {
     let current = va;
+    let calledDriver = false;
     try {
       const pvName = persistentVolumeNameOf(va);
       let pv: PersistentVolume | undefined;
@@ -264,7 +291,7 @@ export class CsiHandler implements Handler {
           throw new Error(`PersistentVolume "${pv.metadata.name}" is marked for deletion`);
         }
         try {
-          pv = await this.#addPersistentVolumeFinalizer(pv, log);
+          pv = await this.#addPersistentVolumeFinalizer(pv, log, signal);
         } catch (err) {
           throw new Error(`could not add PersistentVolume finalizer: ${errorText(err)}`, {
             cause: err,
@@ -279,7 +306,7 @@ export class CsiHandler implements Handler {
         supportsSingleNodeMultiWriter: this.#opts.supportsSingleNodeMultiWriter,
         defaultFsType: this.#opts.defaultFsType,
       });
-      const secrets = await this.#getCredentials(source.csi);
+      const secrets = await this.#getCredentials(source.csi, signal);
       const nodeId = this.#getNodeId(va.spec.nodeName, undefined);
 
       // Store the finalizer (and the node ID for detach) before the driver publishes anything.
@@ -310,6 +337,7 @@ export class CsiHandler implements Handler {
             VOLUME_ATTACHMENTS,
             va.metadata.name,
             { type: "merge", body: metadataPatch },
+            { signal },
           );
         } catch (err) {
           throw new Error(`could not save VolumeAttachment: ${errorText(err)}`, { cause: err });
@@ -330,7 +358,9 @@ export class CsiHandler implements Handler {
         });
         return { ok: true, va: current, value: earlier };
       }
+      if (signal.aborted) return { ok: false, va: current, stopped: true };
       log.v(4).info("Calling ControllerPublishVolume", { volumeHandle: volumeId, nodeID: nodeId });
+      calledDriver = true;
       const res = await this.#csi.controllerPublishVolume(
         {
           volumeId,
@@ -344,29 +374,42 @@ export class CsiHandler implements Handler {
       );
       return { ok: true, va: current, value: { publishContext: res.publishContext, request } };
     } catch (error) {
+      if (!calledDriver && signal.aborted) return { ok: false, va: current, stopped: true };
       return { ok: false, va: current, error };
     }
   }
 
-  /** Everything of a detach: the source checks, ControllerUnpublishVolume, then the VA writes. */
-  async #csiDetach(va: VolumeAttachment, log: Logger): Promise<StepResult<void>> {
+  /**
+   * Everything of a detach: the source checks, ControllerUnpublishVolume, then the VA writes. As
+   * in {@link #csiAttach}, `signal` ends the steps before the driver call, and only those.
+   */
+  async #csiDetach(
+    va: VolumeAttachment,
+    log: Logger,
+    signal: AbortSignal,
+  ): Promise<StepResult<void>> {
+    let calledDriver = false;
     try {
       const pvName = persistentVolumeNameOf(va);
       const pv = pvName === undefined ? undefined : this.#getPersistentVolume(pvName);
       const source = volumeSourceOf(va, pv);
       const { volumeHandle } = getVolumeHandle(source.csi);
-      const secrets = await this.#getCredentials(source.csi);
+      const secrets = await this.#getCredentials(source.csi, signal);
       const nodeId = this.#getNodeId(va.spec.nodeName, va);
+      if (signal.aborted) return { ok: false, va, stopped: true };
       log.v(4).info("Calling ControllerUnpublishVolume", { volumeHandle, nodeID: nodeId });
+      calledDriver = true;
       await this.#csi.controllerUnpublishVolume(
         { volumeId: volumeHandle, nodeId, secrets: secrets ?? {} },
         this.#callOptions(source.migrated),
       );
     } catch (error) {
+      if (!calledDriver && signal.aborted) return { ok: false, va, stopped: true };
       return { ok: false, va, error };
     }
     const marked = await this.#markAsDetached(va);
     if (!marked.ok) {
+      if ("stopped" in marked) return marked;
       const error = new Error(`could not mark as detached: ${errorText(marked.error)}`, {
         cause: marked.error,
       });
@@ -385,12 +428,13 @@ export class CsiHandler implements Handler {
   async #addPersistentVolumeFinalizer(
     pv: PersistentVolume,
     log: Logger,
+    signal: AbortSignal,
   ): Promise<PersistentVolume> {
     if ((pv.metadata.finalizers ?? []).includes(this.#finalizer)) return pv;
     const updated = await this.#kube.patch<PersistentVolume>(PERSISTENT_VOLUMES, pv.metadata.name, {
       type: "json",
       body: addFinalizerPatch(pv.metadata.finalizers, this.#finalizer),
-    });
+    }, { signal });
     log.v(4).info("PersistentVolume finalizer added", { persistentVolume: pv.metadata.name });
     return updated;
   }
@@ -398,6 +442,7 @@ export class CsiHandler implements Handler {
   /** The controller-publish secrets of the volume, or undefined when it names none. */
   async #getCredentials(
     csi: CsiPersistentVolumeSource,
+    signal: AbortSignal,
   ): Promise<Record<string, string> | undefined> {
     const ref = csi.controllerPublishSecretRef;
     if (!ref) return undefined;
@@ -405,7 +450,7 @@ export class CsiHandler implements Handler {
     const name = ref.name ?? "";
     let secret: Secret;
     try {
-      secret = await this.#kube.get<Secret>(SECRETS, name, { namespace });
+      secret = await this.#kube.get<Secret>(SECRETS, name, { namespace, signal });
     } catch (err) {
       throw new Error(`failed to load secret "${namespace}/${name}": ${errorText(err)}`, {
         cause: err,

@@ -15,9 +15,11 @@ import type { CsiNode, PersistentVolume, VolumeAttachment } from "../kube/types.
 /**
  * How a sync ended, as the controller applies it to the key:
  * - `done`: finished, or nothing to do: the key's backoff is reset (client-go `Forget`);
- * - `retry`: failed: the key is added again after its backoff (`AddRateLimited`).
+ * - `retry`: failed: the key is added again after its backoff (`AddRateLimited`);
+ * - `stopped`: the attacher is stopping and the sync ended before it called the driver, having
+ *   recorded nothing: the key is left as it is, for the next leader.
  */
-export type SyncOutcome = "done" | "retry";
+export type SyncOutcome = "done" | "retry" | "stopped";
 
 /** The informer caches a handler reads. */
 export interface HandlerStores {
@@ -32,8 +34,12 @@ export interface HandlerStores {
  * `attachError`, Events) and tells the controller what to do with the key.
  */
 export interface Handler {
-  /** Syncs a VolumeAttachment whose `spec.attacher` is this driver. */
-  syncVolumeAttachment(va: VolumeAttachment): Promise<SyncOutcome>;
+  /**
+   * Syncs a VolumeAttachment whose `spec.attacher` is this driver. `signal` aborts when the
+   * attacher stops: work that has not reached the driver (an API request, a wait for the client's
+   * rate limiter) may then end with `stopped`; work past the driver call completes.
+   */
+  syncVolumeAttachment(va: VolumeAttachment, signal: AbortSignal): Promise<SyncOutcome>;
   /** Syncs a PersistentVolume that may carry this attacher's finalizer. */
   syncPersistentVolume(pv: PersistentVolume): Promise<SyncOutcome>;
 }

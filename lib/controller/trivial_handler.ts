@@ -22,7 +22,8 @@ export class TrivialHandler implements Handler {
     this.#log = deps.log;
   }
 
-  async syncVolumeAttachment(va: VolumeAttachment): Promise<SyncOutcome> {
+  /** Marks `va` attached; the write completes even when the attacher is stopping. */
+  async syncVolumeAttachment(va: VolumeAttachment, _signal: AbortSignal): Promise<SyncOutcome> {
     const name = va.metadata.name;
     const log = this.#log.with({ volumeAttachment: name });
     if (va.status?.attached) return "done";
