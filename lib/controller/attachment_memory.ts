@@ -60,6 +60,7 @@ export class AttachmentMemory {
   #unrecordedPublishes = new Map<string, UnrecordedPublish>();
   #failed = new Map<string, Operation>();
 
+  /** An empty memory over the VolumeAttachment queue's backoff and the latency timer. */
   constructor(deps: AttachmentMemoryDeps) {
     this.#backoff = deps.backoff;
     this.#latency = deps.latency;

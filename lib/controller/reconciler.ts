@@ -36,8 +36,10 @@ export interface Reconciler {
 
 /** Collaborators of {@link ListVolumesReconciler}. */
 export interface ListVolumesReconcilerDeps {
+  /** The driver, asked for its published volumes. */
   csi: CsiClient;
   log: Logger;
+  /** Measures the pass's timeout; the real clock by default. */
   clock?: Clock;
   /** The informer caches of VolumeAttachments, PersistentVolumes and CSINodes. */
   stores: HandlerStores;
@@ -70,6 +72,7 @@ export class ListVolumesReconciler implements Reconciler {
   #clock: Clock;
   #opts: ListVolumesReconcilerOptions;
 
+  /** Builds the reconciler; nothing runs until {@link reconcile}. */
   constructor(deps: ListVolumesReconcilerDeps, opts: ListVolumesReconcilerOptions) {
     this.#deps = deps;
     this.#clock = deps.clock ?? realClock;

@@ -22,7 +22,9 @@ import { NODE_ID_ANNOTATION } from "./names.ts";
 
 /** What attach and detach need from the VA's source. */
 export interface VolumeSource {
+  /** The CSI source (`spec.csi` of the PV, translated, or of the inline spec). */
   csi: CsiPersistentVolumeSource;
+  /** The spec it belongs to, for the access modes and the volume mode. */
   spec: PersistentVolumeSpec;
   /** True when the source is an in-tree PV translated to CSI (CSI migration). */
   migrated: boolean;

@@ -150,6 +150,7 @@ type WorkOutcome = { failed: false } | { failed: true; error: unknown };
  * ```ts
  * import type { KubeApi } from "../kube/api.ts";
  * import type { Logger } from "../observe/logger.ts";
+ * import { leaderIdentity } from "./config.ts";
  *
  * async function runElected(
  *   kube: KubeApi,

@@ -51,10 +51,15 @@ export const USER_HZ = 100;
 
 /** What `/proc/self` tells at one moment; see the module doc for each field's source. */
 export interface ProcessStats {
+  /** `process_cpu_seconds_total`. */
   cpuSeconds: number;
+  /** `process_open_fds`. */
   openFds: number;
+  /** `process_max_fds`. */
   maxFds: number;
+  /** `process_virtual_memory_bytes`. */
   virtualMemoryBytes: number;
+  /** `process_resident_memory_bytes`. */
   residentMemoryBytes: number;
 }
 
@@ -137,9 +142,9 @@ export function readProcessStats(): ProcessStats | undefined {
 
 /** Where {@link registerProcessMetrics} reads from; the defaults read this process. */
 export interface ProcessMetricsSources {
-  /** @default readProcessStats */
+  /** Reads the `/proc` figures; undefined leaves them out. @default readProcessStats */
   stats?: () => ProcessStats | undefined;
-  /** @default Deno.memoryUsage */
+  /** Reads the JavaScript heap. @default Deno.memoryUsage */
   memory?: () => Pick<Deno.MemoryUsage, "heapUsed" | "heapTotal" | "external">;
 }
 
