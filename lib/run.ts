@@ -90,8 +90,6 @@ export interface AttacherDeps {
   clock?: Clock;
   /** Stops the attacher: workers finish what they are doing, then `runAttacher` resolves. */
   signal: AbortSignal;
-  /** Told when the diagnostics server listens (tests use port 0). */
-  onHttpListening?: (port: number) => void;
   /** Told when the caches have synced and the workers run. */
   onReady?: () => void;
 }
@@ -283,7 +281,6 @@ async function runWithEvents(
       throw err;
     })
     : undefined;
-  if (http) deps.onHttpListening?.(http.port);
   try {
     const work = (signal: AbortSignal) =>
       runController({
