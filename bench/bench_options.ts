@@ -74,6 +74,11 @@ per attach and detach, CPU and memory. Writes bench/results/<date>.json.
   --rest=3000             ms to wait with everything attached before reading the RSS at rest
   --out=DIR               where to write the JSON and the attacher logs (default bench/results)
   -h, --help              this text
+
+Other modes (their own flags; see bench/README.md):
+  --footprint             where one attacher's memory is after start, at rest, at the peaks
+                          (smaps_rollup, V8 heap over the inspector, heap snapshots)
+  --soak=N                memory under N cycles of churn
 `;
 
 /** How long each ControllerUnpublishVolume takes in the detach flood, ms. */

@@ -159,6 +159,10 @@ async function main(args: string[]): Promise<number> {
     const { runSoak } = await import("./soak.ts");
     return await runSoak(args);
   }
+  if (args.includes("--footprint")) {
+    const { runFootprint } = await import("./footprint.ts");
+    return await runFootprint(args, REPO);
+  }
   let options: BenchOptions;
   try {
     options = parseBenchOptions(args, DEFAULT_OUT);

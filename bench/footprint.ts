@@ -1,0 +1,321 @@
+/**
+ * `deno task bench -- --footprint`: where one attacher's memory is at each point of a run,
+ * against the in-memory API server and example driver.
+ *
+ * The run is the benchmark's (`run.ts`) without the timing: N PVs seeded, the canary attached
+ * (the point "started"), all N VolumeAttachments created and attached, `--rest` ms of rest
+ * ("rest"), all N deleted and detached ("detached"); during the attach and the detach phase
+`/proc` is sampled every {@link PEAK_SAMPLE_MS} ms and the sample with the largest RSS is shown
+too ("attach peak", "detach peak": which pages grew). At each point it reads `VmRSS`, `VmHWM` and
+ * `/proc/<pid>/smaps_rollup` (anonymous and file-backed pages); for a `deno run` command line it
+ * adds `--inspect=127.0.0.1:<free port>` and reads the V8 heap over the inspector: its size
+ * before and after a full garbage collection and, with `--snapshot`, a heap snapshot summed by
+ * constructor (the largest groups, and what grew between "started" and "rest" per
+ * VolumeAttachment + PV pair). The inspector itself costs a few MiB of RSS (its server thread
+ * and session), so RSS figures here sit above the benchmark's; compare points of one run, or
+ * runs with `--no-inspect`.
+ *
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+import { attacherArgs, AttacherProcess } from "./attacher_process.ts";
+import { FakeEnvironment } from "./fake_environment.ts";
+import { freePort, Inspector } from "./inspector.ts";
+import {
+  type HeapSummary,
+  parseSmapsRollup,
+  type SmapsRollup,
+  summarizeHeapSnapshot,
+} from "./memory_breakdown.ts";
+import { parseStat, parseStatusMemory } from "./proc_stats.ts";
+import { buildShippedForm } from "./shipped_form.ts";
+import type { WaitTarget } from "./timeline.ts";
+import { formatNumber, formatTable } from "./table.ts";
+
+/** Usage text of the mode. */
+export const FOOTPRINT_USAGE = `deno task bench -- --footprint [options]
+
+One attacher against the in-memory API server and example driver: RSS, peak RSS, anonymous and
+file-backed pages (smaps_rollup) and, for a 'deno run' command, the V8 heap over the inspector,
+after start, at rest with N attached, after the detaches, and at the largest RSS sampled in the
+attach and the detach phase (every 20 ms; heap and external memory of the sample with the largest
+RSS from Deno.memoryUsage() over the inspector).
+
+  --sizes=N             N VolumeAttachments and PVs (default 5000; one size)
+  --attacher-cmd='CMD'  the attacher (default: ours as shipped, see --help)
+  --snapshot            take a heap snapshot at each point and print the largest groups
+  --snapshot-dir=DIR    also write the snapshots there (.heapsnapshot, for DevTools)
+  --no-inspect          no inspector: RSS and smaps_rollup only, as the benchmark sees them
+  --rest=3000           ms at rest before the "rest" point
+  --top=20              groups of each snapshot to print
+`;
+
+const MIB = 1024 * 1024;
+
+/** How often the peak of each phase is sampled (`VmRSS` and `smaps_rollup`), ms. */
+const PEAK_SAMPLE_MS = 20;
+
+/** The figures of one point of the run. */
+export interface FootprintPoint {
+  point: string;
+  /** CPU seconds (user + system) since the process started, at 100 ticks a second. */
+  cpuSeconds: number;
+  rssBytes: number;
+  peakRssBytes: number;
+  smaps: SmapsRollup;
+  /** V8 heap before any forced collection; undefined without the inspector. */
+  heap?: { usedBytes: number; totalBytes: number };
+  /** V8 heap after two full collections. */
+  heapAfterGc?: { usedBytes: number; totalBytes: number };
+  snapshot?: HeapSummary;
+  /**
+   * `Deno.memoryUsage().external` (ArrayBuffer backing stores and other memory V8 is told of
+   * outside its heap), read over the inspector at the peaks.
+   */
+  externalBytes?: number;
+}
+
+/**
+ * Adds `Deno.memoryUsage()` of the inspected process to a peak sample (its heap and external
+ * memory when its RSS was highest). The reading comes a moment after the `/proc` sample.
+ */
+async function addMemoryUsage(inspector: Inspector, p: FootprintPoint): Promise<void> {
+  try {
+    const r = await inspector.call("Runtime.evaluate", {
+      expression: "JSON.stringify(Deno.memoryUsage())",
+      returnByValue: true,
+    });
+    const usage = JSON.parse(String((r.result as { value?: unknown }).value)) as {
+      heapTotal: number;
+      heapUsed: number;
+      external: number;
+    };
+    p.heap = { usedBytes: usage.heapUsed, totalBytes: usage.heapTotal };
+    p.externalBytes = usage.external;
+  } catch {
+    // the process is busy or gone: the sample keeps its /proc figures
+  }
+}
+
+/**
+ * `commandLine` with `--inspect=127.0.0.1:<port>` after the `run` of a `deno run` command;
+ * undefined for any other command (the Go attacher).
+ */
+export function withInspector(commandLine: string, port: number): string | undefined {
+  const words = commandLine.split(/\s+/).filter((w) => w !== "");
+  const run = words.indexOf("run");
+  if (run < 1 || !/(^|\/)deno'?$/.test(words[0] ?? "")) return undefined;
+  words.splice(run + 1, 0, `--inspect=127.0.0.1:${port}`);
+  return words.join(" ");
+}
+
+function readPoint(pid: number, point: string): FootprintPoint {
+  const status = parseStatusMemory(Deno.readTextFileSync(`/proc/${pid}/status`));
+  const stat = parseStat(Deno.readTextFileSync(`/proc/${pid}/stat`));
+  return {
+    point,
+    cpuSeconds: (stat.utime + stat.stime) / 100,
+    rssBytes: status.rssBytes,
+    peakRssBytes: status.peakRssBytes,
+    smaps: parseSmapsRollup(Deno.readTextFileSync(`/proc/${pid}/smaps_rollup`)),
+  };
+}
+
+async function waitFor(env: FakeEnvironment, proc: AttacherProcess, target: WaitTarget) {
+  const deadline = Date.now() + 600_000;
+  for (;;) {
+    const answer = await env.wait(target, 2000);
+    if (answer.done) return;
+    if (proc.exited !== undefined) throw new Error(`the attacher exited waiting for ${target}`);
+    if (Date.now() >= deadline) throw new Error(`timed out waiting for ${target}`);
+  }
+}
+
+/** The points as a table: one column per point. */
+export function renderPoints(points: readonly FootprintPoint[]): string {
+  const mib = (v: number | undefined) => v === undefined ? "–" : formatNumber(v / MIB, 1);
+  const row = (figure: string, f: (p: FootprintPoint) => number | undefined) => [
+    figure,
+    ...points.map((p) => mib(f(p))),
+  ];
+  return formatTable(["MiB", ...points.map((p) => p.point)], [
+    [
+      "CPU s since start (not MiB)",
+      ...points.map((p) => formatNumber(p.cpuSeconds, 2)),
+    ],
+    row("VmRSS", (p) => p.rssBytes),
+    row("VmHWM (peak so far)", (p) => p.peakRssBytes),
+    row("anonymous pages", (p) => p.smaps.anonymousBytes),
+    row("file-backed pages", (p) => p.smaps.fileBytes),
+    row("V8 heap committed", (p) => p.heap?.totalBytes),
+    row("V8 heap used", (p) => p.heap?.usedBytes),
+    row("V8 heap used after full GC", (p) => p.heapAfterGc?.usedBytes),
+    row("V8 heap committed after full GC", (p) => p.heapAfterGc?.totalBytes),
+    row(
+      "anonymous − V8 committed (malloc, stacks)",
+      (p) => p.heap === undefined ? undefined : p.smaps.anonymousBytes - p.heap.totalBytes,
+    ),
+    row("external (ArrayBuffers)", (p) => p.externalBytes),
+    row("snapshot self sizes", (p) => p.snapshot?.totalBytes),
+  ]);
+}
+
+/** The largest groups of a snapshot and, with `base`, their growth per object. */
+export function renderSnapshot(
+  summary: HeapSummary,
+  top: number,
+  base?: { summary: HeapSummary; perObjects: number },
+): string {
+  const before = new Map(base?.summary.groups.map((g) => [g.key, g]) ?? []);
+  const header = ["group", "count", "self KiB"];
+  if (base !== undefined) header.push("Δ bytes / pair");
+  const rows = summary.groups.slice(0, top).map((g) => {
+    const cells = [g.key, String(g.count), formatNumber(g.selfBytes / 1024, 0)];
+    if (base !== undefined) {
+      const was = before.get(g.key)?.selfBytes ?? 0;
+      cells.push(formatNumber((g.selfBytes - was) / base.perObjects, 0));
+    }
+    return cells;
+  });
+  return formatTable(header, rows);
+}
+
+/** Runs the mode; resolves with the exit code. */
+export async function runFootprint(args: string[], repo: string): Promise<number> {
+  const parsed = parseArgs({
+    args: args.filter((a) => a !== "--footprint"),
+    options: {
+      sizes: { type: "string", default: "5000" },
+      "attacher-cmd": { type: "string" },
+      snapshot: { type: "boolean", default: false },
+      "snapshot-dir": { type: "string" },
+      "no-inspect": { type: "boolean", default: false },
+      rest: { type: "string", default: "3000" },
+      top: { type: "string", default: "20" },
+      fake: { type: "boolean", default: true },
+      help: { type: "boolean", short: "h", default: false },
+    },
+    strict: true,
+  });
+  const o = parsed.values;
+  if (o.help) {
+    console.log(FOOTPRINT_USAGE);
+    return 0;
+  }
+  const count = Number(o.sizes);
+  const restMs = Number(o.rest);
+  const top = Number(o.top);
+  if (!Number.isInteger(count) || count < 1 || !(restMs >= 0) || !(top >= 1)) {
+    console.error(FOOTPRINT_USAGE);
+    return 2;
+  }
+  let shippedDir: string | undefined;
+  let command = o["attacher-cmd"];
+  if (command === undefined) {
+    shippedDir = await Deno.makeTempDir({ prefix: "csi-attacher-footprint-" });
+    command = (await buildShippedForm(repo, shippedDir, Deno.env.get("DENORT_BIN"))).commandLine;
+  }
+  const port = freePort();
+  const inspected = o["no-inspect"] ? undefined : withInspector(command, port);
+  const env = await FakeEnvironment.start({
+    count,
+    nodes: 50,
+    prefix: "fp-",
+    driver: "example.csi.k8s.io",
+  });
+  const logFile = await Deno.makeTempFile({ prefix: "csi-attacher-footprint-", suffix: ".log" });
+  const points: FootprintPoint[] = [];
+  let proc: AttacherProcess | undefined;
+  let inspector: Inspector | undefined;
+  try {
+    await env.createCanary();
+    const flags = attacherArgs({
+      kubeconfig: env.kubeconfigPath,
+      csiAddress: env.csiAddress,
+      workerThreads: 10,
+      kubeApiQps: 10_000,
+      kubeApiBurst: 10_000,
+      verbosity: 1,
+    });
+    proc = AttacherProcess.start(inspected ?? command, flags, logFile);
+    console.log(`# ${inspected ?? command}`);
+    if (inspected !== undefined) inspector = await Inspector.connect(port);
+    const measure = async (point: string) => {
+      const p = readPoint((proc as AttacherProcess).pid, point);
+      if (inspector !== undefined) {
+        p.heap = await inspector.heapUsage();
+        if (o.snapshot) {
+          const text = await inspector.heapSnapshot();
+          if (o["snapshot-dir"] !== undefined) {
+            await Deno.mkdir(o["snapshot-dir"], { recursive: true });
+            await Deno.writeTextFile(`${o["snapshot-dir"]}/${point}.heapsnapshot`, text);
+          }
+          p.snapshot = summarizeHeapSnapshot(JSON.parse(text));
+        }
+        await inspector.collectGarbage();
+        p.heapAfterGc = await inspector.heapUsage();
+      }
+      points.push(p);
+    };
+    await waitFor(env, proc, "canary");
+    await measure("started");
+    const pid = proc.pid;
+    const peaks = {
+      attach: undefined as FootprintPoint | undefined,
+      detach: undefined as FootprintPoint | undefined,
+    };
+    let phase: "attach" | "detach" = "attach";
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        let p: FootprintPoint;
+        try {
+          p = readPoint(pid, `${phase} peak`);
+        } catch {
+          return; // exited: the wait below reports it
+        }
+        if (p.rssBytes > (peaks[phase]?.rssBytes ?? 0)) {
+          if (inspector !== undefined) await addMemoryUsage(inspector, p);
+          peaks[phase] = p;
+        }
+        await new Promise((r) => setTimeout(r, PEAK_SAMPLE_MS));
+      }
+    })();
+    try {
+      await env.startAttach();
+      await waitFor(env, proc, "attached");
+      await new Promise((r) => setTimeout(r, restMs));
+      await measure("rest");
+      phase = "detach";
+      await env.startDetach();
+      await waitFor(env, proc, "gone");
+    } finally {
+      sampling = false;
+      await sampler;
+    }
+    await measure("detached");
+    for (const peak of [peaks.attach, peaks.detach]) if (peak !== undefined) points.push(peak);
+  } finally {
+    inspector?.close();
+    await proc?.stop();
+    await env.close();
+    if (shippedDir !== undefined) await Deno.remove(shippedDir, { recursive: true });
+  }
+  console.log(`\n### N=${count}: memory at each point\n\n${renderPoints(points)}`);
+  const [started, rest, detached] = points;
+  if (started?.snapshot !== undefined && rest?.snapshot !== undefined) {
+    console.log(`\n### heap snapshot after start (N PVs cached)\n`);
+    console.log(renderSnapshot(started.snapshot, top));
+    console.log(`\n### heap snapshot at rest (N VAs attached), growth over "started" per VA\n`);
+    console.log(
+      renderSnapshot(rest.snapshot, top, { summary: started.snapshot, perObjects: count }),
+    );
+  }
+  if (detached?.snapshot !== undefined) {
+    console.log(`\n### heap snapshot after the detaches\n`);
+    console.log(renderSnapshot(detached.snapshot, top));
+  }
+  console.log(`\nattacher log: ${logFile}`);
+  return 0;
+}
