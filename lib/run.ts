@@ -46,6 +46,7 @@ import { startHttpServer } from "./observe/http_server.ts";
 import { LeaderElector } from "./leaderelection/elector.ts";
 import { leaderElectionNamespace, leaderIdentity } from "./leaderelection/config.ts";
 import { raceAbort } from "./abort.ts";
+import { heapReclaimer } from "./heap.ts";
 import { type ApiRequestObservation, createMetrics, type Metrics } from "./observe/metrics.ts";
 import { MIGRATION_DRIVER_NAMES } from "./controller/migration.ts";
 import { leaseName } from "./controller/names.ts";
@@ -407,6 +408,7 @@ async function runController(run: ControllerRun): Promise<void> {
     reconciler,
     log,
     clock,
+    afterSync: heapReclaimer(),
   }, {
     driverName: setup.driverName,
     workers: options.workerThreads,

@@ -43,6 +43,11 @@ export interface ControllerDeps {
   reconciler?: Reconciler;
   log: Logger;
   clock?: Clock;
+  /**
+   * Called once, when the caches have synced and before the first worker starts: `run.ts`
+   * collects the garbage of the initial lists there (`lib/heap.ts`).
+   */
+  afterSync?: () => void;
 }
 
 /** Options of {@link AttachController}. */
@@ -302,6 +307,7 @@ export class AttachController {
       if (signal.aborted) return;
       throw err;
     }
+    this.#deps.afterSync?.();
     const loops: Promise<void>[] = [];
     for (let i = 0; i < this.#opts.workers; i++) {
       if (this.#opts.laneWorkers === undefined) {

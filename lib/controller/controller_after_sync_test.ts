@@ -1,0 +1,87 @@
+/**
+ * `afterSync` (the collection of the initial lists' garbage, `lib/heap.ts`) runs once, when both
+ * caches have synced, before any worker syncs a key.
+ */
+
+import assert from "node:assert/strict";
+import { AttachController } from "./controller.ts";
+import type { Handler, SyncOutcome } from "./handler.ts";
+import { AttachmentMemory } from "./attachment_memory.ts";
+import { FakeInformer } from "../../testkit/fakes/fake_informer.ts";
+import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
+import { nullLogger } from "../observe/logger.ts";
+import { ItemExponentialFailureRateLimiter } from "../workqueue/rate_limiters.ts";
+import { RateLimitingWorkQueue } from "../workqueue/rate_limiting_queue.ts";
+import type { PersistentVolume, VolumeAttachment } from "../kube/types.ts";
+
+const DRIVER = "csi.example.com";
+
+/** A fake informer whose cache syncs when the test says so. */
+class SyncingInformer<T extends { metadata: { name: string } }> extends FakeInformer<T> {
+  readonly #synced = Promise.withResolvers<void>();
+  sync(): void {
+    this.#synced.resolve();
+  }
+  override waitForSync(_signal: AbortSignal): Promise<void> {
+    return this.#synced.promise;
+  }
+}
+
+Deno.test("AttachController calls afterSync once, after both caches sync, before any sync", async () => {
+  const clock = new FakeClock(0);
+  const queue = (name: string) =>
+    new RateLimitingWorkQueue({
+      clock,
+      rateLimiter: new ItemExponentialFailureRateLimiter({ baseMs: 1000, maxMs: 300_000 }),
+    }, { name });
+  const vaInformer = new SyncingInformer<VolumeAttachment>();
+  const pvInformer = new SyncingInformer<PersistentVolume>();
+  const vaQueue = queue("va");
+  const pvQueue = queue("pv");
+  const order: string[] = [];
+  const handler: Handler = {
+    syncVolumeAttachment(va: VolumeAttachment): Promise<SyncOutcome> {
+      order.push(`sync ${va.metadata.name}`);
+      return Promise.resolve("done");
+    },
+    syncPersistentVolume(pv: PersistentVolume): Promise<SyncOutcome> {
+      order.push(`sync ${pv.metadata.name}`);
+      return Promise.resolve("done");
+    },
+  };
+  const controller = new AttachController({
+    vaInformer,
+    pvInformer,
+    vaQueue,
+    pvQueue,
+    handler,
+    memory: new AttachmentMemory({ backoff: vaQueue }),
+    log: nullLogger,
+    clock,
+    afterSync: () => order.push("afterSync"),
+  }, { driverName: DRIVER, workers: 2, reconcileSyncMs: 0 });
+  const va: VolumeAttachment = {
+    metadata: { name: "va-1", resourceVersion: "1" },
+    spec: { attacher: DRIVER, nodeName: "node1", source: { persistentVolumeName: "pv-1" } },
+  };
+  vaInformer.set(va);
+  const stop = new AbortController();
+  const running = controller.run(stop.signal);
+  vaInformer.emitAdd(va);
+  await new Promise((r) => setTimeout(r, 0));
+  vaInformer.sync();
+  await new Promise((r) => setTimeout(r, 0));
+  assert.deepEqual(order, [], "not before the PV cache has synced too");
+  pvInformer.sync();
+  for (let i = 0; i < 20 && !synced(order); i++) {
+    await new Promise((r) => setTimeout(r, 0));
+  }
+  assert.deepEqual(order, ["afterSync", "sync va-1"]);
+  stop.abort();
+  await running;
+  assert.equal(order.filter((o) => o === "afterSync").length, 1);
+});
+
+function synced(order: readonly string[]): boolean {
+  return order.includes("sync va-1");
+}
