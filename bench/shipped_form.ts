@@ -1,13 +1,14 @@
 /**
  * "Ours" as it ships: the command line the benchmark runs by default.
  *
- * The release is `deno task compile`'s binary. Where it can be built (`DENORT_BIN` set, see
- * README "Building the binary and the image") the benchmark builds and runs it. Otherwise it runs
- * the bundle (`deno task bundle`'s output: the same module graph) with exactly the permissions
- * and V8 flags of the compile task, read from `deno.json`. The bundle is run once (`--version`)
- * before it is measured: a first `deno run` of a new file analyses its imports and writes that to
- * `DENO_DIR` (about 65 MiB of RSS for the 3.7 MB bundle, measured), which a compiled binary
- * never does at start.
+ * The release is `deno task compile`'s binary, which compiles the release bundle (the compile
+ * task's first step: `deno bundle --minify --keep-names`). Where the binary can be built
+ * (`DENORT_BIN` set, see README "Building the binary and the image") the benchmark builds and
+ * runs it. Otherwise it runs that same release bundle with exactly the permissions and V8 flags of
+ * the compile task, read from `deno.json`. The bundle is run once (`--version`) before it is
+ * measured: a first `deno run` of a new file analyses its imports and writes that to `DENO_DIR`
+ * (about 65 MiB of RSS for the 3.7 MB bundle, measured), which a compiled binary never does at
+ * start.
  *
  * @module
  */
@@ -47,8 +48,34 @@ function shellWord(word: string): string {
 }
 
 /**
+ * The two commands of the compile task: the release bundle (`deno bundle … --outdir DIR
+ * main.ts`) and `deno compile` of that bundle's `main.js`, as argument lists without `deno`.
+ *
+ * @throws {Error} when the task is not `deno bundle … && deno compile …`.
+ */
+export function compileSteps(task: string): { bundle: string[]; compile: string[] } {
+  const steps = task.split("&&").map((step) => step.trim().split(/\s+/));
+  const [bundle, compile] = steps;
+  if (
+    steps.length !== 2 || bundle?.[0] !== "deno" || bundle[1] !== "bundle" ||
+    compile?.[0] !== "deno" || compile[1] !== "compile"
+  ) {
+    throw new Error(`the compile task is not "deno bundle … && deno compile …": ${task}`);
+  }
+  return { bundle: bundle.slice(1), compile: compile.slice(1) };
+}
+
+/** `args` with the value after `flag` replaced. */
+function withFlagValue(args: string[], flag: string, value: string): string[] {
+  const at = args.indexOf(flag);
+  if (at < 0 || args[at + 1] === undefined) throw new Error(`${args.join(" ")} has no ${flag}`);
+  return args.map((a, i) => (i === at + 1 ? value : a));
+}
+
+/**
  * Builds the shipped form into `dir` and returns its command line (shell text) and a short
- * description.
+ * description: the compile task's release bundle, compiled when `denortBin` is set, else run
+ * with the compile task's permissions and V8 flags.
  *
  * @param denortBin `DENORT_BIN`: when set, the compiled binary is built and run.
  */
@@ -58,32 +85,20 @@ export async function buildShippedForm(
   denortBin: string | undefined,
 ): Promise<{ commandLine: string; description: string }> {
   const task = await compileTask(repo);
+  const steps = compileSteps(task);
+  const bundle = `${dir}/bundle/main.js`;
+  await deno(withFlagValue(steps.bundle, "--outdir", `${dir}/bundle`), repo);
   if (denortBin) {
     const binary = `${dir}/csi-attacher`;
-    const args = task.split(/\s+/).slice(1).filter((a) => a !== "");
-    const out = args.indexOf("--output");
-    if (out < 0 || args[out + 1] === undefined) throw new Error("compile task has no --output");
-    args[out + 1] = binary;
+    const args = withFlagValue(steps.compile, "--output", binary);
+    args[args.length - 1] = bundle;
     await deno(args, repo);
     return { commandLine: shellWord(binary), description: "deno compile binary" };
   }
-  const bundle = `${dir}/bundle/main.js`;
-  await deno(
-    [
-      "bundle",
-      "--frozen",
-      "--platform=deno",
-      "--code-splitting",
-      "--outdir",
-      `${dir}/bundle`,
-      "main.ts",
-    ],
-    repo,
-  );
-  const run = ["run", "--no-prompt", ...runtimeFlags(task), bundle];
+  const run = ["run", "--no-prompt", ...runtimeFlags(steps.compile.join(" ")), bundle];
   await deno([...run, "--version"], dir);
   return {
     commandLine: [Deno.execPath(), ...run].map(shellWord).join(" "),
-    description: "bundle with the compile task's permissions and V8 flags",
+    description: "release bundle with the compile task's permissions and V8 flags",
   };
 }

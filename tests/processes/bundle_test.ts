@@ -65,9 +65,22 @@ Deno.test("compile, dev and demo tasks use the same V8 heap flags", () => {
   assert.deepEqual(v8Flags(TASKS.demo), flags);
 });
 
-/** Builds the bundle with the `bundle` task's own command into `outdir`. */
-async function buildBundle(outdir: string, signal?: AbortSignal): Promise<void> {
-  const bundleArgs = TASKS.bundle!.split(/\s+/).slice(1);
+/**
+ * The arguments (without `deno`) of a bundle command: the `bundle` task's, or the release bundle
+ * the `compile` task compiles (its first step, minified).
+ */
+function bundleCommand(kind: "bundle" | "release"): string[] {
+  const command = kind === "bundle" ? TASKS.bundle! : TASKS.compile!.split("&&")[0]!;
+  return command.trim().split(/\s+/).slice(1);
+}
+
+/** Builds the bundle with the task's own command (see {@link bundleCommand}) into `outdir`. */
+async function buildBundle(
+  outdir: string,
+  signal?: AbortSignal,
+  kind: "bundle" | "release" = "bundle",
+): Promise<void> {
+  const bundleArgs = bundleCommand(kind);
   const outIndex = bundleArgs.indexOf("--outdir") + 1;
   assert.ok(outIndex > 0, "the bundle task names its --outdir");
   bundleArgs[outIndex] = outdir;
@@ -171,159 +184,166 @@ async function filesUnder(dir: string, prefix = ""): Promise<string[]> {
   return out.sort();
 }
 
-Deno.test({
-  name: "the bundle runs alone with an empty DENO_DIR and the compile permissions: attach, detach",
-  ignore: !BUNDLE_AVAILABLE,
-  fn: async () => {
-    const guard = new AbortController();
-    const guardTimer = setTimeout(() => guard.abort(), GUARD_MS);
-    const tmp = await Deno.makeTempDir({ prefix: "bundle-test-" });
-    const runDir = `${tmp}/run`;
-    const denoDir = `${tmp}/deno-dir`;
-    const workDir = `${tmp}/work`;
-    await Promise.all([runDir, denoDir, workDir].map((d) => Deno.mkdir(d)));
-    let child: Deno.ChildProcess | undefined;
-    let output: Promise<[string, string]> | undefined;
-    await using server = await MemoryApiServer.start();
-    const example = new ExampleDriver({}, { nodeIds: ["node-1-id"] });
-    example.createVolume("vol-1");
-    const driver = await example.start(`${workDir}/csi.sock`);
-    try {
-      // 1. Build with the task's own command, into the temporary directory.
-      await buildBundle(`${tmp}/build`, guard.signal);
-      const builtFiles = await filesUnder(`${tmp}/build`);
-      assert.ok(builtFiles.includes("main.js"), `the entry is main.js: ${builtFiles}`);
-      for (const file of builtFiles) {
-        await Deno.copyFile(`${tmp}/build/${file}`, `${runDir}/${file}`);
-      }
+for (const kind of ["bundle", "release"] as const) {
+  Deno.test({
+    name: `the ${
+      kind === "bundle" ? "bundle" : "release bundle (compile task)"
+    } runs alone with an empty DENO_DIR and the compile permissions: attach, detach`,
+    ignore: !BUNDLE_AVAILABLE,
+    fn: () => runsAlone(kind),
+  });
+}
 
-      // 2. The objects a cluster would have.
-      await Deno.writeTextFile(`${workDir}/kubeconfig`, server.kubeconfig());
-      const driverName = example.name;
-      server.create<PersistentVolume>(PERSISTENT_VOLUMES, {
-        apiVersion: "v1",
-        kind: "PersistentVolume",
-        metadata: { name: "pv-1" },
-        spec: {
-          accessModes: ["ReadWriteOnce"],
-          csi: { driver: driverName, volumeHandle: "vol-1" },
-        },
-      });
-      server.create(CSI_NODES, {
-        apiVersion: "storage.k8s.io/v1",
-        kind: "CSINode",
-        metadata: { name: "node-1" },
-        spec: { drivers: [{ name: driverName, nodeID: "node-1-id" }] },
-      });
-      server.create<VolumeAttachment>(VOLUME_ATTACHMENTS, {
-        apiVersion: "storage.k8s.io/v1",
-        kind: "VolumeAttachment",
-        metadata: { name: "va-1" },
-        spec: {
-          attacher: driverName,
-          nodeName: "node-1",
-          source: { persistentVolumeName: "pv-1" },
-        },
-      });
-      const probe = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-      const httpPort = probe.addr.port;
-      probe.close();
-
-      // 3. Run the bundle alone: nothing cached, no npm, no config, a clean environment.
-      child = new Deno.Command(Deno.execPath(), {
-        args: [
-          "run",
-          "--no-config",
-          "--no-lock",
-          "--no-npm",
-          "--no-remote",
-          "--cached-only",
-          "--no-prompt",
-          ...permissionFlags(TASKS.compile),
-          ...v8Flags(TASKS.compile),
-          "main.js",
-          `--kubeconfig=${workDir}/kubeconfig`,
-          `--csi-address=${workDir}/csi.sock`,
-          "--leader-election",
-          `--http-endpoint=127.0.0.1:${httpPort}`,
-          "--v=5",
-        ],
-        cwd: runDir,
-        clearEnv: true,
-        env: { DENO_DIR: denoDir, NO_COLOR: "1", POD_NAMESPACE: "default" },
-        stdout: "piped",
-        stderr: "piped",
-      }).spawn();
-      output = Promise.all([
-        new Response(child.stdout).text(),
-        new Response(child.stderr).text(),
-      ]);
-      const exited = new AbortController();
-      child.status.finally(() => exited.abort());
-      const signal = AbortSignal.any([guard.signal, exited.signal]);
-
-      // 4. Attach.
-      const attached = await waitFor(
-        server,
-        "va-1 is attached",
-        () => {
-          const va = server.find<VolumeAttachment>(VOLUME_ATTACHMENTS, "va-1");
-          return va?.status?.attached === true ? va : undefined;
-        },
-        signal,
-      );
-      assert.deepEqual(attached.status?.attachmentMetadata, { devicePath: "/dev/example/vol-1" });
-      assert.deepEqual(attached.metadata.finalizers, [finalizerName(driverName)]);
-      assert.equal(attached.metadata.annotations?.["csi.alpha.kubernetes.io/node-id"], "node-1-id");
-      assert.ok(example.isPublished("vol-1", "node-1-id"));
-      const lease = server.get<Lease>(LEASES, leaseName(driverName), "default");
-      assert.equal(lease.spec.holderIdentity, leaderIdentity(Deno.hostname()));
-      const health = await fetch(`http://127.0.0.1:${httpPort}/healthz/leader-election`, {
-        signal,
-      });
-      assert.equal(health.status, 200);
-      assert.equal(await health.text(), "ok");
-
-      // 5. Detach and release.
-      server.delete(VOLUME_ATTACHMENTS, "va-1");
-      await waitFor(
-        server,
-        "va-1 is gone",
-        () => server.find(VOLUME_ATTACHMENTS, "va-1") === undefined ? true : undefined,
-        signal,
-      );
-      assert.deepEqual(example.publications(), []);
-      server.delete(PERSISTENT_VOLUMES, "pv-1");
-      await waitFor(
-        server,
-        "pv-1 is gone",
-        () => server.find(PERSISTENT_VOLUMES, "pv-1") === undefined ? true : undefined,
-        signal,
-      );
-
-      // 6. SIGTERM: a clean exit that hands the lease back.
-      child.kill("SIGTERM");
-      const status = await child.status;
-      const [, stderr] = await output;
-      assert.equal(status.code, 0, `exit status; log:\n${stderr}`);
-      assert.doesNotMatch(stderr, /NotCapable|Requires .* access/);
-      assert.match(stderr, /"GRPC call" method="\/csi\.v1\.Controller\/ControllerPublishVolume"/);
-      const released = server.get<Lease>(LEASES, leaseName(driverName), "default");
-      assert.equal(released.spec.holderIdentity, "");
-
-      // 7. Nothing was fetched or installed to run it.
-      assert.deepEqual(await filesUnder(runDir), builtFiles);
-      const cached = await filesUnder(denoDir);
-      assert.deepEqual(cached.filter((f) => f.startsWith("npm/") || f.startsWith("remote/")), []);
-    } finally {
-      clearTimeout(guardTimer);
-      if (child !== undefined) {
-        killIfRunning(child);
-        await child.status;
-        await output;
-      }
-      await driver.close();
-      await Deno.remove(tmp, { recursive: true });
+/** Builds the `kind` bundle, runs it alone against the fakes, attaches and detaches. */
+async function runsAlone(kind: "bundle" | "release"): Promise<void> {
+  const guard = new AbortController();
+  const guardTimer = setTimeout(() => guard.abort(), GUARD_MS);
+  const tmp = await Deno.makeTempDir({ prefix: "bundle-test-" });
+  const runDir = `${tmp}/run`;
+  const denoDir = `${tmp}/deno-dir`;
+  const workDir = `${tmp}/work`;
+  await Promise.all([runDir, denoDir, workDir].map((d) => Deno.mkdir(d)));
+  let child: Deno.ChildProcess | undefined;
+  let output: Promise<[string, string]> | undefined;
+  await using server = await MemoryApiServer.start();
+  const example = new ExampleDriver({}, { nodeIds: ["node-1-id"] });
+  example.createVolume("vol-1");
+  const driver = await example.start(`${workDir}/csi.sock`);
+  try {
+    // 1. Build with the task's own command, into the temporary directory.
+    await buildBundle(`${tmp}/build`, guard.signal, kind);
+    const builtFiles = await filesUnder(`${tmp}/build`);
+    assert.ok(builtFiles.includes("main.js"), `the entry is main.js: ${builtFiles}`);
+    for (const file of builtFiles) {
+      await Deno.copyFile(`${tmp}/build/${file}`, `${runDir}/${file}`);
     }
-  },
-});
+
+    // 2. The objects a cluster would have.
+    await Deno.writeTextFile(`${workDir}/kubeconfig`, server.kubeconfig());
+    const driverName = example.name;
+    server.create<PersistentVolume>(PERSISTENT_VOLUMES, {
+      apiVersion: "v1",
+      kind: "PersistentVolume",
+      metadata: { name: "pv-1" },
+      spec: {
+        accessModes: ["ReadWriteOnce"],
+        csi: { driver: driverName, volumeHandle: "vol-1" },
+      },
+    });
+    server.create(CSI_NODES, {
+      apiVersion: "storage.k8s.io/v1",
+      kind: "CSINode",
+      metadata: { name: "node-1" },
+      spec: { drivers: [{ name: driverName, nodeID: "node-1-id" }] },
+    });
+    server.create<VolumeAttachment>(VOLUME_ATTACHMENTS, {
+      apiVersion: "storage.k8s.io/v1",
+      kind: "VolumeAttachment",
+      metadata: { name: "va-1" },
+      spec: {
+        attacher: driverName,
+        nodeName: "node-1",
+        source: { persistentVolumeName: "pv-1" },
+      },
+    });
+    const probe = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const httpPort = probe.addr.port;
+    probe.close();
+
+    // 3. Run the bundle alone: nothing cached, no npm, no config, a clean environment.
+    child = new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "--no-config",
+        "--no-lock",
+        "--no-npm",
+        "--no-remote",
+        "--cached-only",
+        "--no-prompt",
+        ...permissionFlags(TASKS.compile),
+        ...v8Flags(TASKS.compile),
+        "main.js",
+        `--kubeconfig=${workDir}/kubeconfig`,
+        `--csi-address=${workDir}/csi.sock`,
+        "--leader-election",
+        `--http-endpoint=127.0.0.1:${httpPort}`,
+        "--v=5",
+      ],
+      cwd: runDir,
+      clearEnv: true,
+      env: { DENO_DIR: denoDir, NO_COLOR: "1", POD_NAMESPACE: "default" },
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    output = Promise.all([
+      new Response(child.stdout).text(),
+      new Response(child.stderr).text(),
+    ]);
+    const exited = new AbortController();
+    child.status.finally(() => exited.abort());
+    const signal = AbortSignal.any([guard.signal, exited.signal]);
+
+    // 4. Attach.
+    const attached = await waitFor(
+      server,
+      "va-1 is attached",
+      () => {
+        const va = server.find<VolumeAttachment>(VOLUME_ATTACHMENTS, "va-1");
+        return va?.status?.attached === true ? va : undefined;
+      },
+      signal,
+    );
+    assert.deepEqual(attached.status?.attachmentMetadata, { devicePath: "/dev/example/vol-1" });
+    assert.deepEqual(attached.metadata.finalizers, [finalizerName(driverName)]);
+    assert.equal(attached.metadata.annotations?.["csi.alpha.kubernetes.io/node-id"], "node-1-id");
+    assert.ok(example.isPublished("vol-1", "node-1-id"));
+    const lease = server.get<Lease>(LEASES, leaseName(driverName), "default");
+    assert.equal(lease.spec.holderIdentity, leaderIdentity(Deno.hostname()));
+    const health = await fetch(`http://127.0.0.1:${httpPort}/healthz/leader-election`, {
+      signal,
+    });
+    assert.equal(health.status, 200);
+    assert.equal(await health.text(), "ok");
+
+    // 5. Detach and release.
+    server.delete(VOLUME_ATTACHMENTS, "va-1");
+    await waitFor(
+      server,
+      "va-1 is gone",
+      () => server.find(VOLUME_ATTACHMENTS, "va-1") === undefined ? true : undefined,
+      signal,
+    );
+    assert.deepEqual(example.publications(), []);
+    server.delete(PERSISTENT_VOLUMES, "pv-1");
+    await waitFor(
+      server,
+      "pv-1 is gone",
+      () => server.find(PERSISTENT_VOLUMES, "pv-1") === undefined ? true : undefined,
+      signal,
+    );
+
+    // 6. SIGTERM: a clean exit that hands the lease back.
+    child.kill("SIGTERM");
+    const status = await child.status;
+    const [, stderr] = await output;
+    assert.equal(status.code, 0, `exit status; log:\n${stderr}`);
+    assert.doesNotMatch(stderr, /NotCapable|Requires .* access/);
+    assert.match(stderr, /"GRPC call" method="\/csi\.v1\.Controller\/ControllerPublishVolume"/);
+    const released = server.get<Lease>(LEASES, leaseName(driverName), "default");
+    assert.equal(released.spec.holderIdentity, "");
+
+    // 7. Nothing was fetched or installed to run it.
+    assert.deepEqual(await filesUnder(runDir), builtFiles);
+    const cached = await filesUnder(denoDir);
+    assert.deepEqual(cached.filter((f) => f.startsWith("npm/") || f.startsWith("remote/")), []);
+  } finally {
+    clearTimeout(guardTimer);
+    if (child !== undefined) {
+      killIfRunning(child);
+      await child.status;
+      await output;
+    }
+    await driver.close();
+    await Deno.remove(tmp, { recursive: true });
+  }
+}
