@@ -50,7 +50,9 @@ per attach and detach, CPU and memory. Writes bench/results/<date>.json.
                           of the e2e cluster (kube-apiserver + etcd + CSI mock driver)
   --sizes=100,1000        N of the unthrottled scenarios (default: 100,1000 with --fake,
                           100,1000,5000 otherwise); the throttled scenario (qps 5, burst 10)
-                          runs for each N <= 100
+                          runs for each N <= 100. With two or more unthrottled N the report
+                          adds the RSS per cached VA + PV pair: the slope of the medians
+                          between the two largest (e.g. --sizes=100,5000,20000)
   --skip-throttled        do not run the throttled scenario
   --detach-flood          only the detach flood (needs --fake): N VolumeAttachments attached
                           (default N=1000), the driver's ControllerUnpublishVolume set to take

@@ -17,7 +17,7 @@ import {
 import type { EnvironmentFactory } from "./environment.ts";
 import { FakeEnvironment } from "./fake_environment.ts";
 import { ProcReader } from "./proc_stats.ts";
-import { type FigureRow, figureRows, renderScenario } from "./report.ts";
+import { type FigureRow, figureRows, perObjectRows, renderScenario } from "./report.ts";
 import { type AttacherUnderTest, runOnce, type RunResult, type Scenario } from "./run.ts";
 import { buildShippedForm } from "./shipped_form.ts";
 
@@ -264,6 +264,15 @@ async function runAll(options: BenchOptions, attachers: AttacherUnderTest[]): Pr
       "",
     );
   }
+  const perObject = perObjectRows(results, UNTHROTTLED);
+  if (perObject.length > 0) {
+    text.push(
+      `### Memory per cached object (slope of the medians between the two largest N)`,
+      "",
+      renderScenario(labels, perObject),
+      "",
+    );
+  }
   text.push(...attachers.map((a) => `${a.label} = \`${a.commandLine}\``));
   console.log(text.join("\n"));
 
@@ -284,6 +293,9 @@ async function runAll(options: BenchOptions, attachers: AttacherUnderTest[]): Pr
         ),
         runs: runs.flat(),
       })),
+      perObject: perObject.map((r) =>
+        Object.fromEntries([["figure", r.figure], ...labels.map((l, i) => [l, r.values[i]])])
+      ),
     }) + "\n",
   );
   progress(`Wrote ${file}`);

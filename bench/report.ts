@@ -135,3 +135,56 @@ export function renderScenario(labels: readonly string[], rows: readonly FigureR
   });
   return formatTable(header, body);
 }
+
+/** The scenarios of a benchmark run with their runs, per attacher (as `main.ts` keeps them). */
+export interface ScenarioRuns {
+  scenario: Scenario;
+  runs: RunResult[][];
+}
+
+/**
+ * Memory per cached object: the slope of the median RSS between the two largest N of the
+ * unthrottled attach/detach scenarios of one run (no detach flood, no Pods), for each attacher.
+ * The run seeds N PersistentVolumes before the start and creates N VolumeAttachments after it,
+ * so the RSS after start grows with the PVs and the RSS at rest with VA + PV pairs. Empty when
+ * fewer than two such sizes ran.
+ */
+export function perObjectRows(
+  scenarios: readonly ScenarioRuns[],
+  unthrottledQps: number,
+): FigureRow[] {
+  const sized = scenarios
+    .filter(({ scenario }) =>
+      scenario.qps >= unthrottledQps && scenario.unpublishDelayMs === undefined &&
+      !scenario.pods
+    )
+    .sort((a, b) => a.scenario.count - b.scenario.count);
+  const small = sized.at(-2);
+  const large = sized.at(-1);
+  if (small === undefined || large === undefined) return [];
+  const dn = large.scenario.count - small.scenario.count;
+  if (dn <= 0) return [];
+  const slope = (f: (r: RunResult) => number): number[] =>
+    large.runs.map((runs, i) => {
+      const ok = (rs: RunResult[] | undefined) => (rs ?? []).filter((r) => r.ok).map(f);
+      return (median(ok(runs)) - median(ok(small.runs[i]))) / dn / 1024;
+    });
+  const span = `N=${small.scenario.count} → ${large.scenario.count}`;
+  return [
+    {
+      figure: `RSS at rest per VA + PV pair (KiB), ${span}`,
+      digits: 2,
+      values: slope((r) => r.restRssBytes),
+    },
+    {
+      figure: `RSS after start per PV (KiB), ${span}`,
+      digits: 2,
+      values: slope((r) => r.startupRssBytes),
+    },
+    {
+      figure: `peak RSS per VA + PV pair (KiB), ${span}`,
+      digits: 2,
+      values: slope((r) => r.peakRssBytes),
+    },
+  ];
+}

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { figureRows } from "./report.ts";
+import { figureRows, perObjectRows } from "./report.ts";
 import type { RunResult, Scenario } from "./run.ts";
 import { summarize } from "./stats.ts";
 
@@ -62,4 +62,42 @@ Deno.test("figureRows() has no Pod rows for VolumeAttachment scenarios", () => {
   const rows = figureRows(base, [[run("A", undefined)]]);
   assert.equal(rows.some((r) => r.figure.startsWith("Pod")), false);
   assert.deepEqual(values(rows, "all attached (s)"), [2]);
+});
+
+Deno.test("perObjectRows: the RSS slope between the two largest unthrottled sizes", () => {
+  const MIB = 1024 * 1024;
+  const scenario = (count: number, qps = 10_000): Scenario => ({
+    ...base,
+    name: `N=${count}`,
+    count,
+    qps,
+  });
+  const sized = (a: number, b: number) => ({
+    ...run("A", undefined),
+    restRssBytes: a * MIB,
+    startupRssBytes: b * MIB,
+    peakRssBytes: a * 2 * MIB,
+  });
+  const rows = perObjectRows([
+    { scenario: scenario(100, 5), runs: [[sized(1, 1)], [sized(1, 1)]] },
+    { scenario: scenario(100), runs: [[sized(60, 50)], [sized(60, 55)]] },
+    // Medians of three: 90 and 100 MiB at rest for A, 120 for B.
+    {
+      scenario: scenario(5000),
+      runs: [[sized(90, 70), sized(91, 70), { ...sized(500, 500), ok: false }], [
+        sized(120, 80),
+      ]],
+    },
+    { scenario: scenario(20_000), runs: [[sized(120, 100)], [sized(240, 125)]] },
+  ], 10_000);
+  assert.deepEqual(rows.map((r) => r.figure), [
+    "RSS at rest per VA + PV pair (KiB), N=5000 → 20000",
+    "RSS after start per PV (KiB), N=5000 → 20000",
+    "peak RSS per VA + PV pair (KiB), N=5000 → 20000",
+  ]);
+  const kib = (mib: number) => (mib * 1024) / 15_000;
+  assert.deepEqual(rows[0]?.values, [kib(120 - 90.5), kib(120)]);
+  assert.deepEqual(rows[1]?.values, [kib(30), kib(45)]);
+  assert.deepEqual(rows[2]?.values, [kib(240 - 181), kib(240)]);
+  assert.deepEqual(perObjectRows([{ scenario: scenario(100), runs: [[sized(1, 1)]] }], 10_000), []);
 });
