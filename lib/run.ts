@@ -398,6 +398,8 @@ async function runController(run: ControllerRun): Promise<void> {
     csiNodes: csiNodeInformer,
   };
   const { handler, memory, reconciler } = buildHandler({ ...run, stores, vaQueue });
+  // The initial lists' garbage, then each burst's (lib/heap.ts).
+  const reclaim = heapReclaimer();
   const controller = new AttachController({
     vaInformer,
     pvInformer,
@@ -408,7 +410,8 @@ async function runController(run: ControllerRun): Promise<void> {
     reconciler,
     log,
     clock,
-    afterSync: heapReclaimer(),
+    afterSync: reclaim,
+    whenIdle: reclaim,
   }, {
     driverName: setup.driverName,
     workers: options.workerThreads,

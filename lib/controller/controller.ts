@@ -7,7 +7,7 @@
  * @module
  */
 
-import type { Clock } from "../clock.ts";
+import type { Clock, Timer } from "../clock.ts";
 import { realClock } from "../clock.ts";
 import type { Handler, SyncOutcome } from "./handler.ts";
 import type { AttachmentMemory } from "./attachment_memory.ts";
@@ -26,6 +26,13 @@ export interface InformerLike<T> extends ObjectStore<T> {
   hasSynced(): boolean;
   waitForSync(signal: AbortSignal): Promise<void>;
 }
+
+/**
+ * How long after the last processed key the workers count as idle ({@link ControllerDeps.whenIdle}):
+ * long enough that a burst's keys, which arrive as fast as the watch delivers them, end it only
+ * once, short enough that its garbage does not outlive it by much.
+ */
+export const IDLE_AFTER_MS = 500;
 
 /** Collaborators of {@link AttachController}. */
 export interface ControllerDeps {
@@ -48,6 +55,11 @@ export interface ControllerDeps {
    * collects the garbage of the initial lists there (`lib/heap.ts`).
    */
   afterSync?: () => void;
+  /**
+   * Called when the workers have been idle for {@link IDLE_AFTER_MS} after processing keys and
+   * both queues are empty: the end of a burst. `run.ts` collects the burst's garbage there.
+   */
+  whenIdle?: () => void;
 }
 
 /** Options of {@link AttachController}. */
@@ -128,6 +140,7 @@ export class AttachController {
   #opts: ControllerOptions;
   #clock: Clock;
   #log: Logger;
+  #idleTimer: Timer | undefined;
 
   constructor(deps: ControllerDeps, opts: ControllerOptions) {
     if (!Number.isInteger(opts.workers) || opts.workers < 1) {
@@ -219,6 +232,7 @@ export class AttachController {
       await this.#syncVolumeAttachment(key, signal);
     } finally {
       queue.done(key);
+      this.#noteActivity();
     }
     return true;
   }
@@ -236,6 +250,7 @@ export class AttachController {
       await this.#syncPersistentVolume(key);
     } finally {
       queue.done(key);
+      this.#noteActivity();
     }
     return true;
   }
@@ -323,7 +338,22 @@ export class AttachController {
     const reconciler = this.#deps.reconciler;
     if (reconciler !== undefined) loops.push(this.#reconcileLoop(reconciler, signal));
     await Promise.all(loops);
+    this.#idleTimer?.cancel();
+    this.#idleTimer = undefined;
     this.#log.info("Shutting down CSI attacher");
+  }
+
+  /** (Re)arms the idle timer after a processed key; see {@link ControllerDeps.whenIdle}. */
+  #noteActivity(): void {
+    const whenIdle = this.#deps.whenIdle;
+    if (whenIdle === undefined) return;
+    this.#idleTimer?.cancel();
+    this.#idleTimer = this.#clock.setTimer(IDLE_AFTER_MS, () => {
+      this.#idleTimer = undefined;
+      const { vaQueue, pvQueue } = this.#deps;
+      if (vaQueue.shuttingDown() || vaQueue.len() > 0 || pvQueue.len() > 0) return;
+      whenIdle();
+    });
   }
 
   /**

@@ -1,10 +1,11 @@
 /**
- * `afterSync` (the collection of the initial lists' garbage, `lib/heap.ts`) runs once, when both
- * caches have synced, before any worker syncs a key.
+ * `afterSync` and `whenIdle` (the collection of the initial lists' and of each burst's garbage,
+ * `lib/heap.ts`): `afterSync` runs once, when both caches have synced, before any worker syncs a
+ * key; `whenIdle` once per burst, when the queues have stayed empty for `IDLE_AFTER_MS`.
  */
 
 import assert from "node:assert/strict";
-import { AttachController } from "./controller.ts";
+import { AttachController, IDLE_AFTER_MS } from "./controller.ts";
 import type { Handler, SyncOutcome } from "./handler.ts";
 import { AttachmentMemory } from "./attachment_memory.ts";
 import { FakeInformer } from "../../testkit/fakes/fake_informer.ts";
@@ -85,3 +86,52 @@ Deno.test("AttachController calls afterSync once, after both caches sync, before
 function synced(order: readonly string[]): boolean {
   return order.includes("sync va-1");
 }
+
+Deno.test("AttachController calls whenIdle once the queues stay empty for IDLE_AFTER_MS", async () => {
+  const clock = new FakeClock(0);
+  const queue = (name: string) =>
+    new RateLimitingWorkQueue({
+      clock,
+      rateLimiter: new ItemExponentialFailureRateLimiter({ baseMs: 1000, maxMs: 300_000 }),
+    }, { name });
+  const vaInformer = new FakeInformer<VolumeAttachment>();
+  const pvInformer = new FakeInformer<PersistentVolume>();
+  const vaQueue = queue("va");
+  const pvQueue = queue("pv");
+  let idle = 0;
+  const handler: Handler = {
+    syncVolumeAttachment: () => Promise.resolve("done"),
+    syncPersistentVolume: () => Promise.resolve("done"),
+  };
+  const controller = new AttachController({
+    vaInformer,
+    pvInformer,
+    vaQueue,
+    pvQueue,
+    handler,
+    memory: new AttachmentMemory({ backoff: vaQueue }),
+    log: nullLogger,
+    clock,
+    whenIdle: () => idle++,
+  }, { driverName: DRIVER, workers: 1, reconcileSyncMs: 0 });
+  const va = (name: string): VolumeAttachment => ({
+    metadata: { name, resourceVersion: "1" },
+    spec: { attacher: DRIVER, nodeName: "node1", source: { persistentVolumeName: `pv-${name}` } },
+  });
+  for (const name of ["va-1", "va-2"]) {
+    vaInformer.set(va(name));
+    vaInformer.emitAdd(va(name));
+  }
+  assert.ok(await controller.processNextVolumeAttachment());
+  clock.advance(IDLE_AFTER_MS);
+  assert.equal(idle, 0, "va-2 is still queued: not idle");
+  assert.ok(await controller.processNextVolumeAttachment());
+  clock.advance(IDLE_AFTER_MS - 1);
+  assert.equal(idle, 0, "not before IDLE_AFTER_MS");
+  clock.advance(1);
+  assert.equal(idle, 1, "the burst ended");
+  clock.advance(10 * IDLE_AFTER_MS);
+  assert.equal(idle, 1, "once per burst");
+  vaQueue.shutDown();
+  pvQueue.shutDown();
+});
