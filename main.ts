@@ -3,7 +3,7 @@
  * ControllerPublishVolume / ControllerUnpublishVolume.
  *
  * This file only reads the process environment and wires the pieces together; the behaviour
- * lives in `attacher/`; the sandbox subcommand is loaded from `sandbox/` only when given.
+ * lives in `lib/`; the sandbox subcommand is loaded from `sandbox/` only when given.
  *
  * @module
  */
@@ -19,8 +19,12 @@ import { parseOptions, validateOptions } from "./lib/cli/options.ts";
 import type { Options } from "./lib/cli/options.ts";
 import { TokenBucket } from "./lib/workqueue/token_bucket.ts";
 import { VERSION } from "./lib/version.ts";
+import { realClock, type Timer } from "./lib/clock.ts";
 
 const TERMINATION_LOG = "/dev/termination-log";
+
+/** How long past `--timeout` the process may take to stop after a signal before it exits 1. */
+const STOP_GRACE_MS = 5000;
 
 function writeStderr(text: string): void {
   Deno.stderr.writeSync(new TextEncoder().encode(text.endsWith("\n") ? text : `${text}\n`));
@@ -107,6 +111,7 @@ async function main(argv: string[]): Promise<number> {
 
   const stop = new AbortController();
   let exitCode: number | undefined;
+  let stopDeadline: Timer | undefined;
   const onSignal = (signal: Deno.Signal) => {
     if (stop.signal.aborted) {
       log.info("Second signal received, exiting at once", { signal });
@@ -115,10 +120,10 @@ async function main(argv: string[]): Promise<number> {
     log.info("Signal received, finishing work in flight", { signal });
     stop.abort();
     // In-flight CSI calls are bounded by --timeout; do not outlive them by much.
-    setTimeout(() => {
+    stopDeadline = realClock.setTimer(options.timeoutMs + STOP_GRACE_MS, () => {
       log.info("Work in flight did not finish in time, exiting");
       Deno.exit(1);
-    }, options.timeoutMs + 5000).unref?.();
+    });
   };
   const sigterm = () => onSignal("SIGTERM");
   const sigint = () => onSignal("SIGINT");
@@ -147,6 +152,7 @@ async function main(argv: string[]): Promise<number> {
     log.error(err, "Attacher failed", { reason: errorText(err) });
     return 1;
   } finally {
+    stopDeadline?.cancel();
     Deno.removeSignalListener("SIGTERM", sigterm);
     Deno.removeSignalListener("SIGINT", sigint);
   }

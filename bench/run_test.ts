@@ -38,7 +38,7 @@ Deno.test("runOnce() measures main.ts attaching and detaching through the fakes"
       { run: 1, quietMs: 300, quietMaxMs: 5000, restMs: 200, logDir, prefix: "t-" },
     )
   );
-  assert.equal(result.ok, true, result.error);
+  assert.equal(result.ok, true, result.error ?? "");
   assert.ok(result.startupSeconds > 0);
   assert.ok(result.attachSeconds > 0 && result.detachSeconds > 0);
   assert.equal(result.attachLatency.count, 4);
@@ -96,7 +96,7 @@ Deno.test("runOnce() in the detach flood times a new attach made while unpublish
       { run: 1, quietMs: 300, quietMaxMs: 5000, restMs: 200, logDir, prefix: "f-" },
     )
   );
-  assert.equal(result.ok, true, result.error);
+  assert.equal(result.ok, true, result.error ?? "");
   assert.ok(result.floodAttachLatencySeconds > 0, String(result.floodAttachLatencySeconds));
   assert.ok(Number.isFinite(result.timeline?.floodAttachedAt));
   // Two detach workers, four unpublishes of 100 ms each: the detaches take at least 0.2 s.

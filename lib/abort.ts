@@ -25,8 +25,10 @@ export const ABORTED: unique symbol = Symbol("aborted");
  *
  * @example
  * ```ts
- * const next = await raceAbort(chunks.next(), signal);
- * if (next === ABORTED) return;
+ * async function nextUnlessStopped<T>(chunks: AsyncIterator<T>, signal: AbortSignal) {
+ *   const next = await raceAbort(chunks.next(), signal);
+ *   return next === ABORTED ? undefined : next;
+ * }
  * ```
  */
 export function raceAbort<T>(

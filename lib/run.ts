@@ -10,21 +10,25 @@
 
 import type { Clock } from "./clock.ts";
 import { realClock } from "./clock.ts";
-import {
-  ATTACH_LANE,
-  AttachController,
-  DETACH_LANE,
-  volumeAttachmentLanes,
-} from "./controller/controller.ts";
+import { AttachController } from "./controller/controller.ts";
+import { ATTACH_LANE, DETACH_LANE, volumeAttachmentLanes } from "./controller/lanes.ts";
 import type { CsiClient } from "./csi/api.ts";
 import type { CsiCallInfo } from "./csi/client.ts";
-import { connect, getCapabilities, getDriverName, probeForever } from "./csi/connection.ts";
+import {
+  connect,
+  type DriverCapabilities,
+  getCapabilities,
+  getDriverName,
+  probeForever,
+} from "./csi/connection.ts";
 import { CsiHandler } from "./controller/csi_handler.ts";
 import { EventRecorder } from "./events/recorder.ts";
 import { OperationLatency } from "./controller/operation_latency.ts";
+import { AttachmentMemory } from "./controller/attachment_memory.ts";
+import { ListVolumesReconciler } from "./controller/reconciler.ts";
 import { pendingVolumeAttachments } from "./controller/pending.ts";
 import { BacklogReporter } from "./controller/backlog.ts";
-import type { Handler } from "./controller/handler.ts";
+import type { Handler, HandlerStores } from "./controller/handler.ts";
 import { Informer } from "./kube/informer.ts";
 import {
   cachedCsiNode,
@@ -41,6 +45,7 @@ import type { CsiNode, PersistentVolume, VolumeAttachment } from "./kube/types.t
 import { startHttpServer } from "./observe/http_server.ts";
 import { LeaderElector } from "./leaderelection/elector.ts";
 import { leaderElectionNamespace, leaderIdentity } from "./leaderelection/config.ts";
+import { raceAbort } from "./abort.ts";
 import { type ApiRequestObservation, createMetrics, type Metrics } from "./observe/metrics.ts";
 import { MIGRATION_DRIVER_NAMES } from "./controller/migration.ts";
 import { leaseName } from "./controller/names.ts";
@@ -65,21 +70,26 @@ export interface AttacherEnv {
   readServiceAccountNamespace?(): string | undefined;
 }
 
+/** An API client that {@link runAttacher} owns: it closes it before it returns. */
+export interface OwnedKubeApi extends KubeApi {
+  /** Ends the client's requests and watches and frees its connections. */
+  close(): void | Promise<void>;
+}
+
 /** Collaborators of {@link runAttacher}. */
 export interface AttacherDeps {
   log: Logger;
   env: AttacherEnv;
   /**
-   * Builds the API client (for the controller, and a second one for leader election). A client
-   * that can report its requests and retries passes them to `observer`, which counts them in
-   * the metrics.
+   * Builds an API client: one for the informers and the handler, one for Events and, with
+   * leader election, one for the Lease, each with a rate limiter of its own. A client that can
+   * report its requests and retries passes them to `observer`, which counts them in the
+   * metrics. runAttacher closes every client it built before it returns or throws.
    */
-  kube: (observer?: KubeRequestObserver) => KubeApi;
+  kube: (observer?: KubeRequestObserver) => OwnedKubeApi;
   clock?: Clock;
   /** Stops the attacher: workers finish what they are doing, then `runAttacher` resolves. */
   signal: AbortSignal;
-  /** Told when the diagnostics server listens (tests use port 0). */
-  onHttpListening?: (port: number) => void;
   /** Told when the caches have synced and the workers run. */
   onReady?: () => void;
 }
@@ -100,36 +110,40 @@ class MetricsHolder {
   };
 }
 
-/** The driver name, handler and CSI client chosen at startup. */
+/** The driver learnt at startup: its name, its client and whether it publishes volumes. */
 interface DriverSetup {
   driverName: string;
-  handler: Handler;
-  reconcile: boolean;
+  /** The driver's client; none in dummy mode. */
   csi?: CsiClient;
-  /** Times attaches and detaches end to end (CSI handler only). */
-  latency?: OperationLatency;
-  /** Posts the CSI handler's Events while the controller runs. */
-  events?: EventRecorder;
+  /**
+   * The capabilities of a driver with ControllerPublishVolume (the CSI handler); undefined
+   * selects the trivial handler.
+   */
+  publishing?: DriverCapabilities;
 }
 
 /** `source.component` of the Events on VolumeAttachments. */
 export const EVENT_COMPONENT = "csi-attacher";
 
+/**
+ * How long, at most, the attacher waits at exit for the Events still queued (the leader's
+ * "stopped leading" among them) to be posted: the leader election's renew deadline, the bound
+ * each of its own requests has.
+ */
+function eventDrainMs(options: Options): number {
+  return options.leaderElectionRenewDeadlineMs;
+}
+
 async function setUpDriver(
   options: Options,
   deps: AttacherDeps,
-  kube: KubeApi,
   metrics: MetricsHolder,
 ): Promise<DriverSetup> {
   const { log, env } = deps;
   const clock = deps.clock ?? realClock;
   if (options.dummy) {
     log.info("Running in dummy mode: no CSI driver", { driver: DUMMY_DRIVER_NAME });
-    return {
-      driverName: DUMMY_DRIVER_NAME,
-      handler: new TrivialHandler({ kube, log }),
-      reconcile: false,
-    };
+    return { driverName: DUMMY_DRIVER_NAME };
   }
   const csi = await connect(options.csiAddress, {
     log,
@@ -154,31 +168,9 @@ async function setUpDriver(
       log.info("CSI driver does not support ControllerPublishUnpublish, using trivial handler", {
         driver: driverName,
       });
-      return { driverName, handler: new TrivialHandler({ kube, log }), reconcile: false, csi };
+      return { driverName, csi };
     }
-    const latency = new OperationLatency({
-      clock,
-      sink: {
-        observeAttachDuration: (seconds) => metrics.current.observeAttachDuration(seconds),
-        observeDetachDuration: (seconds) => metrics.current.observeDetachDuration(seconds),
-      },
-    });
-    // Events get an API client of their own, so their requests never take the rate-limiter
-    // tokens of attach and detach.
-    const events = new EventRecorder({ kube: deps.kube(metrics.kube), clock, log }, {
-      component: EVENT_COMPONENT,
-      host: leaderIdentity(env.hostname()),
-    });
-    const handler = new CsiHandler({ kube, csi, log, clock, latency, events }, {
-      driverName,
-      timeoutMs: options.timeoutMs,
-      supportsPublishReadOnly: caps.publishReadonly,
-      supportsSingleNodeMultiWriter: caps.singleNodeMultiWriter,
-      defaultFsType: options.defaultFsType,
-      attachErrorCodes: options.featureGates.MutableCSINodeAllocatableCount,
-      maxEntries: options.maxEntries,
-    });
-    return { driverName, handler, reconcile: caps.reconcile, csi, latency, events };
+    return { driverName, csi, publishing: caps };
   } catch (err) {
     csi.close();
     throw err;
@@ -195,8 +187,80 @@ export async function runAttacher(options: Options, deps: AttacherDeps): Promise
   const { log } = deps;
   const clock = deps.clock ?? realClock;
   const metrics = new MetricsHolder();
-  const kube = deps.kube(metrics.kube);
-  const setup = await setUpDriver(options, deps, kube, metrics);
+  const clients = new OwnedClients(deps.kube);
+  try {
+    const kube = clients.create(metrics.kube);
+    // The one Event path of the process (the CSI handler's and the leader elector's Events). It
+    // has an API client of its own, so Events never take the rate-limiter tokens of attach and
+    // detach; it runs until the end of runAttacher and then posts what is still queued.
+    const events = new EventRecorder({ kube: clients.create(metrics.kube), clock, log }, {
+      component: EVENT_COMPONENT,
+      host: leaderIdentity(deps.env.hostname()),
+    });
+    const stopEvents = new AbortController();
+    const posting = events.run(stopEvents.signal);
+    try {
+      await runWithEvents(options, deps, { clock, metrics, clients, kube, events });
+    } finally {
+      const drain = clock.setTimer(eventDrainMs(options), () => stopEvents.abort());
+      await raceAbort(events.idle(), stopEvents.signal);
+      drain.cancel();
+      stopEvents.abort();
+      await posting;
+    }
+  } finally {
+    await clients.closeAll(log);
+  }
+}
+
+/** The API clients {@link runAttacher} builds; it closes all of them on every way out. */
+class OwnedClients {
+  #make: (observer?: KubeRequestObserver) => OwnedKubeApi;
+  #clients: OwnedKubeApi[] = [];
+
+  constructor(make: (observer?: KubeRequestObserver) => OwnedKubeApi) {
+    this.#make = make;
+  }
+
+  /** A new client, remembered for {@link closeAll}. */
+  create(observer: KubeRequestObserver): OwnedKubeApi {
+    const client = this.#make(observer);
+    this.#clients.push(client);
+    return client;
+  }
+
+  /** Closes every client built so far; a failure to close one is logged, not thrown. */
+  async closeAll(log: Logger): Promise<void> {
+    for (const client of this.#clients.splice(0)) {
+      try {
+        await client.close();
+      } catch (err) {
+        log.error(err, "Failed to close an API client");
+      }
+    }
+  }
+}
+
+/** What {@link runAttacher} has built before the driver is set up. */
+interface AttacherParts {
+  clock: Clock;
+  metrics: MetricsHolder;
+  /** Where further API clients come from (the Lease's). */
+  clients: OwnedClients;
+  /** The API client of the informers and the handler. */
+  kube: KubeApi;
+  events: EventRecorder;
+}
+
+/** runAttacher once the Event path runs: driver setup, diagnostics server, election, work. */
+async function runWithEvents(
+  options: Options,
+  deps: AttacherDeps,
+  parts: AttacherParts,
+): Promise<void> {
+  const { log } = deps;
+  const { clock, metrics, clients, kube, events } = parts;
+  const setup = await setUpDriver(options, deps, metrics);
   const { driverName } = setup;
   metrics.current.setDriverName(driverName);
   let elector: LeaderElector | undefined;
@@ -217,7 +281,6 @@ export async function runAttacher(options: Options, deps: AttacherDeps): Promise
       throw err;
     })
     : undefined;
-  if (http) deps.onHttpListening?.(http.port);
   try {
     const work = (signal: AbortSignal) =>
       runController({
@@ -226,6 +289,7 @@ export async function runAttacher(options: Options, deps: AttacherDeps): Promise
         clock,
         setup,
         kube,
+        events,
         metrics: metrics.current,
         signal,
         onReady: () => {
@@ -239,7 +303,8 @@ export async function runAttacher(options: Options, deps: AttacherDeps): Promise
     }
     const identity = leaderIdentity(deps.env.hostname());
     elector = new LeaderElector({
-      kube: deps.kube(metrics.kube),
+      kube: clients.create(metrics.kube),
+      events,
       clock,
       log,
       metrics: metrics.current,
@@ -278,8 +343,10 @@ interface ControllerRun {
   clock: Clock;
   /** The driver's name and the handler chosen for it. */
   setup: DriverSetup;
-  /** The API client of the informers. */
+  /** The API client of the informers and the handler. */
   kube: KubeApi;
+  /** The process's Event path. */
+  events: EventRecorder;
   metrics: Metrics;
   /** Aborts when the attacher stops or loses the lease. */
   signal: AbortSignal;
@@ -324,16 +391,22 @@ async function runController(run: ControllerRun): Promise<void> {
   // Attaches and detaches have their own workers (beyond the Go attacher; README "Scheduling").
   const vaQueue = queue("csi-attacher-va", volumeAttachmentLanes(vaInformer));
   const pvQueue = queue("csi-attacher-pv");
+  const stores: HandlerStores = {
+    volumeAttachments: vaInformer,
+    persistentVolumes: pvInformer,
+    csiNodes: csiNodeInformer,
+  };
+  const { handler, memory, reconciler } = buildHandler({ ...run, stores, vaQueue });
   const controller = new AttachController({
     vaInformer,
     pvInformer,
-    csiNodeStore: csiNodeInformer,
     vaQueue,
     pvQueue,
-    handler: setup.handler,
+    handler,
+    memory,
+    reconciler,
     log,
     clock,
-    latency: setup.latency,
   }, {
     driverName: setup.driverName,
     workers: options.workerThreads,
@@ -341,7 +414,6 @@ async function runController(run: ControllerRun): Promise<void> {
       [ATTACH_LANE]: options.attachWorkerThreads,
       [DETACH_LANE]: options.detachWorkerThreads,
     },
-    reconcile: setup.reconcile,
     reconcileSyncMs: options.reconcileSyncMs,
   });
   const informers = Promise.all([
@@ -370,9 +442,50 @@ async function runController(run: ControllerRun): Promise<void> {
       informers,
       synced,
       backlog,
-      setup.events?.run(signal),
     ]);
   } finally {
     metrics.setPendingSource(undefined);
   }
+}
+
+/**
+ * The handler the driver calls for, with the per-VolumeAttachment memory it shares with the
+ * controller, and the ListVolumes reconciler when the driver can list published volumes.
+ */
+function buildHandler(
+  run: ControllerRun & { stores: HandlerStores; vaQueue: RateLimitingWorkQueue },
+): { handler: Handler; memory: AttachmentMemory; reconciler?: ListVolumesReconciler } {
+  const { options, log, clock, setup, kube, events, metrics, stores, vaQueue } = run;
+  const caps = setup.publishing;
+  if (setup.csi === undefined || caps === undefined) {
+    return {
+      handler: new TrivialHandler({ kube, log }),
+      memory: new AttachmentMemory({ backoff: vaQueue }),
+    };
+  }
+  const latency = new OperationLatency({
+    clock,
+    sink: {
+      observeAttachDuration: (seconds) => metrics.observeAttachDuration(seconds),
+      observeDetachDuration: (seconds) => metrics.observeDetachDuration(seconds),
+    },
+  });
+  const memory = new AttachmentMemory({ backoff: vaQueue, latency });
+  const csi = setup.csi;
+  const handler = new CsiHandler({ kube, csi, log, clock, stores, memory, events }, {
+    driverName: setup.driverName,
+    timeoutMs: options.timeoutMs,
+    supportsPublishReadOnly: caps.publishReadonly,
+    supportsSingleNodeMultiWriter: caps.singleNodeMultiWriter,
+    defaultFsType: options.defaultFsType,
+    attachErrorCodes: options.featureGates.MutableCSINodeAllocatableCount,
+  });
+  const reconciler = caps.reconcile
+    ? new ListVolumesReconciler({ csi, log, clock, stores, memory, queue: vaQueue }, {
+      driverName: setup.driverName,
+      timeoutMs: options.reconcileTimeoutMs,
+      maxEntries: options.maxEntries,
+    })
+    : undefined;
+  return { handler, memory, reconciler };
 }

@@ -333,13 +333,14 @@ export async function runScenario(config: ScenarioConfig, io: ScenarioIo): Promi
           userAgent: `csi-attacher/${VERSION}`,
         });
         clients.push(client);
-        return recordingKubeApi(client, {
+        const recorded = recordingKubeApi(client, {
           onStart: () => activity.start(),
           onFinish: (record) => {
             activity.finish();
             timeline.api(record);
           },
         });
+        return { ...recorded, close: () => client.close() };
       },
       env: {
         exit: (code) => {

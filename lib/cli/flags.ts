@@ -22,6 +22,7 @@
  */
 
 import { formatGoDuration, parseGoDuration } from "./duration.ts";
+import { errorText } from "../errors.ts";
 
 /** The value kinds a {@link FlagSet} knows, after Go's `flag` package. */
 export type FlagKind = "string" | "bool" | "int" | "uint" | "float" | "duration" | "custom";
@@ -112,7 +113,11 @@ export function parseGoBool(text: string): boolean {
   throw new Error(`strconv.ParseBool: parsing ${goQuote(text)}: invalid syntax`);
 }
 
-/** Go's `flag` package reasons for numeric values. */
+/**
+ * Go's `flag` package reasons for numeric values. Go replaces the `strconv`/`time` error with
+ * these (`flag.go` `numError`, `errParse`, `errRange`), dropping its detail; so do we: the
+ * errors thrown with them carry no cause, so that their text is exactly Go's.
+ */
 const PARSE_ERROR = "parse error";
 const RANGE_ERROR = "value out of range";
 
@@ -358,8 +363,8 @@ export class FlagSet {
       parse: (text) => {
         try {
           return parseGoBool(text);
-        } catch (err) {
-          throw new Error(PARSE_ERROR, { cause: err });
+        } catch {
+          throw new Error(PARSE_ERROR);
         }
       },
       isBool: true,
@@ -420,8 +425,8 @@ export class FlagSet {
       parse: (text) => {
         try {
           return parseGoDuration(text);
-        } catch (err) {
-          throw new Error(PARSE_ERROR, { cause: err });
+        } catch {
+          throw new Error(PARSE_ERROR);
         }
       },
       isBool: false,
@@ -502,7 +507,7 @@ export class FlagSet {
         try {
           flag.setText(text);
         } catch (err) {
-          const reason = err instanceof Error ? err.message : String(err);
+          const reason = errorText(err);
           throw new FlagError(
             value === undefined
               ? `invalid boolean flag ${name}: ${reason}`
@@ -520,7 +525,7 @@ export class FlagSet {
       try {
         flag.setText(value);
       } catch (err) {
-        const reason = err instanceof Error ? err.message : String(err);
+        const reason = errorText(err);
         throw new FlagError(`invalid value ${goQuote(value)} for flag -${name}: ${reason}`, {
           cause: err,
         });

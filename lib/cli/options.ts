@@ -14,6 +14,7 @@
 import { type Flag, FlagError, FlagSet, goQuote, parseGoBool } from "./flags.ts";
 import { type FeatureGates, featureGatesUsage, resolveFeatureGates } from "./feature_gates.ts";
 import { formatGoDuration, parseGoDuration } from "./duration.ts";
+import { errorText } from "../errors.ts";
 
 /** Log output formats (`--logging-format`). */
 export type LoggingFormat = "text" | "json";
@@ -27,8 +28,14 @@ export interface Options {
   kubeconfig: string;
   /** `--csi-address`: CSI endpoint; a path starting with `/` is a unix socket. */
   csiAddress: string;
-  /** `--timeout`: per-call timeout of ControllerPublish/Unpublish, Probe and one reconcile pass. */
+  /** `--timeout`: per-call timeout of ControllerPublish/Unpublish and Probe. */
   timeoutMs: number;
+  /**
+   * `--reconcile-timeout` (beyond the Go attacher, external-attacher#356): timeout of one whole
+   * ListVolumes reconcile pass, every page included; the flag's 0 means {@link timeoutMs},
+   * resolved here.
+   */
+  reconcileTimeoutMs: number;
   /** `--worker-threads`: VolumeAttachment workers, and as many PersistentVolume workers. */
   workerThreads: number;
   /**
@@ -164,7 +171,7 @@ function parseFeatureGateMap(
     try {
       result[key] = parseGoBool(value);
     } catch (err) {
-      const reason = err instanceof Error ? err.message : String(err);
+      const reason = errorText(err);
       throw new Error(`invalid value of ${key}: ${value}, err: ${reason}`, { cause: err });
     }
   }
@@ -196,7 +203,7 @@ function parseVmodule(text: string, current: string): string {
     try {
       parseUint31(parts[1]!);
     } catch (err) {
-      const reason = err instanceof Error ? err.message : String(err);
+      const reason = errorText(err);
       throw new Error(`parsing verbosity in ${goQuote(pattern)}: ${reason}`, { cause: err });
     }
   }
@@ -217,6 +224,7 @@ interface AttacherFlags {
   retryIntervalMax: Flag<number>;
   resync: Flag<number>;
   reconcileSync: Flag<number>;
+  reconcileTimeout: Flag<number>;
   maxEntries: Flag<number>;
   defaultFsType: Flag<string>;
   maxGrpcLogLength: Flag<number>;
@@ -248,13 +256,16 @@ interface AttacherFlags {
 /** Default of `--log-backlog-interval`. */
 const BACKLOG_INTERVAL_DEFAULT_MS = 30_000;
 
-/** A Go duration that is not negative, in ms. */
+/**
+ * A Go duration that is not negative, in ms. An unparsable one is Go's `errParse`, whose text
+ * is exactly "parse error" (the detail is dropped, as Go's flag package drops it).
+ */
 function parseNonNegativeDuration(text: string): number {
   let ms: number;
   try {
     ms = parseGoDuration(text);
-  } catch (err) {
-    throw new Error("parse error", { cause: err });
+  } catch {
+    throw new Error("parse error");
   }
   if (ms < 0) throw new Error("must not be negative");
   return ms;
@@ -461,6 +472,15 @@ function defineFlags(program: string): AttacherFlags {
       "Number of workers that detach volumes (VolumeAttachments being deleted). 0 means " +
         "--worker-threads.",
     ),
+    // Beyond the Go attacher: https://github.com/kubernetes-csi/external-attacher/issues/356
+    reconcileTimeout: fs.custom<number>(
+      "reconcile-timeout",
+      0,
+      "Timeout of one ListVolumes reconcile pass, all its pages included. 0 means the value of " +
+        "--timeout, which keeps bounding each ControllerPublish/ControllerUnpublish call. " +
+        "See https://github.com/kubernetes-csi/external-attacher/issues/356.",
+      { parse: parseNonNegativeDuration, typeName: "duration" },
+    ),
     // Beyond the Go attacher: https://github.com/kubernetes-csi/external-attacher/issues/706
     logBacklogInterval: fs.custom<number>(
       "log-backlog-interval",
@@ -559,6 +579,7 @@ export function parseOptions(
       kubeconfig: flags.kubeconfig.value,
       csiAddress: flags.csiAddress.value,
       timeoutMs: flags.timeout.value,
+      reconcileTimeoutMs: flags.reconcileTimeout.value || flags.timeout.value,
       workerThreads: flags.workerThreads.value,
       attachWorkerThreads: flags.attachWorkerThreads.value || flags.workerThreads.value,
       detachWorkerThreads: flags.detachWorkerThreads.value || flags.workerThreads.value,

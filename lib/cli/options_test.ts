@@ -26,6 +26,7 @@ Deno.test("parseOptions() defaults equal the Go attacher's (cmd/csi-attacher/mai
     kubeconfig: "",
     csiAddress: "/run/csi/socket",
     timeoutMs: 15_000,
+    reconcileTimeoutMs: 15_000,
     workerThreads: 10,
     attachWorkerThreads: 10,
     detachWorkerThreads: 10,
@@ -94,6 +95,8 @@ Deno.test("parseOptions() sets every flag, in single-dash and separate-value for
     "0",
     "-reconcile-sync",
     "2m",
+    "-reconcile-timeout",
+    "10m",
     "-max-entries",
     "100",
     "-default-fstype",
@@ -143,6 +146,7 @@ Deno.test("parseOptions() sets every flag, in single-dash and separate-value for
     kubeconfig: "/etc/kube.conf",
     csiAddress: "/csi.sock",
     timeoutMs: 90_000,
+    reconcileTimeoutMs: 600_000,
     workerThreads: 3,
     attachWorkerThreads: 3,
     detachWorkerThreads: 3,
@@ -419,6 +423,7 @@ Deno.test("usageText() lists every flag with its type and non-zero default", () 
     ["  -metrics-address :8080\n", undefined],
     ["  -metrics-path /metrics\n", '(default "/metrics")'],
     ["  -reconcile-sync duration\n", "(default 1m0s)"],
+    ["  -reconcile-timeout duration\n", undefined],
     ["  -resync duration\n", "(default 10m0s)"],
     ["  -retry-interval-max duration\n", "(default 5m0s)"],
     ["  -retry-interval-start duration\n", "(default 1s)"],
@@ -447,4 +452,26 @@ Deno.test("usageText() names the program given", () => {
   assert.ok(usageText("/csi-attacher").startsWith("Usage of /csi-attacher:\n"));
   const result = parseOptions(["--bogus"], { program: "/bin/x" });
   assert.ok("usage" in result && result.usage.startsWith("Usage of /bin/x:\n"));
+});
+
+Deno.test("parseOptions() reads --reconcile-timeout; 0 or unset means --timeout, negative or bad is exit 2", () => {
+  assert.equal(options([]).reconcileTimeoutMs, 15_000);
+  assert.equal(options(["--timeout=30s"]).reconcileTimeoutMs, 30_000, "follows --timeout");
+  assert.equal(options(["--timeout=30s", "--reconcile-timeout=0"]).reconcileTimeoutMs, 30_000);
+  const o = options(["--timeout=5s", "--reconcile-timeout=2m"]);
+  assert.equal(o.reconcileTimeoutMs, 120_000);
+  assert.equal(o.timeoutMs, 5_000, "--timeout keeps bounding each publish and unpublish");
+  assertUsageError(
+    parseOptions(["--reconcile-timeout=-1s"]),
+    'invalid value "-1s" for flag -reconcile-timeout: must not be negative',
+  );
+  assertUsageError(
+    parseOptions(["--reconcile-timeout=soon"]),
+    'invalid value "soon" for flag -reconcile-timeout: parse error',
+  );
+  assert.match(
+    usageText(),
+    /-reconcile-timeout duration\n[^\n]*--timeout[^\n]*external-attacher\/issues\/356/,
+    "--help names upstream external-attacher#356",
+  );
 });

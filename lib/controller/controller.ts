@@ -9,42 +9,16 @@
 
 import type { Clock } from "../clock.ts";
 import { realClock } from "../clock.ts";
-import type { Handler } from "./handler.ts";
-import type { OperationLatency } from "./operation_latency.ts";
+import type { Handler, SyncOutcome } from "./handler.ts";
+import type { AttachmentMemory } from "./attachment_memory.ts";
+import type { Reconciler } from "./reconciler.ts";
 import type { Logger } from "../observe/logger.ts";
 import { jsonEqual } from "../kube/json_patch.ts";
 import { isMigratablePersistentVolume } from "./migration.ts";
 import { finalizerName, MIGRATED_TO_ANNOTATION } from "./names.ts";
 import type { EventHandlers, ObjectStore } from "../kube/store.ts";
-import type { CsiNode, PersistentVolume, VolumeAttachment } from "../kube/types.ts";
-import type { QueueLanes } from "../workqueue/queue.ts";
+import type { PersistentVolume, VolumeAttachment } from "../kube/types.ts";
 import type { RateLimitingQueue } from "../workqueue/types.ts";
-
-/** The lane of the VolumeAttachment queue whose keys are attaches (and other non-deleted VAs). */
-export const ATTACH_LANE = "attach";
-/** The lane of the VolumeAttachment queue whose keys are VAs being deleted. */
-export const DETACH_LANE = "detach";
-
-/**
- * The lane a VolumeAttachment's key belongs in: detach once it is being deleted (or already gone
- * from the cache, when its sync only notices that), attach otherwise.
- */
-export function volumeAttachmentLane(va: VolumeAttachment | undefined): string {
-  return va === undefined || va.metadata.deletionTimestamp ? DETACH_LANE : ATTACH_LANE;
-}
-
-/**
- * The lanes of the VolumeAttachment queue: attach and detach, decided from `store` each time a
- * key becomes ready or is added again. Beyond the Go attacher, which has one queue and one
- * worker pool, so that a burst of detaches cannot delay attaches
- * (https://github.com/kubernetes-csi/external-attacher/issues/761).
- */
-export function volumeAttachmentLanes(store: ObjectStore<VolumeAttachment>): QueueLanes {
-  return {
-    names: [ATTACH_LANE, DETACH_LANE],
-    laneOf: (key) => volumeAttachmentLane(store.get(key)),
-  };
-}
 
 /** A cache that can also deliver events. */
 export interface InformerLike<T> extends ObjectStore<T> {
@@ -57,14 +31,18 @@ export interface InformerLike<T> extends ObjectStore<T> {
 export interface ControllerDeps {
   vaInformer: InformerLike<VolumeAttachment>;
   pvInformer: InformerLike<PersistentVolume>;
-  csiNodeStore: ObjectStore<CsiNode>;
   vaQueue: RateLimitingQueue;
   pvQueue: RateLimitingQueue;
   handler: Handler;
+  /**
+   * What is kept per VolumeAttachment (shared with the handler): told of every VA event of this
+   * driver, and forgotten when a VA is gone. Its backoff must be `vaQueue`'s.
+   */
+  memory: AttachmentMemory;
+  /** Run every {@link ControllerOptions.reconcileSyncMs}; no reconcile loop when unset. */
+  reconciler?: Reconciler;
   log: Logger;
   clock?: Clock;
-  /** Told of every VA event of this driver, to time attaches and detaches end to end. */
-  latency?: OperationLatency;
 }
 
 /** Options of {@link AttachController}. */
@@ -82,8 +60,6 @@ export interface ControllerOptions {
    * {@link workers} workers take keys of any lane.
    */
   laneWorkers?: Readonly<Record<string, number>>;
-  /** Whether to run {@link Handler.reconcile} periodically. */
-  reconcile: boolean;
   /** Period of the reconcile loop, counted from the end of the previous pass. */
   reconcileSyncMs: number;
 }
@@ -171,14 +147,6 @@ export class AttachController {
     this.#opts = opts;
     this.#clock = deps.clock ?? realClock;
     this.#log = deps.log;
-    deps.handler.init({
-      vaQueue: deps.vaQueue,
-      pvQueue: deps.pvQueue,
-      vaStore: deps.vaInformer,
-      pvStore: deps.pvInformer,
-      csiNodeStore: deps.csiNodeStore,
-      isVolumeAttachmentBusy: (name) => deps.vaQueue.isQueuedOrProcessing(name),
-    });
     deps.vaInformer.addHandlers({
       add: (va) => this.#vaAdded(va),
       update: (oldVA, newVA) => this.#vaUpdated(oldVA, newVA),
@@ -196,7 +164,7 @@ export class AttachController {
   }
 
   #noteSeen(va: VolumeAttachment): void {
-    if (va.spec?.attacher === this.#opts.driverName) this.#deps.latency?.seen(va);
+    if (va.spec?.attacher === this.#opts.driverName) this.#deps.memory.seen(va);
   }
 
   #vaUpdated(oldVA: VolumeAttachment, newVA: VolumeAttachment): void {
@@ -211,10 +179,8 @@ export class AttachController {
   }
 
   #vaDeleted(va: VolumeAttachment): void {
-    this.#deps.latency?.forget(va);
-    // Nothing is kept for a VA that is gone (client-go's Forget ends its backoff record).
-    this.#deps.vaQueue.forget(va.metadata.name);
-    this.#deps.handler.forgetVolumeAttachment(va.metadata.name);
+    // Nothing is kept for a VA that is gone, its backoff included.
+    this.#deps.memory.forget(va.metadata.name);
     // A deleted VA may have been the last user of its PV: let the PV queue decide whether the
     // PV finalizer can go.
     const pvName = va.spec?.source?.persistentVolumeName;
@@ -228,32 +194,36 @@ export class AttachController {
   }
 
   /**
-   * Syncs one VolumeAttachment key taken from the queue (from `lane` only, when given); false
-   * when the queue had none. With `wait`, a key that arrives once the queue is shutting down is
-   * handed back unsynced (it reached this worker after the stop) and the result is false.
+   * Waits for a VolumeAttachment key (of `lane` only, when given) and syncs it, as one step of a
+   * worker; `signal` (the controller's stop, when run by {@link run}) is handed to the sync. False
+   * when the queue is shutting down: a key that arrives then is handed back unsynced (it reached
+   * this worker after the stop).
    */
-  async processNextVolumeAttachment(wait = false, lane?: string): Promise<boolean> {
+  async processNextVolumeAttachment(
+    lane?: string,
+    signal: AbortSignal = NEVER_ABORTED,
+  ): Promise<boolean> {
     const queue = this.#deps.vaQueue;
-    const key = wait ? await queue.get(lane) : queue.tryGet(lane);
+    const key = await queue.get(lane);
     if (key === undefined) return false;
-    if (wait && queue.shuttingDown()) {
+    if (queue.shuttingDown()) {
       queue.done(key);
       return false;
     }
     try {
-      await this.#syncVolumeAttachment(key);
+      await this.#syncVolumeAttachment(key, signal);
     } finally {
       queue.done(key);
     }
     return true;
   }
 
-  /** Syncs one PersistentVolume key taken from the queue; like processNextVolumeAttachment. */
-  async processNextPersistentVolume(wait = false): Promise<boolean> {
+  /** Waits for a PersistentVolume key and syncs it; like processNextVolumeAttachment. */
+  async processNextPersistentVolume(): Promise<boolean> {
     const queue = this.#deps.pvQueue;
-    const key = wait ? await queue.get() : queue.tryGet();
+    const key = await queue.get();
     if (key === undefined) return false;
-    if (wait && queue.shuttingDown()) {
+    if (queue.shuttingDown()) {
       queue.done(key);
       return false;
     }
@@ -265,15 +235,14 @@ export class AttachController {
     return true;
   }
 
-  async #syncVolumeAttachment(name: string): Promise<void> {
+  async #syncVolumeAttachment(name: string, signal: AbortSignal): Promise<void> {
     const log = this.#log.with({ volumeAttachment: name });
     const va = this.#deps.vaInformer.get(name);
     if (!va) {
       log.v(4).info("VolumeAttachment was deleted in the meantime, ignoring");
       // A sync that failed while the VA was being deleted may have recorded a retry after
       // the delete event: this last sync of the key ends its records.
-      this.#deps.vaQueue.forget(name);
-      this.#deps.handler.forgetVolumeAttachment(name);
+      this.#deps.memory.forget(name);
       return;
     }
     if (va.spec?.attacher !== this.#opts.driverName) {
@@ -282,13 +251,15 @@ export class AttachController {
       });
       return;
     }
+    let outcome: SyncOutcome;
     try {
-      await this.#deps.handler.syncVolumeAttachment(va);
+      outcome = await this.#deps.handler.syncVolumeAttachment(va, signal);
     } catch (err) {
       // Handlers report their own failures; an exception here is a bug. Keep the key alive.
       log.error(err, "Unexpected failure syncing VolumeAttachment");
-      this.#deps.vaQueue.addRateLimited(name);
+      outcome = "retry";
     }
+    applyOutcome(this.#deps.vaQueue, name, outcome);
   }
 
   async #syncPersistentVolume(name: string): Promise<void> {
@@ -299,19 +270,23 @@ export class AttachController {
       this.#deps.pvQueue.forget(name);
       return;
     }
+    let outcome: SyncOutcome;
     try {
-      await this.#deps.handler.syncPersistentVolume(pv);
+      outcome = await this.#deps.handler.syncPersistentVolume(pv);
     } catch (err) {
       log.error(err, "Unexpected failure syncing PersistentVolume");
-      this.#deps.pvQueue.addRateLimited(name);
+      outcome = "retry";
     }
+    applyOutcome(this.#deps.pvQueue, name, outcome);
   }
 
   /**
    * Waits for the caches, then runs the workers (and the reconcile loop) until `signal` aborts.
-   * On abort the queues shut down and no worker takes another key; this resolves once every
-   * sync in flight has finished, so no CSI call is cut short by shutdown (each is bounded by
-   * `--timeout`) and none starts after it.
+   * On abort the queues shut down and no worker takes another key; a sync that has not called
+   * the driver yet stops where it is (an API request, a wait for the client's rate limiter), and
+   * one that has completes, its status write included. This resolves once every sync in flight
+   * has finished, so no CSI call is cut short by shutdown (each is bounded by `--timeout`) and
+   * none starts after it.
    */
   async run(signal: AbortSignal): Promise<void> {
     const { vaInformer, pvInformer, vaQueue, pvQueue } = this.#deps;
@@ -330,16 +305,17 @@ export class AttachController {
     const loops: Promise<void>[] = [];
     for (let i = 0; i < this.#opts.workers; i++) {
       if (this.#opts.laneWorkers === undefined) {
-        loops.push(this.#worker(signal, () => this.processNextVolumeAttachment(true)));
+        loops.push(this.#worker(signal, () => this.processNextVolumeAttachment(undefined, signal)));
       }
-      loops.push(this.#worker(signal, () => this.processNextPersistentVolume(true)));
+      loops.push(this.#worker(signal, () => this.processNextPersistentVolume()));
     }
     for (const [lane, n] of Object.entries(this.#opts.laneWorkers ?? {})) {
       for (let i = 0; i < n; i++) {
-        loops.push(this.#worker(signal, () => this.processNextVolumeAttachment(true, lane)));
+        loops.push(this.#worker(signal, () => this.processNextVolumeAttachment(lane, signal)));
       }
     }
-    if (this.#opts.reconcile) loops.push(this.#reconcileLoop(signal));
+    const reconciler = this.#deps.reconciler;
+    if (reconciler !== undefined) loops.push(this.#reconcileLoop(reconciler, signal));
     await Promise.all(loops);
     this.#log.info("Shutting down CSI attacher");
   }
@@ -356,10 +332,10 @@ export class AttachController {
     }
   }
 
-  async #reconcileLoop(signal: AbortSignal): Promise<void> {
+  async #reconcileLoop(reconciler: Reconciler, signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
       try {
-        await this.#deps.handler.reconcile(signal);
+        await reconciler.reconcile(signal);
       } catch (err) {
         this.#log.error(err, "Failed to reconcile volume attachments");
       }
@@ -371,3 +347,15 @@ export class AttachController {
     }
   }
 }
+
+/**
+ * Applies a sync's outcome to its key: client-go's `Forget` or `AddRateLimited`, or nothing for a
+ * sync stopped before the driver (the key is the next leader's work).
+ */
+function applyOutcome(queue: RateLimitingQueue, key: string, outcome: SyncOutcome): void {
+  if (outcome === "retry") queue.addRateLimited(key);
+  else if (outcome === "done") queue.forget(key);
+}
+
+/** The signal of syncs run outside {@link AttachController.run} (tests stepping by hand). */
+const NEVER_ABORTED: AbortSignal = new AbortController().signal;

@@ -1,11 +1,12 @@
 /**
- * Nothing is kept per VolumeAttachment after it is gone: the backoff record and the handler's
- * marks end when the VA is deleted, or when a later sync finds it gone.
+ * Nothing is kept per VolumeAttachment after it is gone: the backoff record and the
+ * per-VolumeAttachment memory end when the VA is deleted, or when a later sync finds it gone.
  */
 
 import assert from "node:assert/strict";
 import { AttachController } from "./controller.ts";
-import type { Handler, HandlerContext } from "./handler.ts";
+import type { Handler, SyncOutcome } from "./handler.ts";
+import { AttachmentMemory } from "./attachment_memory.ts";
 import { FakeInformer } from "../../testkit/fakes/fake_informer.ts";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { nullLogger } from "../observe/logger.ts";
@@ -22,26 +23,22 @@ function va(name: string): VolumeAttachment {
   };
 }
 
-/** Fails every sync (a retry with backoff) and records what it was told to forget. */
+/** Fails every sync (a retry with backoff). */
 class FailingHandler implements Handler {
-  ctx: HandlerContext | undefined;
+  syncVolumeAttachment(_va: VolumeAttachment): Promise<SyncOutcome> {
+    return Promise.resolve("retry");
+  }
+  syncPersistentVolume(_pv: PersistentVolume): Promise<SyncOutcome> {
+    return Promise.resolve("retry");
+  }
+}
+
+/** The per-VolumeAttachment memory, recording what it was told to forget. */
+class RecordingMemory extends AttachmentMemory {
   forgotten: string[] = [];
-  init(ctx: HandlerContext): void {
-    this.ctx = ctx;
-  }
-  syncVolumeAttachment(va: VolumeAttachment): Promise<void> {
-    this.ctx!.vaQueue.addRateLimited(va.metadata.name);
-    return Promise.resolve();
-  }
-  syncPersistentVolume(pv: PersistentVolume): Promise<void> {
-    this.ctx!.pvQueue.addRateLimited(pv.metadata.name);
-    return Promise.resolve();
-  }
-  reconcile(): Promise<void> {
-    return Promise.resolve();
-  }
-  forgetVolumeAttachment(name: string): void {
+  override forget(name: string): void {
     this.forgotten.push(name);
+    super.forget(name);
   }
 }
 
@@ -54,24 +51,24 @@ function setUp() {
     }, { name });
   const vaInformer = new FakeInformer<VolumeAttachment>();
   const pvInformer = new FakeInformer<PersistentVolume>();
-  const handler = new FailingHandler();
   const vaQueue = queue("va");
   const pvQueue = queue("pv");
+  const memory = new RecordingMemory({ backoff: vaQueue });
   const controller = new AttachController({
     vaInformer,
     pvInformer,
-    csiNodeStore: new FakeInformer(),
     vaQueue,
     pvQueue,
-    handler,
+    handler: new FailingHandler(),
+    memory,
     log: nullLogger,
     clock,
-  }, { driverName: DRIVER, workers: 1, reconcile: false, reconcileSyncMs: 60_000 });
-  return { clock, vaInformer, pvInformer, handler, vaQueue, pvQueue, controller };
+  }, { driverName: DRIVER, workers: 1, reconcileSyncMs: 60_000 });
+  return { clock, vaInformer, pvInformer, memory, vaQueue, pvQueue, controller };
 }
 
-Deno.test("AttachController forgets a VolumeAttachment's backoff and handler marks when it is deleted", async () => {
-  const { vaInformer, handler, vaQueue, controller } = setUp();
+Deno.test("AttachController forgets a VolumeAttachment's backoff and memory when it is deleted", async () => {
+  const { vaInformer, memory, vaQueue, controller } = setUp();
   const names = Array.from({ length: 100 }, (_, i) => `va-${i}`);
   for (const name of names) {
     vaInformer.set(va(name));
@@ -81,12 +78,12 @@ Deno.test("AttachController forgets a VolumeAttachment's backoff and handler mar
   }
   for (const name of names) vaInformer.emitDelete(va(name));
   for (const name of names) assert.equal(vaQueue.numRequeues(name), 0, name);
-  assert.deepEqual(handler.forgotten, names);
+  assert.deepEqual(memory.forgotten, names);
   vaQueue.shutDown();
 });
 
 Deno.test("AttachController forgets a key whose object is gone when its retry comes", async () => {
-  const { clock, vaInformer, pvInformer, handler, vaQueue, pvQueue, controller } = setUp();
+  const { clock, vaInformer, pvInformer, memory, vaQueue, pvQueue, controller } = setUp();
   // A failure recorded after the delete event (a sync in flight while the VA went away).
   vaQueue.addRateLimited("gone-va");
   pvQueue.addRateLimited("gone-pv");
@@ -97,7 +94,7 @@ Deno.test("AttachController forgets a key whose object is gone when its retry co
   assert.ok(await controller.processNextPersistentVolume());
   assert.equal(vaQueue.numRequeues("gone-va"), 0);
   assert.equal(pvQueue.numRequeues("gone-pv"), 0);
-  assert.deepEqual(handler.forgotten, ["gone-va"]);
+  assert.deepEqual(memory.forgotten, ["gone-va"]);
   vaQueue.shutDown();
   pvQueue.shutDown();
 });

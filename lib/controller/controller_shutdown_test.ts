@@ -4,7 +4,8 @@
 
 import assert from "node:assert/strict";
 import { AttachController } from "./controller.ts";
-import type { Handler, HandlerContext } from "./handler.ts";
+import type { Handler, SyncOutcome } from "./handler.ts";
+import { AttachmentMemory } from "./attachment_memory.ts";
 import { FakeInformer } from "../../testkit/fakes/fake_informer.ts";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { nullLogger } from "../observe/logger.ts";
@@ -18,18 +19,13 @@ const DRIVER = "csi.example.com";
 class SlowHandler implements Handler {
   started: string[] = [];
   #release: Array<() => void> = [];
-  init(_ctx: HandlerContext): void {}
-  syncVolumeAttachment(va: VolumeAttachment): Promise<void> {
+  syncVolumeAttachment(va: VolumeAttachment): Promise<SyncOutcome> {
     this.started.push(va.metadata.name);
-    return new Promise((resolve) => this.#release.push(resolve));
+    return new Promise((resolve) => this.#release.push(() => resolve("done")));
   }
-  syncPersistentVolume(_pv: PersistentVolume): Promise<void> {
-    return Promise.resolve();
+  syncPersistentVolume(_pv: PersistentVolume): Promise<SyncOutcome> {
+    return Promise.resolve("done");
   }
-  reconcile(): Promise<void> {
-    return Promise.resolve();
-  }
-  forgetVolumeAttachment(_name: string): void {}
   releaseAll(): void {
     for (const release of this.#release.splice(0)) release();
   }
@@ -48,13 +44,13 @@ Deno.test("AttachController.run(): after the stop no worker takes another key; s
   const controller = new AttachController({
     vaInformer,
     pvInformer: new FakeInformer<PersistentVolume>(),
-    csiNodeStore: new FakeInformer(),
     vaQueue,
     pvQueue: queue("pv"),
     handler,
+    memory: new AttachmentMemory({ backoff: vaQueue }),
     log: nullLogger,
     clock,
-  }, { driverName: DRIVER, workers: 3, reconcile: false, reconcileSyncMs: 60_000 });
+  }, { driverName: DRIVER, workers: 3, reconcileSyncMs: 60_000 });
   for (let i = 0; i < 20; i++) {
     vaInformer.emitAdd({
       metadata: { name: `va-${i}` },

@@ -1,8 +1,9 @@
 /**
- * The handler for drivers with ControllerPublishVolume: attach, detach, PV finalizers and the
- * ListVolumes reconciliation, call by call as the Go attacher's `csi_handler.go`
- * (external-attacher `pkg/controller/csi_handler.go`: `syncAttach`, `csiAttach`, `syncDetach`,
- * `csiDetach`, `markAsDetached`, `SyncNewOrUpdatedPersistentVolume`, `ReconcileVA`).
+ * The handler for drivers with ControllerPublishVolume: attach, detach and PV finalizers, call by
+ * call as the Go attacher's `csi_handler.go` (external-attacher `pkg/controller/csi_handler.go`:
+ * `syncAttach`, `csiAttach`, `syncDetach`, `csiDetach`, `markAsDetached`,
+ * `SyncNewOrUpdatedPersistentVolume`). The ListVolumes reconciliation (`ReconcileVA`) is
+ * `reconciler.ts`; what is kept per VolumeAttachment between syncs is `attachment_memory.ts`.
  *
  * Safety invariants, in the order the calls are made:
  * - ControllerPublishVolume is sent only after the VA finalizer is stored, so a published volume
@@ -18,11 +19,11 @@ import { errorText } from "../errors.ts";
 import { realClock } from "../clock.ts";
 import type { CsiClient, VolumeCapability } from "../csi/api.ts";
 import { CsiError } from "../csi/api.ts";
-import type { Handler, HandlerContext } from "./handler.ts";
-import type { OperationLatency } from "./operation_latency.ts";
+import type { EventSink } from "../events/recorder.ts";
+import type { Handler, HandlerStores, SyncOutcome } from "./handler.ts";
+import type { AttachmentMemory, UnrecordedPublish } from "./attachment_memory.ts";
 import type { KubeApi } from "../kube/api.ts";
 import {
-  CSI_NODES,
   isNotFound,
   notFoundError,
   PERSISTENT_VOLUMES,
@@ -31,29 +32,18 @@ import {
 } from "../kube/api.ts";
 import type { Logger } from "../observe/logger.ts";
 import { createMergePatch } from "../kube/merge_patch.ts";
-import {
-  isMigratablePersistentVolume,
-  MIGRATION_DRIVER_NAMES,
-  repairVolumeHandle,
-  translateInTreePersistentVolume,
-} from "./migration.ts";
+import { isMigratablePersistentVolume, MIGRATION_DRIVER_NAMES } from "./migration.ts";
 import { finalizerName, MIGRATED_TO_ANNOTATION, NODE_ID_ANNOTATION } from "./names.ts";
 import { addFinalizerPatch, removeFinalizerPatch } from "../kube/finalizer_patch.ts";
 import type {
   CsiPersistentVolumeSource,
+  ObjectReference,
   PersistentVolume,
-  PersistentVolumeSpec,
   Secret,
   VolumeAttachment,
 } from "../kube/types.ts";
 import { getVolumeCapability, getVolumeHandle } from "./volume_capability.ts";
-import type { InvolvedObject } from "../events/correlator.ts";
-
-/** Where the handler reports attach and detach outcomes as Events (`events/recorder.ts`). */
-export interface VolumeAttachmentEventSink {
-  /** Queues an Event; must return at once (it runs on the attach and detach path). */
-  record(object: InvolvedObject, type: "Normal" | "Warning", reason: string, message: string): void;
-}
+import { nodeIdOf, persistentVolumeNameOf, volumeSourceOf } from "./volume_source.ts";
 
 /** Reasons of the Events on VolumeAttachments. */
 export const EVENT_REASONS = {
@@ -69,16 +59,18 @@ export interface CsiHandlerDeps {
   csi: CsiClient;
   log: Logger;
   clock?: Clock;
-  /** Told when an attach or a detach is finished, for the end-to-end latency histograms. */
-  latency?: OperationLatency;
+  /** The informer caches of VolumeAttachments, PersistentVolumes and CSINodes. */
+  stores: HandlerStores;
+  /** What is kept per VolumeAttachment between syncs; shared with the controller. */
+  memory: AttachmentMemory;
   /** Events on VolumeAttachments (beyond the Go attacher, which records none); none if unset. */
-  events?: VolumeAttachmentEventSink;
+  events?: EventSink;
 }
 
 /** Options of {@link CsiHandler}; the capabilities come from ControllerGetCapabilities. */
 export interface CsiHandlerOptions {
   driverName: string;
-  /** Timeout of each ControllerPublish/Unpublish call and of one reconcile pass. */
+  /** Timeout of each ControllerPublish/Unpublish call (`--timeout`). */
   timeoutMs: number;
   supportsPublishReadOnly: boolean;
   supportsSingleNodeMultiWriter: boolean;
@@ -86,48 +78,25 @@ export interface CsiHandlerOptions {
   defaultFsType: string;
   /** Whether `attachError.errorCode` carries gRPC codes (gate MutableCSINodeAllocatableCount). */
   attachErrorCodes: boolean;
-  /** `max_entries` of each ListVolumes page; 0 means no limit. */
-  maxEntries: number;
-}
-
-/** What attach and detach need from the VA's source. */
-interface VolumeSource {
-  csi: CsiPersistentVolumeSource;
-  spec: PersistentVolumeSpec;
-  migrated: boolean;
 }
 
 /** What a successful publish gave: the driver's publish context, and the request it answered. */
-interface Published {
-  publishContext: Record<string, string>;
-  /** The request without its secrets, as a key ({@link CsiHandler} `#unrecordedPublishes`). */
-  request: string;
-}
+type Published = Omit<UnrecordedPublish, "uid">;
 
 /**
- * How the driver step of an attach or detach ended. `va` is the newest VolumeAttachment the step
- * saw (after its own metadata patch, if any): the one whose status a failure is written to.
+ * How the driver step of an attach or detach ended: done, failed, or stopped by the stop signal
+ * before the driver was called (nothing to record: the next leader takes the VA over). `va` is
+ * the newest VolumeAttachment the step saw (after its own metadata patch, if any): the one whose
+ * status a failure is written to.
  */
 type StepResult<T> =
   | { ok: true; va: VolumeAttachment; value: T }
-  | { ok: false; va: VolumeAttachment; error: unknown };
+  | { ok: false; va: VolumeAttachment; error: unknown }
+  | { ok: false; va: VolumeAttachment; stopped: true };
 
 /** The gRPC code of `err` if it is a gRPC status error, as Go's `status.FromError` tells. */
 function grpcCode(err: unknown): number | undefined {
   return err instanceof CsiError ? err.code : undefined;
-}
-
-/**
- * The identity of one state of a VolumeAttachment in the cache: its uid and resourceVersion. Any
- * write (ours or another's) and a delete and re-create under the same name change it.
- */
-function cachedVersion(va: VolumeAttachment): string {
-  return `${va.metadata.uid ?? ""}/${va.metadata.resourceVersion ?? ""}`;
-}
-
-/** A resourceVersion as an integer, or undefined when it is not one. */
-function parseResourceVersion(rv: string | undefined): bigint | undefined {
-  return rv !== undefined && /^[0-9]+$/.test(rv) ? BigInt(rv) : undefined;
 }
 
 /** Decodes a Secret's base64 `data` into strings. */
@@ -142,8 +111,8 @@ function secretValues(secret: Secret): Record<string, string> {
 }
 
 /** The reference an Event on `va` carries. */
-function involvedObject(va: VolumeAttachment): InvolvedObject {
-  const ref: InvolvedObject = {
+function involvedObject(va: VolumeAttachment): ObjectReference {
+  const ref: ObjectReference = {
     kind: "VolumeAttachment",
     apiVersion: "storage.k8s.io/v1",
     name: va.metadata.name,
@@ -153,104 +122,77 @@ function involvedObject(va: VolumeAttachment): InvolvedObject {
   return ref;
 }
 
-/** Attaches and detaches volumes through a CSI driver. */
+/**
+ * Attaches and detaches volumes through a CSI driver. Built with its stores and the shared
+ * per-VolumeAttachment memory; it is ready to sync once constructed.
+ */
 export class CsiHandler implements Handler {
   #kube: KubeApi;
   #csi: CsiClient;
   #log: Logger;
   #clock: Clock;
-  #latency: OperationLatency | undefined;
+  #stores: HandlerStores;
+  #memory: AttachmentMemory;
+  #events: EventSink | undefined;
   #opts: CsiHandlerOptions;
   #finalizer: string;
-  #ctx: HandlerContext | undefined;
-  /** VAs the reconciler found out of sync: their next sync calls the driver regardless. */
-  #forceSync = new Set<string>();
-  /**
-   * This handler's last writes that make a sync of an older cached VA pointless (`attached: true`
-   * after a publish; the finalizer removal and `attached: false` after an unpublish), by VA name,
-   * until the cache has them.
-   */
-  #ownWrites = new Map<string, { uid: string; resourceVersion: bigint }>();
-  /**
-   * Publishes the driver confirmed but whose `attached: true` could not be written, by VA name.
-   * The retry sends the same request to an idempotent call, so it records the earlier answer
-   * instead of publishing again; any other request, a detach, or a VA the cache shows attached
-   * (a forced sync: the driver no longer lists it) calls the driver.
-   */
-  #unrecordedPublishes = new Map<string, { uid: string } & Published>();
-  #events: VolumeAttachmentEventSink | undefined;
-  /**
-   * The operation that last failed, by VA name, for the Normal Event of the success that follows
-   * even when the cache does not show the error yet (or saving it failed). An entry lives until
-   * the VA's next successful attach or detach, or until the VA is gone.
-   */
-  #failed = new Map<string, "attach" | "detach">();
 
   constructor(deps: CsiHandlerDeps, opts: CsiHandlerOptions) {
     this.#kube = deps.kube;
     this.#csi = deps.csi;
     this.#log = deps.log;
     this.#clock = deps.clock ?? realClock;
-    this.#latency = deps.latency;
+    this.#stores = deps.stores;
+    this.#memory = deps.memory;
     this.#events = deps.events;
     this.#opts = opts;
     this.#finalizer = finalizerName(opts.driverName);
   }
 
-  init(ctx: HandlerContext): void {
-    this.#ctx = ctx;
-  }
-
-  #context(): HandlerContext {
-    if (!this.#ctx) throw new Error("CsiHandler used before init()");
-    return this.#ctx;
-  }
-
-  forgetVolumeAttachment(name: string): void {
-    this.#forceSync.delete(name);
-    this.#ownWrites.delete(name);
-    this.#failed.delete(name);
-    this.#unrecordedPublishes.delete(name);
-  }
-
-  #consumeForceSync(name: string): boolean {
-    return this.#forceSync.delete(name);
-  }
-
-  async syncVolumeAttachment(va: VolumeAttachment): Promise<void> {
-    const name = va.metadata.name;
-    const log = this.#log.with({ volumeAttachment: name });
-    const queue = this.#context().vaQueue;
-    if (this.#olderThanOwnWrite(va)) {
+  /**
+   * Attaches or detaches `va`. When `signal` aborts (the attacher stops) before the driver is
+   * called, the sync stops there: the API request or rate-limiter wait it is in ends, nothing is
+   * recorded (no `attachError`, no Event) and the outcome is `stopped`. Once the driver was
+   * called, the sync completes whatever `signal` does: the status write after a successful
+   * publish or unpublish is made, so the next leader does not redo it.
+   */
+  async syncVolumeAttachment(va: VolumeAttachment, signal: AbortSignal): Promise<SyncOutcome> {
+    const log = this.#log.with({ volumeAttachment: va.metadata.name });
+    if (this.#memory.isOlderThanOwnWrite(va)) {
       log.v(4).info(
         "Cached VolumeAttachment is older than the attach or detach just recorded, skipping",
       );
-      queue.forget(name);
-      return;
+      return "done";
     }
+    let outcome: "done" | "stopped";
     try {
-      if (va.metadata.deletionTimestamp) {
-        await this.#syncDetach(va, log);
-      } else {
-        await this.#syncAttach(va, log);
-      }
+      outcome = va.metadata.deletionTimestamp
+        ? await this.#syncDetach(va, log, signal)
+        : await this.#syncAttach(va, log, signal);
     } catch (err) {
       log.error(err, "Error processing VolumeAttachment, will retry");
-      queue.addRateLimited(name); // re-queue with exponential backoff
-      return;
+      return "retry"; // re-queue with exponential backoff
     }
-    queue.forget(name); // finished successfully: reset the backoff
+    if (outcome === "stopped") {
+      log.v(2).info("Stopping before the driver was called; the VolumeAttachment is left as is");
+    }
+    return outcome; // done: finished successfully, reset the backoff
   }
 
-  async #syncAttach(va: VolumeAttachment, log: Logger): Promise<void> {
-    const forced = this.#consumeForceSync(va.metadata.name);
+  async #syncAttach(
+    va: VolumeAttachment,
+    log: Logger,
+    signal: AbortSignal,
+  ): Promise<"done" | "stopped"> {
+    const forced = this.#memory.takeOutOfSync(va.metadata.name);
     if (!forced && va.status?.attached) {
       log.v(4).info("VolumeAttachment is already attached");
-      return;
+      return "done";
     }
     log.v(2).info("Attaching", { node: va.spec.nodeName });
-    const attached = await this.#csiAttach(va, log);
+    const attached = await this.#csiAttach(va, log, signal);
     if (!attached.ok) {
+      if ("stopped" in attached) return "stopped";
       await this.#saveError(attached.va, "attachError", attached.error, log);
       this.#recordFailure(attached.va, "attach", attached.error);
       throw new Error(`failed to attach: ${errorText(attached.error)}`, { cause: attached.error });
@@ -260,35 +202,41 @@ export class CsiHandler implements Handler {
       await this.#markAsAttached(attached.va, attached.value.publishContext);
     } catch (err) {
       if (va.metadata.uid) {
-        this.#unrecordedPublishes.set(va.metadata.name, {
+        this.#memory.rememberUnrecordedPublish(va.metadata.name, {
           uid: va.metadata.uid,
           ...attached.value,
         });
       }
       throw new Error(`failed to mark as attached: ${errorText(err)}`, { cause: err });
     }
-    this.#unrecordedPublishes.delete(va.metadata.name);
     this.#recordRecovery(va, "attach");
     log.v(4).info("Fully attached");
+    return "done";
   }
 
-  async #syncDetach(va: VolumeAttachment, log: Logger): Promise<void> {
-    const forced = this.#consumeForceSync(va.metadata.name);
-    this.#unrecordedPublishes.delete(va.metadata.name);
+  async #syncDetach(
+    va: VolumeAttachment,
+    log: Logger,
+    signal: AbortSignal,
+  ): Promise<"done" | "stopped"> {
+    const forced = this.#memory.takeOutOfSync(va.metadata.name);
+    this.#memory.takeUnrecordedPublish(va.metadata.name); // a detach: never recorded as attached
     if (!forced && !(va.metadata.finalizers ?? []).includes(this.#finalizer)) {
       log.v(4).info("VolumeAttachment is already detached");
-      this.#failed.delete(va.metadata.name); // it is going away: no Event will follow
-      return;
+      this.#memory.takeFailure(va.metadata.name); // it is going away: no Event will follow
+      return "done";
     }
     log.v(2).info("Detaching", { node: va.spec.nodeName });
-    const detached = await this.#csiDetach(va, log);
+    const detached = await this.#csiDetach(va, log, signal);
     if (!detached.ok) {
+      if ("stopped" in detached) return "stopped";
       await this.#saveError(detached.va, "detachError", detached.error, log);
       this.#recordFailure(detached.va, "detach", detached.error);
       throw new Error(`failed to detach: ${errorText(detached.error)}`, { cause: detached.error });
     }
     this.#recordRecovery(va, "detach");
     log.v(2).info("Fully detached", { node: va.spec.nodeName });
+    return "done";
   }
 
   /**
@@ -296,16 +244,14 @@ export class CsiHandler implements Handler {
    * secret values: secrets are only read into the CSI request).
    */
   #recordFailure(va: VolumeAttachment, op: "attach" | "detach", err: unknown): void {
-    this.#failed.set(va.metadata.name, op);
+    this.#memory.recordFailure(va.metadata.name, op);
     const reason = op === "attach" ? EVENT_REASONS.attachFailed : EVENT_REASONS.detachFailed;
     this.#events?.record(involvedObject(va), "Warning", reason, errorText(err));
   }
 
   /** A Normal Event when the attach or detach that just succeeded had failed before. */
   #recordRecovery(va: VolumeAttachment, op: "attach" | "detach"): void {
-    const name = va.metadata.name;
-    const failedHere = this.#failed.get(name) === op;
-    this.#failed.delete(name);
+    const failedHere = this.#memory.takeFailure(va.metadata.name) === op;
     const hadError = op === "attach"
       ? va.status?.attachError != null
       : va.status?.detachError != null;
@@ -317,66 +263,26 @@ export class CsiHandler implements Handler {
     this.#events?.record(involvedObject(va), "Normal", reason, message);
   }
 
-  /** The CSI source of the VA, with the source checks and PV lookups both paths share. */
-  #volumeSource(va: VolumeAttachment, pv: PersistentVolume | undefined): VolumeSource {
-    const source = va.spec.source ?? {};
-    if (pv) {
-      let migrated = false;
-      let spec = pv.spec;
-      if (isMigratablePersistentVolume(pv)) {
-        try {
-          spec = translateInTreePersistentVolume(pv).spec;
-        } catch (err) {
-          throw new Error(`failed to translate in tree pv to CSI: ${errorText(err)}`, {
-            cause: err,
-          });
-        }
-        migrated = true;
-      }
-      if (!spec.csi) throw new Error("pv spec contained non-csi source that was not migrated");
-      return { csi: spec.csi, spec, migrated };
-    }
-    const inline = source.inlineVolumeSpec;
-    if (!inline?.csi) throw new Error("inline volume spec contains nil CSI source");
-    return { csi: inline.csi, spec: inline, migrated: false };
-  }
-
-  /** Checks that the VA names exactly one source and returns the PV name, if any. */
-  #checkSource(va: VolumeAttachment): string | undefined {
-    const source = va.spec.source ?? {};
-    if (source.persistentVolumeName) {
-      if (source.inlineVolumeSpec) {
-        throw new Error(
-          "both InlineCSIVolumeSource and PersistentVolumeName specified in VA source",
-        );
-      }
-      return source.persistentVolumeName;
-    }
-    if (!source.inlineVolumeSpec) {
-      throw new Error(
-        "neither InlineCSIVolumeSource nor PersistentVolumeName specified in VA source",
-      );
-    }
-    return undefined;
-  }
-
   #getPersistentVolume(name: string): PersistentVolume {
-    const pv = this.#context().pvStore.get(name);
+    const pv = this.#stores.persistentVolumes.get(name);
     if (!pv) throw notFoundError(PERSISTENT_VOLUMES, name);
     return pv;
   }
 
   /**
    * Everything of an attach up to and including ControllerPublishVolume: the source checks, the PV
-   * finalizer, the VA finalizer and node ID annotation, then the driver call.
+   * finalizer, the VA finalizer and node ID annotation, then the driver call. The API requests
+   * before the call end when `signal` aborts, and the call is not made once it has.
    */
   async #csiAttach(
     va: VolumeAttachment,
     log: Logger,
+    signal: AbortSignal,
   ): Promise<StepResult<Published>> {
     let current = va;
+    let calledDriver = false;
     try {
-      const pvName = this.#checkSource(va);
+      const pvName = persistentVolumeNameOf(va);
       let pv: PersistentVolume | undefined;
       if (pvName !== undefined) {
         pv = this.#getPersistentVolume(pvName);
@@ -385,14 +291,14 @@ export class CsiHandler implements Handler {
           throw new Error(`PersistentVolume "${pv.metadata.name}" is marked for deletion`);
         }
         try {
-          pv = await this.#addPersistentVolumeFinalizer(pv, log);
+          pv = await this.#addPersistentVolumeFinalizer(pv, log, signal);
         } catch (err) {
           throw new Error(`could not add PersistentVolume finalizer: ${errorText(err)}`, {
             cause: err,
           });
         }
       }
-      const source = this.#volumeSource(va, pv);
+      const source = volumeSourceOf(va, pv);
       const volumeContext = { ...(source.csi.volumeAttributes ?? {}) };
       const handle = getVolumeHandle(source.csi);
       const readonly = this.#opts.supportsPublishReadOnly ? handle.readOnly : false;
@@ -400,7 +306,7 @@ export class CsiHandler implements Handler {
         supportsSingleNodeMultiWriter: this.#opts.supportsSingleNodeMultiWriter,
         defaultFsType: this.#opts.defaultFsType,
       });
-      const secrets = await this.#getCredentials(source.csi);
+      const secrets = await this.#getCredentials(source.csi, signal);
       const nodeId = this.#getNodeId(va.spec.nodeName, undefined);
 
       // Store the finalizer (and the node ID for detach) before the driver publishes anything.
@@ -431,6 +337,7 @@ export class CsiHandler implements Handler {
             VOLUME_ATTACHMENTS,
             va.metadata.name,
             { type: "merge", body: metadataPatch },
+            { signal },
           );
         } catch (err) {
           throw new Error(`could not save VolumeAttachment: ${errorText(err)}`, { cause: err });
@@ -440,8 +347,7 @@ export class CsiHandler implements Handler {
 
       const volumeId = handle.volumeHandle;
       const request = JSON.stringify([volumeId, nodeId, capability, readonly, volumeContext]);
-      const earlier = this.#unrecordedPublishes.get(va.metadata.name);
-      this.#unrecordedPublishes.delete(va.metadata.name);
+      const earlier = this.#memory.takeUnrecordedPublish(va.metadata.name);
       if (
         earlier !== undefined && earlier.uid === va.metadata.uid && earlier.request === request &&
         !va.status?.attached
@@ -452,7 +358,9 @@ export class CsiHandler implements Handler {
         });
         return { ok: true, va: current, value: earlier };
       }
+      if (signal.aborted) return { ok: false, va: current, stopped: true };
       log.v(4).info("Calling ControllerPublishVolume", { volumeHandle: volumeId, nodeID: nodeId });
+      calledDriver = true;
       const res = await this.#csi.controllerPublishVolume(
         {
           volumeId,
@@ -466,29 +374,42 @@ export class CsiHandler implements Handler {
       );
       return { ok: true, va: current, value: { publishContext: res.publishContext, request } };
     } catch (error) {
+      if (!calledDriver && signal.aborted) return { ok: false, va: current, stopped: true };
       return { ok: false, va: current, error };
     }
   }
 
-  /** Everything of a detach: the source checks, ControllerUnpublishVolume, then the VA writes. */
-  async #csiDetach(va: VolumeAttachment, log: Logger): Promise<StepResult<void>> {
+  /**
+   * Everything of a detach: the source checks, ControllerUnpublishVolume, then the VA writes. As
+   * in {@link #csiAttach}, `signal` ends the steps before the driver call, and only those.
+   */
+  async #csiDetach(
+    va: VolumeAttachment,
+    log: Logger,
+    signal: AbortSignal,
+  ): Promise<StepResult<void>> {
+    let calledDriver = false;
     try {
-      const pvName = this.#checkSource(va);
+      const pvName = persistentVolumeNameOf(va);
       const pv = pvName === undefined ? undefined : this.#getPersistentVolume(pvName);
-      const source = this.#volumeSource(va, pv);
+      const source = volumeSourceOf(va, pv);
       const { volumeHandle } = getVolumeHandle(source.csi);
-      const secrets = await this.#getCredentials(source.csi);
+      const secrets = await this.#getCredentials(source.csi, signal);
       const nodeId = this.#getNodeId(va.spec.nodeName, va);
+      if (signal.aborted) return { ok: false, va, stopped: true };
       log.v(4).info("Calling ControllerUnpublishVolume", { volumeHandle, nodeID: nodeId });
+      calledDriver = true;
       await this.#csi.controllerUnpublishVolume(
         { volumeId: volumeHandle, nodeId, secrets: secrets ?? {} },
         this.#callOptions(source.migrated),
       );
     } catch (error) {
+      if (!calledDriver && signal.aborted) return { ok: false, va, stopped: true };
       return { ok: false, va, error };
     }
     const marked = await this.#markAsDetached(va);
     if (!marked.ok) {
+      if ("stopped" in marked) return marked;
       const error = new Error(`could not mark as detached: ${errorText(marked.error)}`, {
         cause: marked.error,
       });
@@ -507,12 +428,13 @@ export class CsiHandler implements Handler {
   async #addPersistentVolumeFinalizer(
     pv: PersistentVolume,
     log: Logger,
+    signal: AbortSignal,
   ): Promise<PersistentVolume> {
     if ((pv.metadata.finalizers ?? []).includes(this.#finalizer)) return pv;
     const updated = await this.#kube.patch<PersistentVolume>(PERSISTENT_VOLUMES, pv.metadata.name, {
       type: "json",
       body: addFinalizerPatch(pv.metadata.finalizers, this.#finalizer),
-    });
+    }, { signal });
     log.v(4).info("PersistentVolume finalizer added", { persistentVolume: pv.metadata.name });
     return updated;
   }
@@ -520,6 +442,7 @@ export class CsiHandler implements Handler {
   /** The controller-publish secrets of the volume, or undefined when it names none. */
   async #getCredentials(
     csi: CsiPersistentVolumeSource,
+    signal: AbortSignal,
   ): Promise<Record<string, string> | undefined> {
     const ref = csi.controllerPublishSecretRef;
     if (!ref) return undefined;
@@ -527,7 +450,7 @@ export class CsiHandler implements Handler {
     const name = ref.name ?? "";
     let secret: Secret;
     try {
-      secret = await this.#kube.get<Secret>(SECRETS, name, { namespace });
+      secret = await this.#kube.get<Secret>(SECRETS, name, { namespace, signal });
     } catch (err) {
       throw new Error(`failed to load secret "${namespace}/${name}": ${errorText(err)}`, {
         cause: err,
@@ -536,23 +459,9 @@ export class CsiHandler implements Handler {
     return secretValues(secret);
   }
 
-  /**
-   * The driver's node ID for `nodeName`, from its CSINode. For detach (`va` given) the VA's
-   * annotation is the fallback when the CSINode or its driver entry is gone.
-   */
+  /** The driver's node ID for `nodeName`; see {@link nodeIdOf}. */
   #getNodeId(nodeName: string, va: VolumeAttachment | undefined): string {
-    const csiNode = this.#context().csiNodeStore.get(nodeName);
-    let err: Error;
-    if (csiNode) {
-      const entry = (csiNode.spec?.drivers ?? []).find((d) => d.name === this.#opts.driverName);
-      if (entry) return entry.nodeID;
-      err = new Error(`CSINode ${nodeName} does not contain driver ${this.#opts.driverName}`);
-    } else {
-      err = notFoundError(CSI_NODES, nodeName);
-    }
-    const annotated = va?.metadata.annotations?.[NODE_ID_ANNOTATION];
-    if (annotated !== undefined) return annotated;
-    throw err;
+    return nodeIdOf(this.#stores.csiNodes, this.#opts.driverName, nodeName, va);
   }
 
   async #markAsAttached(
@@ -571,41 +480,8 @@ export class CsiHandler implements Handler {
       { type: "merge", body: createMergePatch({ status: va.status ?? {} }, { status: next }) },
       { subresource: "status" },
     );
-    this.#latency?.attached(va);
-    this.#recordOwnWrite(va.metadata.name, written);
-  }
-
-  /**
-   * Remembers a write of {@link #ownWrites}; `written` is the object the API server returned.
-   * Entries are dropped once the cache has the write (see {@link #olderThanOwnWrite}), or when
-   * the VA is deleted ({@link forgetVolumeAttachment}).
-   */
-  #recordOwnWrite(name: string, written: VolumeAttachment | undefined): void {
-    const rv = parseResourceVersion(written?.metadata?.resourceVersion);
-    if (rv !== undefined && written?.metadata.uid) {
-      this.#ownWrites.set(name, { uid: written.metadata.uid, resourceVersion: rv });
-    }
-  }
-
-  /**
-   * True when the cached VA is older than the `attached: true` this handler wrote for it, or
-   * than its finalizer removal or `attached: false` after an unpublish. The VA is queued again by
-   * its own metadata patch (or by the reconciler), and that sync may start before the watch has
-   * delivered the write: without this check it would publish (or unpublish) the volume a second
-   * time. The watch event of the write queues the VA again, so nothing is lost by skipping. Like
-   * client-go's MutationCache, this compares resourceVersions as integers; a non-numeric one is
-   * never treated as stale.
-   */
-  #olderThanOwnWrite(va: VolumeAttachment): boolean {
-    const name = va.metadata.name;
-    const own = this.#ownWrites.get(name);
-    if (own === undefined) return false;
-    const cached = parseResourceVersion(va.metadata.resourceVersion);
-    if (own.uid === va.metadata.uid && cached !== undefined && cached < own.resourceVersion) {
-      return true;
-    }
-    this.#ownWrites.delete(name);
-    return false;
+    this.#memory.attached(va);
+    this.#memory.recordOwnWrite(va.metadata.name, written);
   }
 
   /**
@@ -634,8 +510,8 @@ export class CsiHandler implements Handler {
       } catch (error) {
         return { ok: false, va, error };
       }
-      this.#recordOwnWrite(va.metadata.name, current);
-      this.#latency?.detached(va);
+      this.#memory.recordOwnWrite(va.metadata.name, current);
+      this.#memory.detached(va);
     }
     if (!found && !current.status?.attached) return { ok: true, va: current, value: undefined };
     const next = {
@@ -654,7 +530,7 @@ export class CsiHandler implements Handler {
         },
         { subresource: "status" },
       );
-      this.#recordOwnWrite(va.metadata.name, written);
+      this.#memory.recordOwnWrite(va.metadata.name, written);
     } catch (error) {
       // The VA is gone: nothing left to mark.
       if (isNotFound(error)) return { ok: true, va: current, value: undefined };
@@ -689,28 +565,24 @@ export class CsiHandler implements Handler {
     }
   }
 
-  async syncPersistentVolume(pv: PersistentVolume): Promise<void> {
+  async syncPersistentVolume(pv: PersistentVolume): Promise<SyncOutcome> {
     const name = pv.metadata.name;
-    const { vaStore, pvQueue } = this.#context();
     const log = this.#log.with({ persistentVolume: name });
     const rollback = isMigratablePersistentVolume(pv) &&
       pv.metadata.annotations?.[MIGRATED_TO_ANNOTATION] !== this.#opts.driverName;
     if (!pv.metadata.deletionTimestamp && !rollback) {
       log.v(4).info("PersistentVolume is not being deleted, ignoring");
-      pvQueue.forget(name);
-      return;
+      return "done";
     }
-    if (!(pv.metadata.finalizers ?? []).includes(this.#finalizer)) {
-      pvQueue.forget(name);
-      return;
-    }
-    const user = vaStore.list().find((va) => va.spec?.source?.persistentVolumeName === name);
+    if (!(pv.metadata.finalizers ?? []).includes(this.#finalizer)) return "done";
+    const user = this.#stores.volumeAttachments.list().find((va) =>
+      va.spec?.source?.persistentVolumeName === name
+    );
     if (user) {
       log.v(4).info("PersistentVolume is still used by a VolumeAttachment, keeping its finalizer", {
         volumeAttachment: user.metadata.name,
       });
-      pvQueue.forget(name);
-      return;
+      return "done";
     }
     try {
       await this.#kube.patch(PERSISTENT_VOLUMES, name, {
@@ -719,91 +591,9 @@ export class CsiHandler implements Handler {
       });
     } catch (err) {
       log.error(err, "Failed to remove PersistentVolume finalizer, will retry");
-      pvQueue.addRateLimited(name);
-      return;
+      return "retry";
     }
     log.v(2).info("PersistentVolume finalizer removed");
-    pvQueue.forget(name);
-  }
-
-  /**
-   * One ListVolumes pass (external-attacher `pkg/controller/csi_handler.go, ReconcileVA`): every
-   * VA whose `status.attached` differs from what the driver reports for its volume and node is
-   * queued with a forced sync, which calls the driver even if the VA looks done.
-   *
-   * Unlike the Go attacher, a difference is acted on only when it is real. The driver's answer
-   * and the cache are read at different times, so a VA is left to its own sync when it
-   * - is queued or being synced (an attach or detach in flight: the driver may already show its
-   *   result while the cache does not), or
-   * - changed in the cache since the pass started (the answer may predate the change).
-   * Such a VA is looked at again in the next pass; a difference that remains is repaired then.
-   */
-  async reconcile(signal: AbortSignal): Promise<void> {
-    const { vaStore, pvStore, vaQueue, isVolumeAttachmentBusy } = this.#context();
-    // The state of every VA before the driver is asked: a VA whose cached state differs from
-    // this afterwards changed while ListVolumes ran.
-    const before = new Map<string, string>();
-    for (const va of vaStore.list()) before.set(va.metadata.name, cachedVersion(va));
-    const deadline = this.#clock.now() + this.#opts.timeoutMs;
-    const published = new Map<string, Set<string>>();
-    let token = "";
-    do {
-      if (signal.aborted) return;
-      const timeoutMs = Math.max(1, deadline - this.#clock.now());
-      let page;
-      try {
-        page = await this.#csi.listVolumes({
-          maxEntries: this.#opts.maxEntries,
-          startingToken: token,
-        }, {
-          timeoutMs,
-        });
-      } catch (err) {
-        throw new Error(`failed to ListVolumes: failed to list volumes: ${errorText(err)}`, {
-          cause: err,
-        });
-      }
-      for (const entry of page.entries) {
-        published.set(entry.volumeId, new Set(entry.publishedNodeIds));
-      }
-      token = page.nextToken;
-    } while (token !== "");
-
-    for (const va of vaStore.list()) {
-      if (va.spec?.attacher !== this.#opts.driverName) continue;
-      const name = va.metadata.name;
-      const log = this.#log.with({ volumeAttachment: name });
-      let nodeId: string;
-      let volumeHandle: string;
-      try {
-        nodeId = this.#getNodeId(va.spec.nodeName, va);
-        const pvName = this.#checkSource(va);
-        const pv = pvName === undefined ? undefined : pvStore.get(pvName);
-        if (pvName !== undefined && !pv) throw notFoundError(PERSISTENT_VOLUMES, pvName);
-        const source = this.#volumeSource(va, pv);
-        volumeHandle = getVolumeHandle(source.csi).volumeHandle;
-        if (source.migrated) {
-          volumeHandle = repairVolumeHandle(source.csi.driver, volumeHandle, nodeId);
-        }
-      } catch (err) {
-        log.error(err, "Skipping VolumeAttachment in reconciliation");
-        continue;
-      }
-      const found = published.get(volumeHandle)?.has(nodeId) ?? false;
-      const attached = va.status?.attached ?? false;
-      if (found === attached) continue;
-      const fields = { volumeHandle, nodeID: nodeId, attached, published: found };
-      if (isVolumeAttachmentBusy(name)) {
-        log.v(4).info("VolumeAttachment is queued or being synced, not reconciling it", fields);
-        continue;
-      }
-      if (before.get(name) !== cachedVersion(va)) {
-        log.v(4).info("VolumeAttachment changed during ListVolumes, not reconciling it", fields);
-        continue;
-      }
-      log.v(2).info("Driver's published state differs from VolumeAttachment, requeueing", fields);
-      this.#forceSync.add(name);
-      vaQueue.add(name);
-    }
+    return "done";
   }
 }

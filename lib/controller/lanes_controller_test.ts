@@ -2,43 +2,19 @@
 
 import assert from "node:assert/strict";
 import { FakeInformer } from "../../testkit/fakes/fake_informer.ts";
-import type { CsiNode, PersistentVolume, VolumeAttachment } from "../kube/types.ts";
+import type { PersistentVolume, VolumeAttachment } from "../kube/types.ts";
+import { AttachmentMemory } from "./attachment_memory.ts";
 import { nullLogger } from "../observe/logger.ts";
 import { ItemExponentialFailureRateLimiter } from "../workqueue/rate_limiters.ts";
 import { RateLimitingWorkQueue } from "../workqueue/rate_limiting_queue.ts";
 import type { QueueLanes } from "../workqueue/queue.ts";
-import {
-  ATTACH_LANE,
-  AttachController,
-  DETACH_LANE,
-  volumeAttachmentLane,
-  volumeAttachmentLanes,
-} from "./controller.ts";
+import { AttachController } from "./controller.ts";
+import { volumeAttachmentLanes } from "./lanes.ts";
 import type { Handler } from "./handler.ts";
 
-function va(name: string, deleted = false): VolumeAttachment {
-  return {
-    metadata: { name, deletionTimestamp: deleted ? "2026-01-01T00:00:00Z" : undefined },
-    spec: { attacher: "d", nodeName: "n", source: { persistentVolumeName: "p" } },
-  };
-}
-
-Deno.test("volumeAttachmentLane(): detach once deleted or gone, attach otherwise", () => {
-  assert.equal(volumeAttachmentLane(va("a")), ATTACH_LANE);
-  assert.equal(volumeAttachmentLane(va("a", true)), DETACH_LANE);
-  assert.equal(volumeAttachmentLane(undefined), DETACH_LANE);
-  const store = new FakeInformer<VolumeAttachment>([va("x"), va("y", true)]);
-  const lanes = volumeAttachmentLanes(store);
-  assert.deepEqual(lanes.names, [ATTACH_LANE, DETACH_LANE]);
-  assert.deepEqual(["x", "y", "z"].map(lanes.laneOf), [ATTACH_LANE, DETACH_LANE, DETACH_LANE]);
-});
-
 const noopHandler: Handler = {
-  init() {},
-  syncVolumeAttachment: () => Promise.resolve(),
-  syncPersistentVolume: () => Promise.resolve(),
-  reconcile: () => Promise.resolve(),
-  forgetVolumeAttachment() {},
+  syncVolumeAttachment: () => Promise.resolve("done"),
+  syncPersistentVolume: () => Promise.resolve("done"),
 };
 
 function controller(laneWorkers: Record<string, number> | undefined, lanes?: QueueLanes) {
@@ -46,15 +22,16 @@ function controller(laneWorkers: Record<string, number> | undefined, lanes?: Que
     new RateLimitingWorkQueue({
       rateLimiter: new ItemExponentialFailureRateLimiter({ baseMs: 1, maxMs: 1 }),
     }, { name, lanes: l });
+  const vaQueue = queue("va", lanes);
   return new AttachController({
     vaInformer: new FakeInformer<VolumeAttachment>(),
     pvInformer: new FakeInformer<PersistentVolume>(),
-    csiNodeStore: new FakeInformer<CsiNode>(),
-    vaQueue: queue("va", lanes),
+    vaQueue,
     pvQueue: queue("pv"),
     handler: noopHandler,
+    memory: new AttachmentMemory({ backoff: vaQueue }),
     log: nullLogger,
-  }, { driverName: "d", workers: 2, laneWorkers, reconcile: false, reconcileSyncMs: 1 });
+  }, { driverName: "d", workers: 2, laneWorkers, reconcileSyncMs: 1 });
 }
 
 Deno.test("AttachController needs at least one worker for each lane of the VA queue", () => {

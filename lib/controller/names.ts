@@ -5,6 +5,8 @@
  * @module
  */
 
+import { sanitizeDriverName } from "../driver_name.ts";
+
 /** Annotation on a VolumeAttachment holding the node ID used at attach time (detach fallback). */
 export const NODE_ID_ANNOTATION = "csi.alpha.kubernetes.io/node-id";
 
@@ -13,21 +15,6 @@ export const MIGRATED_TO_ANNOTATION = "pv.kubernetes.io/migrated-to";
 
 /** Driver name used in dummy mode. */
 export const DUMMY_DRIVER_NAME = "csi/dummy";
-
-/**
- * Replaces every character outside `[a-zA-Z0-9-]` with `-`; a trailing `-` gets an `X` appended
- * (a Kubernetes name may not end with `-`).
- *
- * @example
- * ```ts
- * sanitizeDriverName("csi/test"); // "csi-test"
- * sanitizeDriverName("trailing\\"); // "trailing-X"
- * ```
- */
-export function sanitizeDriverName(driver: string): string {
-  const name = driver.replace(/[^a-zA-Z0-9-]/g, "-");
-  return name.endsWith("-") ? `${name}X` : name;
-}
 
 /** The finalizer this attacher puts on VolumeAttachments and PersistentVolumes. */
 export function finalizerName(driver: string): string {

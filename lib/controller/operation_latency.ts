@@ -42,6 +42,8 @@ const GONE_DETACHES_KEPT = 64;
 
 /** When an operation's wait started: an API timestamp or our first sight, whichever is later. */
 interface Start {
+  /** The uid of the VA it was started for: a VA re-created under the same name starts anew. */
+  uid: string;
   /** Monotonic ms of our first sight. */
   seenAt: number;
   /** How much later than our first sight the API timestamp is, ms (0 when it is earlier). */
@@ -49,23 +51,23 @@ interface Start {
 }
 
 /**
- * Tracks, per VolumeAttachment (by uid), when its attach and its detach started, and records the
- * duration when the attacher finishes them. Each operation is recorded at most once per VA.
+ * Tracks, per VolumeAttachment (by name, checked against its uid), when its attach and its
+ * detach started, and records the duration when the attacher finishes them. Each operation is
+ * recorded at most once per VA. Part of the per-VolumeAttachment memory
+ * ({@link import("./attachment_memory.ts").AttachmentMemory}), which forgets a VA here too.
  */
 export class OperationLatency {
   #clock: Clock;
-  #wallNow: () => number;
   #sink: OperationLatencySink;
-  /** Attaches under way, by VA uid. */
+  /** Attaches under way, by VA name. */
   #attaches = new Map<string, Start>();
-  /** Detaches under way, by VA uid. */
+  /** Detaches under way, by VA name. */
   #detaches = new Map<string, Start>();
-  /** Detaches whose VA is gone, oldest first; see {@link GONE_DETACHES_KEPT}. */
+  /** Detaches whose VA is gone, by uid, oldest first; see {@link GONE_DETACHES_KEPT}. */
   #goneDetaches = new Map<string, Start>();
 
   constructor(deps: OperationLatencyDeps) {
     this.#clock = deps.clock;
-    this.#wallNow = () => deps.clock.wallNow();
     this.#sink = deps.sink;
   }
 
@@ -73,23 +75,24 @@ export class OperationLatency {
   seen(va: VolumeAttachment): void {
     const uid = va.metadata.uid;
     if (!uid) return;
+    const name = va.metadata.name;
     if (va.metadata.deletionTimestamp) {
-      this.#attaches.delete(uid);
-      if (!this.#detaches.has(uid)) {
-        this.#detaches.set(uid, this.#start(va.metadata.deletionTimestamp));
+      this.#attaches.delete(name);
+      if (this.#detaches.get(name)?.uid !== uid) {
+        this.#detaches.set(name, this.#start(uid, va.metadata.deletionTimestamp));
       }
       return;
     }
-    if (va.status?.attached || this.#attaches.has(uid)) return;
-    this.#attaches.set(uid, this.#start(va.metadata.creationTimestamp));
+    if (va.status?.attached || this.#attaches.get(name)?.uid === uid) return;
+    this.#attaches.set(name, this.#start(uid, va.metadata.creationTimestamp));
   }
 
   /** Records the attach of `va` as finished (our `attached: true` write succeeded). */
   attached(va: VolumeAttachment): void {
-    const uid = va.metadata.uid;
-    const start = uid ? this.#attaches.get(uid) : undefined;
-    if (start === undefined) return;
-    this.#attaches.delete(uid!);
+    const name = va.metadata.name;
+    const start = this.#attaches.get(name);
+    if (start === undefined || start.uid !== va.metadata.uid) return;
+    this.#attaches.delete(name);
     this.#sink.observeAttachDuration(this.#seconds(start));
   }
 
@@ -97,41 +100,39 @@ export class OperationLatency {
   detached(va: VolumeAttachment): void {
     const uid = va.metadata.uid;
     if (!uid) return;
-    const start = this.#detaches.get(uid) ?? this.#goneDetaches.get(uid);
-    if (start === undefined) return;
-    this.#detaches.delete(uid);
-    this.#goneDetaches.delete(uid);
+    const name = va.metadata.name;
+    let start = this.#detaches.get(name);
+    if (start?.uid === uid) {
+      this.#detaches.delete(name);
+    } else {
+      start = this.#goneDetaches.get(uid);
+      if (start === undefined) return;
+      this.#goneDetaches.delete(uid);
+    }
     this.#sink.observeDetachDuration(this.#seconds(start));
   }
 
   /**
-   * Forgets a VA that is gone. A detach under way is kept a little longer (bounded): the delete
-   * event can arrive before the answer to the finalizer removal that let the VA go, and
-   * {@link detached} then still records it.
+   * Forgets the VA `name`, which is gone. A detach under way is kept a little longer (bounded):
+   * the delete event can arrive before the answer to the finalizer removal that let the VA go,
+   * and {@link detached} then still records it.
    */
-  forget(va: VolumeAttachment): void {
-    const uid = va.metadata.uid;
-    if (!uid) return;
-    this.#attaches.delete(uid);
-    const detach = this.#detaches.get(uid);
+  forget(name: string): void {
+    this.#attaches.delete(name);
+    const detach = this.#detaches.get(name);
     if (detach === undefined) return;
-    this.#detaches.delete(uid);
-    this.#goneDetaches.set(uid, detach);
+    this.#detaches.delete(name);
+    this.#goneDetaches.set(detach.uid, detach);
     if (this.#goneDetaches.size > GONE_DETACHES_KEPT) {
       const oldest = this.#goneDetaches.keys().next().value;
       if (oldest !== undefined) this.#goneDetaches.delete(oldest);
     }
   }
 
-  /** Number of operations being timed, gone VAs' detaches not counted (for tests). */
-  get size(): number {
-    return this.#attaches.size + this.#detaches.size;
-  }
-
-  #start(timestamp: string | undefined): Start {
+  #start(uid: string, timestamp: string | undefined): Start {
     const parsed = timestamp === undefined ? NaN : Date.parse(timestamp);
-    const after = Number.isFinite(parsed) ? parsed - this.#wallNow() : 0;
-    return { seenAt: this.#clock.now(), timestampAfterSeenMs: Math.max(0, after) };
+    const after = Number.isFinite(parsed) ? parsed - this.#clock.wallNow() : 0;
+    return { uid, seenAt: this.#clock.now(), timestampAfterSeenMs: Math.max(0, after) };
   }
 
   #seconds(start: Start): number {

@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { Handler, HandlerContext } from "./handler.ts";
+import type { Handler, SyncOutcome } from "./handler.ts";
 import { VOLUME_ATTACHMENTS } from "../kube/api.ts";
 import type { KubeApi } from "../kube/api.ts";
 import type { Logger } from "../observe/logger.ts";
@@ -16,25 +16,17 @@ import type { PersistentVolume, VolumeAttachment } from "../kube/types.ts";
 export class TrivialHandler implements Handler {
   #kube: KubeApi;
   #log: Logger;
-  #ctx: HandlerContext | undefined;
 
   constructor(deps: { kube: KubeApi; log: Logger }) {
     this.#kube = deps.kube;
     this.#log = deps.log;
   }
 
-  init(ctx: HandlerContext): void {
-    this.#ctx = ctx;
-  }
-
-  async syncVolumeAttachment(va: VolumeAttachment): Promise<void> {
-    const queue = this.#context().vaQueue;
+  /** Marks `va` attached; the write completes even when the attacher is stopping. */
+  async syncVolumeAttachment(va: VolumeAttachment, _signal: AbortSignal): Promise<SyncOutcome> {
     const name = va.metadata.name;
     const log = this.#log.with({ volumeAttachment: name });
-    if (va.status?.attached) {
-      queue.forget(name);
-      return;
-    }
+    if (va.status?.attached) return "done";
     log.v(2).info("Marking as attached");
     // As the CSI handler's markAsAttached with no publish context: attached, and no metadata or
     // error left over from an earlier attachment.
@@ -52,27 +44,14 @@ export class TrivialHandler implements Handler {
       }, { subresource: "status" });
     } catch (err) {
       log.error(err, "Failed to mark as attached");
-      queue.addRateLimited(name);
-      return;
+      return "retry";
     }
     log.v(2).info("Marked as attached");
-    queue.forget(name);
+    return "done";
   }
 
-  syncPersistentVolume(_pv: PersistentVolume): Promise<void> {
-    return Promise.resolve();
-  }
-
-  reconcile(_signal: AbortSignal): Promise<void> {
-    return Promise.resolve();
-  }
-
-  #context(): HandlerContext {
-    if (!this.#ctx) throw new Error("TrivialHandler used before init()");
-    return this.#ctx;
-  }
-
-  forgetVolumeAttachment(_name: string): void {
-    // Nothing is kept per VolumeAttachment.
+  /** PersistentVolumes carry no finalizer of this handler: nothing to do. */
+  syncPersistentVolume(_pv: PersistentVolume): Promise<SyncOutcome> {
+    return Promise.resolve("done");
   }
 }

@@ -19,22 +19,12 @@
  */
 
 import type { Clock } from "../clock.ts";
-import type { KubeObject } from "../kube/types.ts";
+import type { KubeObject, ObjectReference } from "../kube/types.ts";
 import { TokenBucket } from "../workqueue/token_bucket.ts";
-
-/** `v1.ObjectReference` of the object an Event is about. */
-export interface InvolvedObject {
-  kind: string;
-  apiVersion: string;
-  name: string;
-  namespace?: string;
-  uid?: string;
-  resourceVersion?: string;
-}
 
 /** A core/v1 Event, with the fields client-go's event recorder sets. */
 export interface CoreEvent extends KubeObject {
-  involvedObject: InvolvedObject;
+  involvedObject: ObjectReference;
   reason: string;
   message: string;
   /** `Normal` or `Warning`. */

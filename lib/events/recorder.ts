@@ -6,6 +6,11 @@
  * the shape of client-go's `tools/record` broadcaster with its sink (`event.go`
  * `recordToSink`), which also drops Events when its queue is full.
  *
+ * It is the one Event path of the attacher: the CSI handler's Events on VolumeAttachments and
+ * the leader elector's `LeaderElection` Events on its Lease go through the same queue,
+ * correlator and client. Each poster has its own `source` ({@link EventRecorder.withSource}),
+ * as each client-go recorder made by `EventBroadcaster.NewRecorder(scheme, source)` has.
+ *
  * @module
  */
 
@@ -13,12 +18,33 @@ import type { Clock } from "../clock.ts";
 import { ApiError, EVENTS, isNotFound, type KubeApi } from "../kube/api.ts";
 import type { Logger } from "../observe/logger.ts";
 import { formatTime } from "../kube/time.ts";
-import {
-  type CoreEvent,
-  EventCorrelator,
-  type EventCorrelatorOptions,
-  type InvolvedObject,
-} from "./correlator.ts";
+import type { ObjectReference } from "../kube/types.ts";
+import { type CoreEvent, EventCorrelator, type EventCorrelatorOptions } from "./correlator.ts";
+
+/** `Normal` or `Warning`, the two Event types client-go defines (`v1.EventTypeNormal`). */
+export type EventType = "Normal" | "Warning";
+
+/** Who posts an Event: `source.component` (and `reportingComponent`), `source.host`. */
+export interface EventSource {
+  component: string;
+  /** `source.host` and `reportingInstance`; "" or absent for none. */
+  host?: string;
+}
+
+/** Where a component records its Events; {@link EventRecorder} is the one implementation. */
+export interface EventSink {
+  /**
+   * Queues an Event about `object` and returns at once (it runs on the attach and detach path).
+   * The message is posted as given: never pass secrets.
+   */
+  record(object: ObjectReference, type: EventType, reason: string, message: string): void;
+}
+
+/** What hands out {@link EventSink}s with a source of their own (client-go `NewRecorder`). */
+export interface EventSinks {
+  /** A sink whose Events carry `source` instead of the recorder's own. */
+  withSource(source: EventSource): EventSink;
+}
 
 /** Collaborators of {@link EventRecorder}. */
 export interface EventRecorderDeps {
@@ -48,7 +74,7 @@ export interface EventRecorderOptions {
 const CLUSTER_SCOPED_EVENT_NAMESPACE = "default";
 
 /** Queues Events and posts them from {@link run}; see the module doc. */
-export class EventRecorder {
+export class EventRecorder implements EventSink, EventSinks {
   #deps: EventRecorderDeps;
   #component: string;
   #host: string;
@@ -77,10 +103,32 @@ export class EventRecorder {
   }
 
   /**
-   * Queues an Event about `object` and returns at once. Dropped (and logged at V(4)) when the
-   * queue is full. The message is posted as given: never pass secrets.
+   * Queues an Event about `object` with the recorder's own source and returns at once. Dropped
+   * (and logged at V(4)) when the queue is full. The message is posted as given: never pass
+   * secrets.
    */
-  record(object: InvolvedObject, type: "Normal" | "Warning", reason: string, message: string) {
+  record(object: ObjectReference, type: EventType, reason: string, message: string): void {
+    this.#enqueue({ component: this.#component, host: this.#host }, object, type, reason, message);
+  }
+
+  /**
+   * A sink that queues its Events here (same queue, correlator, client and budget) with
+   * `source` as their `source` and reporting component.
+   */
+  withSource(source: EventSource): EventSink {
+    const own: EventSource = { component: source.component, host: source.host ?? "" };
+    return {
+      record: (object, type, reason, message) => this.#enqueue(own, object, type, reason, message),
+    };
+  }
+
+  #enqueue(
+    source: EventSource,
+    object: ObjectReference,
+    type: EventType,
+    reason: string,
+    message: string,
+  ): void {
     if (this.#queue.length >= this.#maxQueued) {
       this.#deps.log.v(4).info("Event queue full, dropping Event", {
         kind: object.kind,
@@ -90,7 +138,7 @@ export class EventRecorder {
       return;
     }
     const wall = this.#deps.clock.wallNow();
-    const host = this.#host;
+    const host = source.host ?? "";
     const event: CoreEvent = {
       apiVersion: "v1",
       kind: "Event",
@@ -102,11 +150,11 @@ export class EventRecorder {
       reason,
       message,
       type,
-      source: host ? { component: this.#component, host } : { component: this.#component },
+      source: host ? { component: source.component, host } : { component: source.component },
       firstTimestamp: formatTime(wall),
       lastTimestamp: formatTime(wall),
       count: 1,
-      reportingComponent: this.#component,
+      reportingComponent: source.component,
       reportingInstance: host,
     };
     this.#queue.push(event);

@@ -5,10 +5,11 @@ import { ApiError, EVENTS, type KubeApi } from "../kube/api.ts";
 import { KubeClient } from "../kube/client.ts";
 import { connectionFromKubeconfigs } from "../kube/config.ts";
 import { nullLogger } from "../observe/logger.ts";
-import type { CoreEvent, InvolvedObject } from "./correlator.ts";
+import type { CoreEvent } from "./correlator.ts";
+import type { ObjectReference } from "../kube/types.ts";
 import { EventRecorder } from "./recorder.ts";
 
-const VA: InvolvedObject = {
+const VA: ObjectReference = {
   kind: "VolumeAttachment",
   apiVersion: "storage.k8s.io/v1",
   name: "va1",

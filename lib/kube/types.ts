@@ -33,6 +33,19 @@ export interface KubeObject {
   metadata: ObjectMeta;
 }
 
+/**
+ * `v1.ObjectReference`: the object an Event is about (`involvedObject`), with the fields
+ * client-go's `tools/reference.GetReference` fills in.
+ */
+export interface ObjectReference {
+  kind: string;
+  apiVersion: string;
+  name: string;
+  namespace?: string;
+  uid?: string;
+  resourceVersion?: string;
+}
+
 /** `storage.k8s.io/v1` VolumeError. */
 export interface VolumeError {
   time?: string | null;

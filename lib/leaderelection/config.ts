@@ -5,7 +5,7 @@
  * @module
  */
 
-import { sanitizeDriverName } from "../controller/names.ts";
+import { sanitizeDriverName } from "../driver_name.ts";
 
 /** The file holding the pod's namespace in a pod with a mounted service-account token. */
 export const SERVICE_ACCOUNT_NAMESPACE_FILE =

@@ -18,8 +18,8 @@ import { linkSignal, raceAbort } from "../abort.ts";
 import { isNotFound, type KubeApi, LEASES } from "../kube/api.ts";
 import type { Logger } from "../observe/logger.ts";
 import { formatMicroTime } from "../kube/time.ts";
-import { LeaderEventRecorder } from "./events.ts";
-import type { Lease } from "../kube/types.ts";
+import type { EventSink, EventSinks } from "../events/recorder.ts";
+import type { Lease, ObjectReference } from "../kube/types.ts";
 
 /** client-go's `JitterFactor`: acquire attempts are spread over 1–2.2 retry periods. */
 export const JITTER_FACTOR = 1.2;
@@ -40,8 +40,15 @@ export interface LeaderElectionMetrics {
 
 /** Dependencies of {@link LeaderElector}. */
 export interface LeaderElectorDeps {
-  /** API access for Leases (get, create, update) and Events (create). */
+  /** API access for Leases (get, create, update). */
   kube: KubeApi;
+  /**
+   * Where the `LeaderElection` Events go ("<identity> became leader" / "stopped leading", on the
+   * Lease, in its namespace), with the source client-go's leader election gives them
+   * (`<lease name>/<identity>`): the attacher's one Event path, `events/recorder.ts`. No Events
+   * when unset.
+   */
+  events?: EventSinks;
   /** Time source of every period, deadline and observation; defaults to the wall clock. */
   clock?: Clock;
   log: Logger;
@@ -75,11 +82,6 @@ export interface LeaderElectorOptions {
    * lease duration.
    */
   releaseOnCancel: boolean;
-  /**
-   * Emit `LeaderElection` Events ("<identity> became leader" / "stopped leading") in the lease
-   * namespace, as client-go's event recorder does. Failures are only logged. Default true.
-   */
-  emitEvents?: boolean;
   /** See {@link DEFAULT_HEALTH_CHECK_TIMEOUT_MS}. */
   healthCheckTimeoutMs?: number;
 }
@@ -148,6 +150,7 @@ type WorkOutcome = { failed: false } | { failed: true; error: unknown };
  * ```ts
  * import type { KubeApi } from "../kube/api.ts";
  * import type { Logger } from "../observe/logger.ts";
+ * import { leaderIdentity } from "./config.ts";
  *
  * async function runElected(
  *   kube: KubeApi,
@@ -185,7 +188,6 @@ export class LeaderElector {
   #retryPeriodMs: number;
   #labels: Record<string, string> | undefined;
   #releaseOnCancel: boolean;
-  #emitEvents: boolean;
   #healthCheckTimeoutMs: number;
 
   /** The last record this replica read or wrote. */
@@ -199,8 +201,8 @@ export class LeaderElector {
   /** The holder last passed to onNewLeader. */
   #reportedLeader = "";
   #running = false;
-  /** Posts the `LeaderElection` Events; run() waits for its posts before it returns. */
-  #events: LeaderEventRecorder;
+  /** Where the `LeaderElection` Events are queued; none when no sink was given. */
+  #events: EventSink | undefined;
 
   /**
    * Validates the timing as client-go's `NewLeaderElector` does.
@@ -250,15 +252,8 @@ export class LeaderElector {
       ? { ...opts.labels }
       : undefined;
     this.#releaseOnCancel = opts.releaseOnCancel;
-    this.#emitEvents = opts.emitEvents ?? true;
-    this.#events = new LeaderEventRecorder(
-      { kube: this.#kube, clock: this.#clock, log: this.#log },
-      {
-        name: opts.name,
-        namespace: opts.namespace,
-        identity: opts.identity,
-      },
-    );
+    // csi-lib-utils' leaderelection: `EventSource{Component: "<lock name>/<identity>"}`.
+    this.#events = deps.events?.withSource({ component: `${opts.name}/${opts.identity}` });
     this.#healthCheckTimeoutMs = healthCheckTimeoutMs;
   }
 
@@ -275,13 +270,14 @@ export class LeaderElector {
   /**
    * client-go's `HealthzAdaptor` check: an error when this replica is the leader and its
    * observed record has not changed (no successful renewal) for the lease duration plus the
-   * health-check timeout; undefined otherwise. Non-leaders are always healthy.
-   *
-   * @param now Local time in ms; defaults to the clock's.
+   * health-check timeout, on the elector's clock; undefined otherwise. Non-leaders are always
+   * healthy.
    */
-  healthCheck(now: number = this.#clock.now()): Error | undefined {
+  healthCheck(): Error | undefined {
     if (!this.isLeader()) return undefined;
-    if (now - this.#observedTime > this.#leaseDurationMs + this.#healthCheckTimeoutMs) {
+    if (
+      this.#clock.now() - this.#observedTime > this.#leaseDurationMs + this.#healthCheckTimeoutMs
+    ) {
       return new Error(`failed election to renew leadership on lease ${this.#name}`);
     }
     return undefined;
@@ -311,7 +307,6 @@ export class LeaderElector {
       if (await this.#acquire(signal, callbacks)) await this.#lead(signal, callbacks);
     } finally {
       this.#running = false;
-      await this.#events.flush();
     }
   }
 
@@ -650,12 +645,22 @@ export class LeaderElector {
     if (outcome.failed) this.#log.error(outcome.error, "Leader work failed while stopping");
   }
 
-  /** Posts a `LeaderElection` Event about the Lease (when enabled); failures are only logged. */
+  /**
+   * Queues a `LeaderElection` Event "<identity> <what>" about the Lease (client-go's
+   * `LeaseLock.RecordEvent`); the sink posts it off this path and only logs a failure.
+   */
   #recordEvent(what: string): void {
     const lease = this.#lease;
-    if (!this.#emitEvents || lease === undefined) return;
-    const request = this.#requestSignal();
-    this.#events.record(lease, what, request.signal).finally(() => request.done());
+    if (this.#events === undefined || lease === undefined) return;
+    const reference: ObjectReference = {
+      kind: "Lease",
+      apiVersion: "coordination.k8s.io/v1",
+      namespace: this.#namespace,
+      name: this.#name,
+      uid: lease.metadata.uid,
+      resourceVersion: lease.metadata.resourceVersion,
+    };
+    this.#events.record(reference, "Normal", "LeaderElection", `${this.#identity} ${what}`);
   }
 
   /**

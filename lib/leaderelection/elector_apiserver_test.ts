@@ -11,6 +11,7 @@ import { KubeClient } from "../kube/client.ts";
 import { connectionFromKubeconfigs } from "../kube/config.ts";
 import { LeaderElector } from "./elector.ts";
 import { nullLogger } from "../observe/logger.ts";
+import { EventRecorder } from "../events/recorder.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import { formatMicroTime } from "../kube/time.ts";
 import type { KubeObject, Lease } from "../kube/types.ts";
@@ -60,8 +61,23 @@ Deno.test("LeaderElector over HTTP: one leader, release on cancel, takeover by t
   const clock = new FakeClock(T0);
   const inFlight = new InFlight();
 
-  const elector = (kube: KubeApi, identity: string) =>
-    new LeaderElector({ kube: inFlight.wrap(kube), clock, log: nullLogger, random: () => 0 }, {
+  // Each replica's Event path, as runAttacher wires it: a recorder posting through its client.
+  const stopEvents = new AbortController();
+  const recorders: EventRecorder[] = [];
+  const posting: Promise<void>[] = [];
+  const elector = (kube: KubeApi, identity: string) => {
+    const events = new EventRecorder({ kube: inFlight.wrap(kube), clock, log: nullLogger }, {
+      component: "csi-attacher",
+    });
+    recorders.push(events);
+    posting.push(events.run(stopEvents.signal));
+    return new LeaderElector({
+      kube: inFlight.wrap(kube),
+      events,
+      clock,
+      log: nullLogger,
+      random: () => 0,
+    }, {
       name: NAME,
       namespace: NAMESPACE,
       identity,
@@ -70,6 +86,7 @@ Deno.test("LeaderElector over HTTP: one leader, release on cancel, takeover by t
       retryPeriodMs: 5_000,
       releaseOnCancel: true,
     });
+  };
   const a = elector(clientA, "replica-a");
   const b = elector(clientB, "replica-b");
   const stopA = new AbortController();
@@ -110,6 +127,7 @@ Deno.test("LeaderElector over HTTP: one leader, release on cancel, takeover by t
   // A shuts down: it releases the lease and B takes it at its next attempt (+15 s).
   stopA.abort();
   await runA;
+  await recorders[0]!.idle();
   lease = server.get<Lease>(LEASES, NAME, NAMESPACE);
   assert.equal(lease.spec.holderIdentity, "");
   assert.equal(lease.spec.leaseDurationSeconds, 1);
@@ -135,6 +153,9 @@ Deno.test("LeaderElector over HTTP: one leader, release on cancel, takeover by t
 
   stopB.abort();
   await runB;
+  for (const recorder of recorders) await recorder.idle();
+  stopEvents.abort();
+  await Promise.all(posting);
   await inFlight.idle();
   assert.equal(server.get<Lease>(LEASES, NAME, NAMESPACE).spec.holderIdentity, "");
   assert.equal(clock.pendingTimers(), 0);
@@ -176,7 +197,6 @@ Deno.test("a renewal throttled with 429 + Retry-After is retried within the rene
     renewDeadlineMs: 10_000,
     retryPeriodMs: 5_000,
     releaseOnCancel: false,
-    emitEvents: false,
   });
   const stop = new AbortController();
   let lost = false;

@@ -8,6 +8,7 @@ import {
   type LeaderElectorOptions,
 } from "./elector.ts";
 import { nullLogger } from "../observe/logger.ts";
+import { EventRecorder } from "../events/recorder.ts";
 import { formatMicroTime } from "../kube/time.ts";
 import type { Lease } from "../kube/types.ts";
 import { type FakeLeaseApi, FakeLeaseStore } from "../../testkit/fakes/fake_lease_api.ts";
@@ -57,6 +58,9 @@ class RecordingMetrics implements LeaderElectionMetrics {
 /** One replica under test: its own API client on the shared store, elector and callbacks. */
 class Replica {
   readonly api: FakeLeaseApi;
+  /** The replica's Event path (posting through its own API client), as `lib/run.ts` wires it. */
+  readonly events: EventRecorder;
+  readonly #stopEvents = new AbortController();
   readonly elector: LeaderElector;
   readonly metrics = new RecordingMetrics();
   readonly shutdown = new AbortController();
@@ -80,8 +84,12 @@ class Replica {
     extra: Partial<LeaderElectorOptions> = {},
   ) {
     this.api = store.client();
+    this.events = new EventRecorder({ kube: this.api, clock, log: nullLogger }, {
+      component: "csi-attacher",
+    });
     this.elector = new LeaderElector({
       kube: this.api,
+      events: this.events,
       clock,
       log: nullLogger,
       metrics: this.metrics,
@@ -99,6 +107,7 @@ class Replica {
   }
 
   start(): this {
+    const posting = this.events.run(this.#stopEvents.signal);
     this.done = this.elector.run(this.shutdown.signal, {
       onStartedLeading: (signal) => {
         this.started++;
@@ -113,6 +122,11 @@ class Replica {
       },
       onStoppedLeading: () => this.stopped++,
       onNewLeader: (identity) => this.newLeaders.push(identity),
+    }).finally(async () => {
+      // As runAttacher does: the Events queued by the end of the run are posted, then it stops.
+      await this.events.idle();
+      this.#stopEvents.abort();
+      await posting;
     }).then(
       () => {
         this.result = "resolved";
@@ -476,13 +490,14 @@ Deno.test("LeaderElector.healthCheck() fails once the leader has not renewed for
   assert.equal(a.stopped, 1);
   assert.equal(a.elector.isLeader(), true, "its last observed record still names it");
   assert.equal(a.elector.healthCheck(), undefined, "exactly leaseDuration + 20 s is still ok");
-  const err = a.elector.healthCheck(clock.now() + 1);
+  clock.advance(1);
+  const err = a.elector.healthCheck();
   assert.ok(err instanceof Error);
   assert.equal(err.message, `failed election to renew leadership on lease ${NAME}`);
   assert.equal(b.elector.isLeader(), true);
   assert.equal(b.elector.healthCheck(), undefined);
-  const c = new Replica(store, clock, "replica-c");
-  assert.equal(c.elector.healthCheck(T0 + 1e12), undefined, "non-leaders are always ok");
+  const c = new Replica(store, new FakeClock(T0 + 1e12), "replica-c");
+  assert.equal(c.elector.healthCheck(), undefined, "non-leaders are always ok");
   await stopAll(clock, a, b);
 });
 

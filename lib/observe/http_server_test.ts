@@ -136,7 +136,6 @@ Deno.test("startHttpServer() serves a real elector's health check", async () => 
     renewDeadlineMs: 10_000,
     retryPeriodMs: 5_000,
     releaseOnCancel: false,
-    emitEvents: false,
   });
   const shutdown = new AbortController();
   let stopped = 0;

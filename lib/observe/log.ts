@@ -17,7 +17,7 @@
  * @module
  */
 
-import type { Clock } from "../clock.ts";
+import { type Clock, realClock } from "../clock.ts";
 import { errorText } from "../errors.ts";
 import type { Fields, Logger } from "./logger.ts";
 
@@ -32,8 +32,8 @@ export interface LoggerOptions {
    * of the line and `\n` to stderr.
    */
   write?: (line: string) => void;
-  /** The time source for timestamps (default: the wall clock). */
-  clock?: Pick<Clock, "wallNow">;
+  /** The time source; only its wall time is read, for the line timestamps. @default realClock */
+  clock?: Clock;
   /** The pid in text lines (default: this process's pid). */
   pid?: number;
   /** Printed where klog prints `file:line` in text lines (default `attacher`). */
@@ -145,7 +145,7 @@ interface Sink {
   verbosity: number;
   format: "text" | "json";
   write: (line: string) => void;
-  clock: Pick<Clock, "wallNow">;
+  clock: Clock;
   pid: number;
   component: string;
   utc: boolean;
@@ -268,7 +268,7 @@ export function createLogger(options: LoggerOptions): Logger {
     verbosity: options.verbosity,
     format: options.format,
     write: options.write ?? stderrWriter(),
-    clock: options.clock ?? { wallNow: () => Date.now() },
+    clock: options.clock ?? realClock,
     pid: options.pid ?? Deno.pid,
     component: options.component ?? "attacher",
     utc: options.utc ?? false,

@@ -95,7 +95,7 @@ Deno.test("createLogger() json info line has ts, v, msg then fields", () => {
     { ts: T0 / 1000, v: 0, msg: "Started" },
     { ts: T0 / 1000, v: 4, msg: "Attached", volumeAttachment: "va1", attached: true },
   ]);
-  assert.ok(lines[1]!.startsWith(`{"ts":${T0 / 1000},"v":4,"msg":"Attached",`), lines[1]);
+  assert.ok(lines[1]!.startsWith(`{"ts":${T0 / 1000},"v":4,"msg":"Attached",`), lines[1]!);
 });
 
 Deno.test("createLogger() json error line has err and no v", () => {

@@ -3,7 +3,9 @@
  * names, help texts, labels and buckets the Go sidecar exposes:
  *
  * - csi-lib-utils' `csi_sidecar_operations_seconds` histogram of CSI calls;
- * - `process_start_time_seconds`;
+ * - client_golang's process metrics (`process_cpu_seconds_total`, `process_*_memory_bytes`,
+ *   `process_open_fds`, `process_max_fds`, `process_start_time_seconds`), read at each scrape
+ *   (`process_metrics.ts`);
  * - component-base's workqueue metrics (`workqueue_*{name}`), fed by the queues through
  *   {@link Metrics.queueMetricsProvider};
  * - component-base's leader-election metrics (`leader_election_master_status{name}`,
@@ -21,8 +23,9 @@
  *
  * Metrics that component-base registers carry its stability marker at the start of their help
  * text (`[ALPHA] `), exactly as the Go binary prints them. There is no module-level registry: it
- * would be shared by every test. The Go client's `go_*` and `process_*` runtime metrics (other than
- * the start time) are not exposed.
+ * would be shared by every test. The Go runtime's `go_*` family has no meaning here; the JavaScript
+ * heap is served in its place as `deno_heap_used_bytes`, `deno_heap_total_bytes` and
+ * `deno_heap_external_bytes` (`process_metrics.ts`).
  *
  * @module
  */
@@ -30,6 +33,7 @@
 import { Counter, Gauge, Histogram, Registry } from "../wire/prometheus/registry.ts";
 import { grpcCodeName } from "../csi/api.ts";
 import type { QueueMetricsProvider } from "../workqueue/metrics.ts";
+import { registerProcessMetrics } from "./process_metrics.ts";
 
 /** The `driver_name` label value until {@link Metrics.setDriverName} gives a name. */
 export const UNKNOWN_DRIVER_NAME = "unknown-driver";
@@ -78,7 +82,6 @@ const ALPHA = "[ALPHA] ";
 export const METRIC_HELP: Readonly<Record<string, string>> = Object.freeze({
   csi_sidecar_operations_seconds: ALPHA +
     "Container Storage Interface operation duration with gRPC error code status total",
-  process_start_time_seconds: "Start time of the process since unix epoch in seconds.",
   workqueue_depth: ALPHA + "Current depth of workqueue",
   workqueue_adds_total: ALPHA + "Total number of adds handled by workqueue",
   workqueue_queue_duration_seconds: ALPHA +
@@ -240,12 +243,10 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     buckets: [...CSI_OPERATION_BUCKETS],
     registry,
   });
-  const processStart = new Gauge({
-    name: "process_start_time_seconds",
-    help: METRIC_HELP.process_start_time_seconds!,
+  const processMetrics = registerProcessMetrics(
     registry,
-  });
-  processStart.set({}, opts.processStartTimeSeconds ?? performance.timeOrigin / 1000);
+    opts.processStartTimeSeconds ?? performance.timeOrigin / 1000,
+  );
 
   const leaderStatus = new Gauge({
     name: "leader_election_master_status",
@@ -343,6 +344,7 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     },
     metricsText(): Promise<string> {
       try {
+        processMetrics.refresh();
         return Promise.resolve(registry.metricsText());
       } catch (e) {
         return Promise.reject(e);

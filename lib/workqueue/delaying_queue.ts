@@ -98,11 +98,6 @@ export class DelayingWorkQueue extends WorkQueue implements DelayingQueue {
     this.#arm();
   }
 
-  /** Number of keys waiting for their due time (for information and tests). */
-  waitingLen(): number {
-    return this.#heap.length;
-  }
-
   /**
    * Shuts the queue down (see {@link WorkQueue.shutDown}), cancels the timer and drops every
    * waiting key.

@@ -1,11 +1,10 @@
 import assert from "node:assert/strict";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { DelayingWorkQueue } from "./delaying_queue.ts";
+import { takeAllReady } from "../../testkit/harness/ready_work.ts";
 
-function drain(q: DelayingWorkQueue): string[] {
-  const keys: string[] = [];
-  for (let key = q.tryGet(); key !== undefined; key = q.tryGet()) keys.push(key);
-  return keys;
+function drain(q: DelayingWorkQueue): Promise<string[]> {
+  return takeAllReady(q);
 }
 
 function newQueue(): { clock: FakeClock; q: DelayingWorkQueue } {
@@ -13,17 +12,17 @@ function newQueue(): { clock: FakeClock; q: DelayingWorkQueue } {
   return { clock, q: new DelayingWorkQueue({ clock }, { name: "" }) };
 }
 
-Deno.test("DelayingWorkQueue.addAfter adds the key once its delay has passed", () => {
+Deno.test("DelayingWorkQueue.addAfter adds the key once its delay has passed", async () => {
   const { clock, q } = newQueue();
   q.addAfter("a", 1000);
   assert.equal(q.len(), 0);
-  assert.equal(q.waitingLen(), 1);
+  assert.equal(clock.pendingTimers(), 1);
   clock.advance(999);
   assert.equal(q.len(), 0);
   clock.advance(1);
   assert.equal(q.len(), 1);
-  assert.equal(q.waitingLen(), 0);
-  assert.deepEqual(drain(q), ["a"]);
+  assert.equal(clock.pendingTimers(), 0);
+  assert.deepEqual(await drain(q), ["a"]);
   assert.equal(clock.pendingTimers(), 0);
 });
 
@@ -35,65 +34,65 @@ Deno.test("DelayingWorkQueue: a key waiting for its delay is not queued until it
   assert.equal(q.isQueuedOrProcessing("a"), true);
 });
 
-Deno.test("DelayingWorkQueue.addAfter with a delay <= 0 adds at once", () => {
+Deno.test("DelayingWorkQueue.addAfter with a delay <= 0 adds at once", async () => {
   const { clock, q } = newQueue();
   q.addAfter("a", 0);
   q.addAfter("b", -5);
-  assert.deepEqual(drain(q), ["a", "b"]);
+  assert.deepEqual(await drain(q), ["a", "b"]);
   assert.equal(clock.pendingTimers(), 0);
 });
 
-Deno.test("DelayingWorkQueue adds waiting keys in order of due time, ties first-come first", () => {
+Deno.test("DelayingWorkQueue adds waiting keys in order of due time, ties first-come first", async () => {
   const { clock, q } = newQueue();
   q.addAfter("late", 300);
   q.addAfter("early", 100);
   q.addAfter("mid-1", 200);
   q.addAfter("mid-2", 200);
   clock.advance(150);
-  assert.deepEqual(drain(q), ["early"]);
+  assert.deepEqual(await drain(q), ["early"]);
   clock.advance(1000);
-  assert.deepEqual(drain(q), ["mid-1", "mid-2", "late"]);
+  assert.deepEqual(await drain(q), ["mid-1", "mid-2", "late"]);
 });
 
-Deno.test("DelayingWorkQueue keeps the earliest due time when a waiting key is added again", () => {
+Deno.test("DelayingWorkQueue keeps the earliest due time when a waiting key is added again", async () => {
   const { clock, q } = newQueue();
   q.addAfter("a", 1000);
   q.addAfter("a", 100);
-  assert.equal(q.waitingLen(), 1);
+  assert.equal(clock.pendingTimers(), 1);
   clock.advance(100);
-  assert.deepEqual(drain(q), ["a"], "the sooner add moves the key earlier");
-  assert.equal(q.waitingLen(), 0);
+  assert.deepEqual(await drain(q), ["a"], "the sooner add moves the key earlier");
+  assert.equal(clock.pendingTimers(), 0);
   clock.advance(2000);
-  assert.deepEqual(drain(q), [], "the key is not added a second time");
+  assert.deepEqual(await drain(q), [], "the key is not added a second time");
 
   q.addAfter("b", 100);
   q.addAfter("b", 1000);
   clock.advance(100);
-  assert.deepEqual(drain(q), ["b"], "a later add does not delay the key");
+  assert.deepEqual(await drain(q), ["b"], "a later add does not delay the key");
   clock.advance(2000);
-  assert.deepEqual(drain(q), []);
+  assert.deepEqual(await drain(q), []);
 });
 
-Deno.test("DelayingWorkQueue moving a key earlier reorders it among other waiting keys", () => {
+Deno.test("DelayingWorkQueue moving a key earlier reorders it among other waiting keys", async () => {
   const { clock, q } = newQueue();
   for (let i = 0; i < 10; i++) q.addAfter(`k${i}`, 1000 + i * 100);
   q.addAfter("k7", 50);
   clock.advance(50);
-  assert.deepEqual(drain(q), ["k7"]);
+  assert.deepEqual(await drain(q), ["k7"]);
   clock.advance(10_000);
-  assert.deepEqual(drain(q), ["k0", "k1", "k2", "k3", "k4", "k5", "k6", "k8", "k9"]);
+  assert.deepEqual(await drain(q), ["k0", "k1", "k2", "k3", "k4", "k5", "k6", "k8", "k9"]);
 });
 
-Deno.test("DelayingWorkQueue a due key folds into the same key already ready", () => {
+Deno.test("DelayingWorkQueue a due key folds into the same key already ready", async () => {
   const { clock, q } = newQueue();
   q.addAfter("a", 100);
   q.add("a");
   q.add("b");
   clock.advance(100);
-  assert.deepEqual(drain(q), ["a", "b"]);
+  assert.deepEqual(await drain(q), ["a", "b"]);
 });
 
-Deno.test("DelayingWorkQueue arms one timer, for the earliest waiting key", () => {
+Deno.test("DelayingWorkQueue arms one timer, for the earliest waiting key", async () => {
   const { clock, q } = newQueue();
   q.addAfter("a", 500);
   q.addAfter("b", 300);
@@ -104,10 +103,10 @@ Deno.test("DelayingWorkQueue arms one timer, for the earliest waiting key", () =
   assert.equal(clock.nextTimerAt(), 500);
   clock.advance(600);
   assert.equal(clock.pendingTimers(), 0);
-  assert.deepEqual(drain(q), ["b", "a", "c"]);
+  assert.deepEqual(await drain(q), ["b", "a", "c"]);
 });
 
-Deno.test("DelayingWorkQueue splits delays longer than a runtime timer can take", () => {
+Deno.test("DelayingWorkQueue splits delays longer than a runtime timer can take", async () => {
   const { clock, q } = newQueue();
   const long = 40 * 24 * 3600 * 1000;
   q.addAfter("a", long);
@@ -115,7 +114,7 @@ Deno.test("DelayingWorkQueue splits delays longer than a runtime timer can take"
   clock.advance(2 ** 31 - 1);
   assert.equal(q.len(), 0);
   clock.advance(long - (2 ** 31 - 1));
-  assert.deepEqual(drain(q), ["a"]);
+  assert.deepEqual(await drain(q), ["a"]);
 });
 
 Deno.test("DelayingWorkQueue.shutDown cancels the timer, drops waiting keys, ignores addAfter", async () => {
@@ -125,7 +124,6 @@ Deno.test("DelayingWorkQueue.shutDown cancels the timer, drops waiting keys, ign
   const waiter = q.get();
   q.shutDown();
   assert.equal(clock.pendingTimers(), 0);
-  assert.equal(q.waitingLen(), 0);
   q.addAfter("c", 10);
   q.addAfter("d", 0);
   assert.equal(clock.pendingTimers(), 0);

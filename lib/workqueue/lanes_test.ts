@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { createMetrics } from "../observe/metrics.ts";
 import { WorkQueue } from "./queue.ts";
+import { takeAllReady, takeReady } from "../../testkit/harness/ready_work.ts";
 
 /** A two-lane queue whose lane of each key the test sets in `state`. */
 function laned(clock = new FakeClock(0)) {
@@ -14,13 +15,11 @@ function laned(clock = new FakeClock(0)) {
   return { q, state, metrics, clock };
 }
 
-function drain(q: WorkQueue, lane?: string): string[] {
-  const keys: string[] = [];
-  for (let key = q.tryGet(lane); key !== undefined; key = q.tryGet(lane)) keys.push(key);
-  return keys;
+function drain(q: WorkQueue, lane?: string): Promise<string[]> {
+  return takeAllReady(q, lane);
 }
 
-Deno.test("WorkQueue lanes: each key goes to the lane laneOf names, FIFO per lane", () => {
+Deno.test("WorkQueue lanes: each key goes to the lane laneOf names, FIFO per lane", async () => {
   const { q, state } = laned();
   try {
     state.set("d1", "detach");
@@ -29,25 +28,25 @@ Deno.test("WorkQueue lanes: each key goes to the lane laneOf names, FIFO per lan
     assert.equal(q.len(), 4);
     assert.equal(q.len("attach"), 2);
     assert.equal(q.len("detach"), 2);
-    assert.deepEqual(drain(q, "attach"), ["a1", "a2"]);
-    assert.deepEqual(drain(q, "detach"), ["d1", "d2"]);
+    assert.deepEqual(await drain(q, "attach"), ["a1", "a2"]);
+    assert.deepEqual(await drain(q, "detach"), ["d1", "d2"]);
   } finally {
     q.shutDown();
   }
 });
 
-Deno.test("WorkQueue lanes: tryGet() without a lane takes the key that became ready first", () => {
+Deno.test("WorkQueue lanes: get() without a lane takes the key that became ready first", async () => {
   const { q, state } = laned();
   try {
     state.set("d1", "detach");
     for (const key of ["d1", "a1", "a2"]) q.add(key);
-    assert.deepEqual(drain(q), ["d1", "a1", "a2"]);
+    assert.deepEqual(await drain(q), ["d1", "a1", "a2"]);
   } finally {
     q.shutDown();
   }
 });
 
-Deno.test("WorkQueue lanes: a waiting key whose lane changed moves when it is added again", () => {
+Deno.test("WorkQueue lanes: a waiting key whose lane changed moves when it is added again", async () => {
   const { q, state } = laned();
   try {
     q.add("va-1");
@@ -56,26 +55,30 @@ Deno.test("WorkQueue lanes: a waiting key whose lane changed moves when it is ad
     q.add("va-1");
     assert.equal(q.len("attach"), 1);
     assert.equal(q.len("detach"), 1);
-    assert.deepEqual(drain(q, "attach"), ["va-2"]);
-    assert.deepEqual(drain(q, "detach"), ["va-1"]);
-    assert.equal(q.tryGet(), undefined, "the old lane's entry must not hand the key out again");
+    assert.deepEqual(await drain(q, "attach"), ["va-2"]);
+    assert.deepEqual(await drain(q, "detach"), ["va-1"]);
+    assert.equal(
+      await takeReady(q),
+      undefined,
+      "the old lane's entry must not hand the key out again",
+    );
   } finally {
     q.shutDown();
   }
 });
 
-Deno.test("WorkQueue lanes: a key in processing is not handed to the other lane's workers", () => {
+Deno.test("WorkQueue lanes: a key in processing is not handed to the other lane's workers", async () => {
   const { q, state } = laned();
   try {
     q.add("va-1");
-    assert.equal(q.tryGet("attach"), "va-1");
+    assert.equal(await takeReady(q, "attach"), "va-1");
     state.set("va-1", "detach");
     q.add("va-1");
-    assert.equal(q.tryGet("detach"), undefined, "one worker at a time, across lanes");
+    assert.equal(await takeReady(q, "detach"), undefined, "one worker at a time, across lanes");
     assert.equal(q.isQueuedOrProcessing("va-1"), true);
     q.done("va-1");
     assert.equal(q.len("detach"), 1, "done puts it in the lane it belongs in now");
-    assert.equal(q.tryGet("detach"), "va-1");
+    assert.equal(await takeReady(q, "detach"), "va-1");
     q.done("va-1");
     assert.equal(q.isQueuedOrProcessing("va-1"), false);
   } finally {
@@ -112,7 +115,7 @@ Deno.test("WorkQueue lanes: shutDown releases the waiters of every lane", async 
 Deno.test("WorkQueue lanes: an unknown lane is a RangeError; bad lane lists are refused", () => {
   const { q } = laned();
   try {
-    assert.throws(() => q.tryGet("resize"), RangeError);
+    assert.throws(() => q.get("resize"), RangeError);
     assert.deepEqual(q.lanes(), ["attach", "detach"]);
   } finally {
     q.shutDown();
@@ -128,7 +131,7 @@ Deno.test("WorkQueue lanes: an unknown lane is a RangeError; bad lane lists are 
   assert.deepEqual(new WorkQueue({}, { name: "" }).lanes(), [""]);
 });
 
-Deno.test("WorkQueue lanes: oldestReady names the key waiting longest, a moved one included", () => {
+Deno.test("WorkQueue lanes: oldestReady names the key waiting longest, a moved one included", async () => {
   const { q, state, clock } = laned();
   try {
     state.set("d-old", "attach");
@@ -141,7 +144,7 @@ Deno.test("WorkQueue lanes: oldestReady names the key waiting longest, a moved o
     q.add("d-old"); // moves behind d-new, keeps its age
     assert.deepEqual(q.oldestReady("detach"), { key: "d-old", addedAt: 0 });
     assert.equal(q.oldestReady("attach"), undefined);
-    assert.equal(q.tryGet("detach"), "d-new");
+    assert.equal(await takeReady(q, "detach"), "d-new");
     assert.deepEqual(q.oldestReady("detach"), { key: "d-old", addedAt: 0 });
   } finally {
     q.shutDown();
@@ -160,7 +163,7 @@ Deno.test("WorkQueue lanes: metrics per lane besides the queue's own, depth foll
     assert.match(text, /^workqueue_depth\{name="va-attach"\} 1$/m);
     assert.match(text, /^workqueue_depth\{name="va-detach"\} 1$/m);
     assert.match(text, /^workqueue_adds_total\{name="va"\} 2$/m);
-    drain(q, "detach");
+    await drain(q, "detach");
     assert.match(await metrics.metricsText(), /^workqueue_depth\{name="va-detach"\} 0$/m);
   } finally {
     q.shutDown();

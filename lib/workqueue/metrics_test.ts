@@ -5,6 +5,7 @@ import { metricsEnabled, noopQueueMetricsProvider, type QueueMetricsProvider } f
 import { WorkQueue } from "./queue.ts";
 import { ItemExponentialFailureRateLimiter } from "./rate_limiters.ts";
 import { RateLimitingWorkQueue } from "./rate_limiting_queue.ts";
+import { takeReady } from "../../testkit/harness/ready_work.ts";
 
 /** A provider that records the metrics it created and every call made on them. */
 class RecordingProvider implements QueueMetricsProvider {
@@ -67,7 +68,7 @@ Deno.test("WorkQueue creates its metrics once, under its name", () => {
   q.shutDown();
 });
 
-Deno.test("WorkQueue metrics: adds, depth, queue latency and work duration in seconds", () => {
+Deno.test("WorkQueue metrics: adds, depth, queue latency and work duration in seconds", async () => {
   const clock = new FakeClock(0);
   const provider = new RecordingProvider();
   const q = new WorkQueue({ clock, metricsProvider: provider }, { name: "q" });
@@ -80,7 +81,7 @@ Deno.test("WorkQueue metrics: adds, depth, queue latency and work duration in se
   );
   clock.advance(1500);
   provider.take();
-  assert.equal(q.tryGet(), "a");
+  assert.equal(await takeReady(q), "a");
   assert.deepEqual(provider.take(), ["depth(q).dec()", "latency(q).observe(1.5)"]);
   q.add("a");
   assert.deepEqual(provider.take(), ["adds(q).inc()", "depth(q).inc()"], "add while processing");
@@ -88,7 +89,7 @@ Deno.test("WorkQueue metrics: adds, depth, queue latency and work duration in se
   provider.take();
   q.done("a");
   assert.deepEqual(provider.take(), ["workDuration(q).observe(0.25)"]);
-  assert.equal(q.tryGet(), "a");
+  assert.equal(await takeReady(q), "a");
   assert.deepEqual(provider.take(), ["depth(q).dec()", "latency(q).observe(0.25)"]);
   assert.equal(provider.values.get("depth(q)"), 0);
   assert.equal(provider.values.get("adds(q)"), 2);
@@ -96,7 +97,7 @@ Deno.test("WorkQueue metrics: adds, depth, queue latency and work duration in se
   q.shutDown();
 });
 
-Deno.test("WorkQueue updates unfinished-work gauges every 500 ms until shut down", () => {
+Deno.test("WorkQueue updates unfinished-work gauges every 500 ms until shut down", async () => {
   const clock = new FakeClock(0);
   const provider = new RecordingProvider();
   const q = new WorkQueue({ clock, metricsProvider: provider }, { name: "q" });
@@ -105,9 +106,9 @@ Deno.test("WorkQueue updates unfinished-work gauges every 500 ms until shut down
   assert.deepEqual(provider.take(), ["unfinished(q).set(0)", "longest(q).set(0)"]);
   q.add("a");
   q.add("b");
-  assert.equal(q.tryGet(), "a");
+  assert.equal(await takeReady(q), "a");
   clock.advance(200);
-  assert.equal(q.tryGet(), "b");
+  assert.equal(await takeReady(q), "b");
   provider.take();
   clock.advance(300);
   assert.deepEqual(provider.take(), ["unfinished(q).set(0.8)", "longest(q).set(0.5)"]);
@@ -152,7 +153,7 @@ Deno.test("RateLimitingWorkQueue.addRateLimited increments the retries counter",
   q.shutDown();
 });
 
-Deno.test("WorkQueue records nothing and runs no timer without metrics, or when unnamed", () => {
+Deno.test("WorkQueue records nothing and runs no timer without metrics, or when unnamed", async () => {
   const clock = new FakeClock(0);
   const provider = new RecordingProvider();
   const unnamed = new WorkQueue({ clock, metricsProvider: provider }, { name: "" });
@@ -161,7 +162,7 @@ Deno.test("WorkQueue records nothing and runs no timer without metrics, or when 
   assert.equal(clock.pendingTimers(), 0);
   for (const q of [unnamed, noop, none]) {
     q.add("a");
-    q.done(q.tryGet()!);
+    q.done((await takeReady(q))!);
   }
   assert.deepEqual(provider.created, []);
   assert.equal(metricsEnabled(provider, "q"), true);

@@ -134,8 +134,6 @@ export class WorkQueue implements Queue {
   #addedAt = new Map<string, number>();
   /** Pending `get()` calls of any lane, oldest first. Non-empty only while no key is ready. */
   #anyWaiters: Array<(key: string | undefined) => void> = [];
-  /** Pending `drained` calls. */
-  #drainWaiters: Array<() => void> = [];
   #shuttingDown = false;
   #metricsTimer: Timer | undefined;
 
@@ -216,7 +214,7 @@ export class WorkQueue implements Queue {
    * @throws {RangeError} for a lane the queue does not have.
    */
   get(lane?: string): Promise<string | undefined> {
-    const key = this.tryGet(lane);
+    const key = this.#tryGet(lane);
     if (key !== undefined || this.#shuttingDown) return Promise.resolve(key);
     const waiters = lane === undefined ? this.#anyWaiters : this.#lane(lane).waiters;
     return new Promise((resolve) => waiters.push(resolve));
@@ -229,7 +227,7 @@ export class WorkQueue implements Queue {
    *
    * @throws {RangeError} for a lane the queue does not have.
    */
-  tryGet(lane?: string): string | undefined {
+  #tryGet(lane?: string): string | undefined {
     let from: Lane | undefined;
     if (lane !== undefined) {
       from = this.#lane(lane);
@@ -271,7 +269,6 @@ export class WorkQueue implements Queue {
     lane.metrics?.done(key);
     this.#processing.delete(key);
     if (this.#dirty.has(key)) this.#makeReady(key);
-    this.#checkDrained();
   }
 
   /**
@@ -334,17 +331,6 @@ export class WorkQueue implements Queue {
     this.#anyWaiters = [];
     for (const l of this.#lanes) l.waiters = [];
     for (const resolve of waiters) resolve(undefined);
-    this.#checkDrained();
-  }
-
-  /**
-   * Resolves once the queue is shut down and no key is being processed, i.e. every key handed out
-   * has been {@link done} (client-go's `ShutDownWithDrain`, split in two). Keys still waiting do
-   * not delay it.
-   */
-  drained(): Promise<void> {
-    if (this.#isDrained()) return Promise.resolve();
-    return new Promise((resolve) => this.#drainWaiters.push(resolve));
   }
 
   /** True once {@link shutDown} was called. */
@@ -417,25 +403,14 @@ export class WorkQueue implements Queue {
 
   #handToWaiters(lane: Lane): void {
     while (lane.waiters.length > 0) {
-      const key = this.tryGet(lane.name);
+      const key = this.#tryGet(lane.name);
       if (key === undefined) return;
       lane.waiters.shift()!(key);
     }
     while (this.#anyWaiters.length > 0) {
-      const key = this.tryGet(lane.name);
+      const key = this.#tryGet(lane.name);
       if (key === undefined) return;
       this.#anyWaiters.shift()!(key);
     }
-  }
-
-  #isDrained(): boolean {
-    return this.#shuttingDown && this.#processing.size === 0;
-  }
-
-  #checkDrained(): void {
-    if (this.#drainWaiters.length === 0 || !this.#isDrained()) return;
-    const waiters = this.#drainWaiters;
-    this.#drainWaiters = [];
-    for (const resolve of waiters) resolve();
   }
 }

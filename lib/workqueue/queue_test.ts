@@ -1,11 +1,10 @@
 import assert from "node:assert/strict";
 import { WorkQueue } from "./queue.ts";
+import { takeAllReady, takeReady } from "../../testkit/harness/ready_work.ts";
 
 /** Takes every ready key without waiting. */
-function drain(q: WorkQueue): string[] {
-  const keys: string[] = [];
-  for (let key = q.tryGet(); key !== undefined; key = q.tryGet()) keys.push(key);
-  return keys;
+function drain(q: WorkQueue): Promise<string[]> {
+  return takeAllReady(q);
 }
 
 /** Lets pending promise callbacks run. */
@@ -13,15 +12,15 @@ function settle(): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, 0));
 }
 
-Deno.test("WorkQueue hands keys out in the order they were added", () => {
+Deno.test("WorkQueue hands keys out in the order they were added", async () => {
   const q = new WorkQueue({}, { name: "" });
   for (const key of ["c", "a", "b"]) q.add(key);
   assert.equal(q.len(), 3);
-  assert.deepEqual(drain(q), ["c", "a", "b"]);
+  assert.deepEqual(await drain(q), ["c", "a", "b"]);
   assert.equal(q.len(), 0);
 });
 
-Deno.test("WorkQueue folds duplicate adds of a waiting key and keeps its place", () => {
+Deno.test("WorkQueue folds duplicate adds of a waiting key and keeps its place", async () => {
   const q = new WorkQueue({}, { name: "" });
   q.add("a");
   q.add("b");
@@ -29,59 +28,59 @@ Deno.test("WorkQueue folds duplicate adds of a waiting key and keeps its place",
   q.add("b");
   q.add("c");
   assert.equal(q.len(), 3);
-  assert.deepEqual(drain(q), ["a", "b", "c"]);
+  assert.deepEqual(await drain(q), ["a", "b", "c"]);
 });
 
-Deno.test("WorkQueue is stingy: a key in processing is handed out again only after done", () => {
+Deno.test("WorkQueue is stingy: a key in processing is handed out again only after done", async () => {
   const q = new WorkQueue({}, { name: "" });
   q.add("a");
-  assert.equal(q.tryGet(), "a");
+  assert.equal(await takeReady(q), "a");
   q.add("a");
   assert.equal(q.len(), 0, "a key re-added while processing must not be ready");
-  assert.equal(q.tryGet(), undefined);
+  assert.equal(await takeReady(q), undefined);
   q.add("a");
   q.add("b");
-  assert.deepEqual(drain(q), ["b"]);
+  assert.deepEqual(await drain(q), ["b"]);
   q.done("a");
   assert.equal(q.len(), 1, "done re-queues a key that was added while processing");
-  assert.equal(q.tryGet(), "a");
+  assert.equal(await takeReady(q), "a");
   q.done("a");
   q.done("b");
-  assert.equal(q.tryGet(), undefined, "a key not re-added is not re-queued");
+  assert.equal(await takeReady(q), undefined, "a key not re-added is not re-queued");
 });
 
-Deno.test("WorkQueue.done re-queues a dirty key at the back", () => {
+Deno.test("WorkQueue.done re-queues a dirty key at the back", async () => {
   const q = new WorkQueue({}, { name: "" });
   q.add("a");
-  assert.equal(q.tryGet(), "a");
+  assert.equal(await takeReady(q), "a");
   q.add("a");
   q.add("b");
   q.done("a");
-  assert.deepEqual(drain(q), ["b", "a"]);
+  assert.deepEqual(await drain(q), ["b", "a"]);
 });
 
-Deno.test("WorkQueue.isQueuedOrProcessing is true from add until done, also when re-added meanwhile", () => {
+Deno.test("WorkQueue.isQueuedOrProcessing is true from add until done, also when re-added meanwhile", async () => {
   const q = new WorkQueue({}, { name: "" });
   assert.equal(q.isQueuedOrProcessing("a"), false);
   q.add("a");
   assert.equal(q.isQueuedOrProcessing("a"), true, "ready");
-  assert.equal(q.tryGet(), "a");
+  assert.equal(await takeReady(q), "a");
   assert.equal(q.isQueuedOrProcessing("a"), true, "processing");
   q.add("a");
   q.done("a");
   assert.equal(q.isQueuedOrProcessing("a"), true, "re-added while processing: ready again");
-  assert.equal(q.tryGet(), "a");
+  assert.equal(await takeReady(q), "a");
   q.done("a");
   assert.equal(q.isQueuedOrProcessing("a"), false, "done and not re-added");
   assert.equal(q.isQueuedOrProcessing("b"), false);
 });
 
-Deno.test("WorkQueue.done of a key not being processed changes nothing", () => {
+Deno.test("WorkQueue.done of a key not being processed changes nothing", async () => {
   const q = new WorkQueue({}, { name: "" });
   q.add("a");
   q.done("a");
   assert.equal(q.len(), 1);
-  assert.deepEqual(drain(q), ["a"]);
+  assert.deepEqual(await drain(q), ["a"]);
   q.done("zzz");
   assert.equal(q.len(), 0);
 });
@@ -108,7 +107,7 @@ Deno.test("WorkQueue concurrent get() waiters each receive a distinct key, oldes
   q.add("c");
   q.add("d");
   assert.deepEqual(await Promise.all(waiters), ["a", "b", "c"]);
-  assert.deepEqual(drain(q), ["d"]);
+  assert.deepEqual(await drain(q), ["d"]);
 });
 
 Deno.test("WorkQueue N workers never process the same key at once", async () => {
@@ -134,7 +133,6 @@ Deno.test("WorkQueue N workers never process the same key at once", async () => 
   }
   q.shutDown();
   await Promise.all(workers);
-  await q.drained();
   assert.ok(processed.length >= 3, `processed ${processed.length} keys`);
   assert.deepEqual(new Set(processed), new Set(["a", "b", "c"]));
 });
@@ -160,45 +158,16 @@ Deno.test("WorkQueue after shutDown ignores adds but hands out the keys still re
   assert.equal(await q.get(), undefined);
 });
 
-Deno.test("WorkQueue after shutDown still re-queues a key added before it while processing", () => {
+Deno.test("WorkQueue after shutDown still re-queues a key added before it while processing", async () => {
   const q = new WorkQueue({}, { name: "" });
   q.add("a");
-  assert.equal(q.tryGet(), "a");
+  assert.equal(await takeReady(q), "a");
   q.add("a");
   q.shutDown();
   q.done("a");
-  assert.equal(q.tryGet(), "a");
+  assert.equal(await takeReady(q), "a");
   q.done("a");
-  assert.equal(q.tryGet(), undefined);
-});
-
-Deno.test("WorkQueue.drained waits until every handed-out key is done after shutDown", async () => {
-  const q = new WorkQueue({}, { name: "" });
-  q.add("a");
-  q.add("b");
-  q.add("c");
-  const a = q.tryGet()!;
-  const b = q.tryGet()!;
-  let drained = false;
-  const pending = q.drained().then(() => drained = true);
-  q.done(a);
-  await settle();
-  assert.equal(drained, false, "drained before shutDown");
-  q.shutDown();
-  await settle();
-  assert.equal(drained, false, "drained while b is still processing");
-  q.done(b);
-  await pending;
-  assert.equal(drained, true);
-  assert.equal(q.len(), 1, "keys still waiting do not hold up drained()");
-});
-
-Deno.test("WorkQueue.drained resolves at once when shut down with nothing in processing", async () => {
-  const q = new WorkQueue({}, { name: "" });
-  q.shutDown();
-  await q.drained();
-  q.shutDown();
-  await q.drained();
+  assert.equal(await takeReady(q), undefined);
 });
 
 Deno.test("WorkQueue rejects a non-positive unfinished-work period", () => {
@@ -208,7 +177,7 @@ Deno.test("WorkQueue rejects a non-positive unfinished-work period", () => {
   );
 });
 
-Deno.test("WorkQueue keeps FIFO order across many keys (internal compaction)", () => {
+Deno.test("WorkQueue keeps FIFO order across many keys (internal compaction)", async () => {
   const q = new WorkQueue({}, { name: "" });
   const expected: string[] = [];
   const got: string[] = [];
@@ -216,11 +185,28 @@ Deno.test("WorkQueue keeps FIFO order across many keys (internal compaction)", (
     q.add(`k${i}`);
     expected.push(`k${i}`);
     if (i % 3 === 0) {
-      const key = q.tryGet()!;
+      const key = (await takeReady(q))!;
       got.push(key);
       q.done(key);
     }
   }
-  got.push(...drain(q));
+  got.push(...await drain(q));
   assert.deepEqual(got, expected);
+});
+
+Deno.test("WorkQueue.get() takes a ready key at once; a get() with none ready waits for the next", async () => {
+  const q = new WorkQueue({}, { name: "" });
+  q.add("a");
+  const first = q.get();
+  assert.equal(q.len(), 0, "the ready key is taken synchronously");
+  assert.equal(q.isQueuedOrProcessing("a"), true);
+  const second = q.get();
+  q.add("a");
+  assert.equal(q.len(), 0, "a key being processed is not handed out again");
+  q.add("b");
+  assert.equal(await first, "a");
+  assert.equal(await second, "b");
+  q.done("a");
+  assert.equal(await q.get(), "a", "re-added while processing: ready again after done");
+  q.shutDown();
 });

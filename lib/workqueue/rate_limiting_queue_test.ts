@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { ItemExponentialFailureRateLimiter } from "./rate_limiters.ts";
 import { RateLimitingWorkQueue } from "./rate_limiting_queue.ts";
+import { takeReady } from "../../testkit/harness/ready_work.ts";
 
 const SECOND = 1000;
 
@@ -14,12 +15,12 @@ function newQueue(): { clock: FakeClock; q: RateLimitingWorkQueue } {
   return { clock, q };
 }
 
-Deno.test("RateLimitingWorkQueue retries a failing key after 1s, 2s, 4s of clock time", () => {
+Deno.test("RateLimitingWorkQueue retries a failing key after 1s, 2s, 4s of clock time", async () => {
   const { clock, q } = newQueue();
   q.add("va-1");
   const expectedDelays = [1, 2, 4, 8].map((s) => s * SECOND);
   for (const [i, delay] of expectedDelays.entries()) {
-    const key = q.tryGet();
+    const key = await takeReady(q);
     assert.equal(key, "va-1", `attempt ${i + 1} handed out`);
     q.addRateLimited("va-1");
     q.done("va-1");
@@ -32,23 +33,27 @@ Deno.test("RateLimitingWorkQueue retries a failing key after 1s, 2s, 4s of clock
   q.shutDown();
 });
 
-Deno.test("RateLimitingWorkQueue.forget resets the backoff but leaves done to the worker", () => {
+Deno.test("RateLimitingWorkQueue.forget resets the backoff but leaves done to the worker", async () => {
   const { clock, q } = newQueue();
   q.addRateLimited("va-1");
   q.addRateLimited("va-1");
   assert.equal(q.numRequeues("va-1"), 2);
   clock.advance(SECOND);
-  assert.equal(q.tryGet(), "va-1", "the earliest of the two delays wins");
+  assert.equal(await takeReady(q), "va-1", "the earliest of the two delays wins");
   q.forget("va-1");
   assert.equal(q.numRequeues("va-1"), 0);
   q.add("va-1");
-  assert.equal(q.tryGet(), undefined, "forget does not end processing");
+  assert.equal(await takeReady(q), undefined, "forget does not end processing");
   q.done("va-1");
-  assert.equal(q.tryGet(), "va-1");
+  assert.equal(await takeReady(q), "va-1");
   q.addRateLimited("va-1");
   q.done("va-1");
   clock.advance(SECOND);
-  assert.equal(q.tryGet(), "va-1", "after forget the next retry waits the base delay again");
+  assert.equal(
+    await takeReady(q),
+    "va-1",
+    "after forget the next retry waits the base delay again",
+  );
   q.done("va-1");
   q.shutDown();
 });
@@ -77,7 +82,6 @@ Deno.test("RateLimitingWorkQueue workers receive retried keys through get() as t
   }
   q.shutDown();
   await worker;
-  await q.drained();
   assert.deepEqual(attempts, [["va-1", 0], ["va-1", 1000], ["va-1", 3000], ["va-1", 7000]]);
   assert.equal(q.numRequeues("va-1"), 0);
   assert.equal(clock.pendingTimers(), 0);

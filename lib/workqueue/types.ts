@@ -12,16 +12,12 @@ export interface Queue {
   /** Marks `key` as needing processing. */
   add(key: string): void;
   /**
-   * Waits for a key to process, of `lane` or (undefined) of any lane. Resolves `undefined` once
-   * the queue is shut down and drained. The caller MUST call {@link Queue.done} with the key when
-   * it is finished with it.
+   * Waits for a key to process, of `lane` or (undefined) of any lane; a key that is ready is
+   * taken at once (synchronously) and the promise resolves with it. Resolves `undefined` once
+   * the queue is shut down and no key is ready. The caller MUST call {@link Queue.done} with the
+   * key when it is finished with it.
    */
   get(lane?: string): Promise<string | undefined>;
-  /**
-   * Takes a key of `lane` (undefined: the one ready first in any lane) without waiting, or
-   * undefined when none is ready (tests drain with this).
-   */
-  tryGet(lane?: string): string | undefined;
   /** Ends the processing of `key`; if it was added meanwhile it becomes ready again. */
   done(key: string): void;
   /** Keys waiting to be processed, in `lane` or in all lanes (informational only). */
@@ -34,8 +30,7 @@ export interface Queue {
   isQueuedOrProcessing(key: string): boolean;
   /** Stops handing out keys; `get` resolves undefined once no key is ready. */
   shutDown(): void;
-  /** Resolves once every key handed out has been `done` (after {@link Queue.shutDown}). */
-  drained(): Promise<void>;
+  /** True once {@link Queue.shutDown} was called. */
   shuttingDown(): boolean;
 }
 

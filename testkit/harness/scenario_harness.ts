@@ -27,7 +27,13 @@ import { CsiError } from "../../lib/csi/api.ts";
 import { GrpcCsiClient } from "../../lib/csi/client.ts";
 import { CsiHandler, type CsiHandlerOptions } from "../../lib/controller/csi_handler.ts";
 import type { ExampleDriver } from "../csi/example_driver.ts";
-import type { Handler } from "../../lib/controller/handler.ts";
+import type { Handler, HandlerStores } from "../../lib/controller/handler.ts";
+import { AttachmentMemory } from "../../lib/controller/attachment_memory.ts";
+import {
+  ListVolumesReconciler,
+  type ListVolumesReconcilerOptions,
+} from "../../lib/controller/reconciler.ts";
+import { errorText } from "../../lib/errors.ts";
 import type { KubeApi, ObjectOptions, Patch } from "../../lib/kube/api.ts";
 import {
   CSI_NODES,
@@ -61,6 +67,7 @@ import { FakeCsiDriver } from "../csi/fake_driver.ts";
 import type { Action } from "./fixtures.ts";
 import { DRIVER } from "./fixtures.ts";
 import { FakeInformer } from "../fakes/fake_informer.ts";
+import { processReadyPersistentVolume, processReadyVolumeAttachment } from "./ready_work.ts";
 
 /** Controller capabilities the fake driver reports unless a scenario sets its own. */
 export const DEFAULT_DRIVER_CAPABILITIES: readonly string[] = [
@@ -72,6 +79,8 @@ export const DEFAULT_DRIVER_CAPABILITIES: readonly string[] = [
 export interface StepContext {
   /** Number of loop steps taken so far. */
   step: number;
+  /** The clock of the handler, the reconciler and the queues (real-time CSI deadlines aside). */
+  clock: FakeClock;
   /** API requests recorded so far (watches excluded), as compared. */
   actions(): Action[];
   server: MemoryApiServer;
@@ -99,14 +108,21 @@ export interface CsiCallPoint {
   method: "ControllerPublishVolume" | "ControllerUnpublishVolume" | "ListVolumes";
   /** `before`: the request is about to be sent; `after`: the driver answered, the caller has not seen it. */
   phase: "before" | "after";
+  /** The options the handler or reconciler gave the call (its timeout). */
+  options: CallOptions;
 }
 
-/** What a {@link Scenario.handlerFactory} gets: the checked clients and the default options. */
+/**
+ * What a {@link Scenario.handlerFactory} gets: the checked clients, the caches, the
+ * per-VolumeAttachment memory the controller shares, and the default options.
+ */
 export interface HandlerFactoryDeps {
   kube: KubeApi;
   csi: CsiClient;
   log: Logger;
   clock: FakeClock;
+  stores: HandlerStores;
+  memory: AttachmentMemory;
   options: CsiHandlerOptions;
 }
 
@@ -131,6 +147,8 @@ export interface Scenario {
   handler?: "csi" | "trivial";
   /** Overrides of the CSI handler's options. */
   handlerOptions?: Partial<CsiHandlerOptions>;
+  /** Overrides of the ListVolumes reconciler's options (with {@link reconcile}). */
+  reconcilerOptions?: Partial<ListVolumesReconcilerOptions>;
   /**
    * Run one reconciliation pass (ListVolumes) when the queues are first empty. As at startup,
    * the driver's capabilities must then include LIST_VOLUMES and LIST_VOLUMES_PUBLISHED_NODES.
@@ -381,11 +399,11 @@ class CheckingCsiClient implements CsiClient {
   }
   async listVolumes(req: { maxEntries: number; startingToken: string }, o: CallOptions) {
     const onCall = this.#checks.onCall;
-    await onCall?.({ method: "ListVolumes", phase: "before" });
+    await onCall?.({ method: "ListVolumes", phase: "before", options: o });
     try {
       return await this.#inner.listVolumes(req, o);
     } finally {
-      await onCall?.({ method: "ListVolumes", phase: "after" });
+      await onCall?.({ method: "ListVolumes", phase: "after", options: o });
     }
   }
   close() {
@@ -440,18 +458,18 @@ class CheckingCsiClient implements CsiClient {
       vaFinalizers: vas.map((va) => [...(va.metadata.finalizers ?? [])]),
     };
     const onCall = this.#checks.onCall;
-    await onCall?.({ method, phase: "before" });
+    await onCall?.({ method, phase: "before", options });
     try {
       const result = await call();
       this.#checks.timeline.push(entry);
       return result;
     } catch (err) {
-      entry.error = err instanceof Error ? err.message : String(err);
+      entry.error = errorText(err);
       if (err instanceof CsiError) entry.code = err.code;
       this.#checks.timeline.push(entry);
       throw err;
     } finally {
-      await onCall?.({ method, phase: "after" });
+      await onCall?.({ method, phase: "after", options });
     }
   }
 }
@@ -536,32 +554,59 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
       // The Go scenarios' fake returned plain errors, which carry no code; with a real gRPC
       // driver every error has one, so codes are off unless a scenario asks for them.
       attachErrorCodes: false,
-      maxEntries: 0,
       ...scenario.handlerOptions,
     };
+    const stores: HandlerStores = {
+      volumeAttachments: vaInformer,
+      persistentVolumes: pvInformer,
+      csiNodes: csiNodeInformer,
+    };
+    const memory = new AttachmentMemory({ backoff: vaQueue });
     let handler: Handler;
     if (scenario.handlerFactory) {
-      handler = scenario.handlerFactory({ kube, csi: csiClient, log, clock, options });
+      handler = scenario.handlerFactory({
+        kube,
+        csi: csiClient,
+        log,
+        clock,
+        stores,
+        memory,
+        options,
+      });
     } else if (scenario.handler === "trivial") {
       handler = new TrivialHandler({ kube, log });
     } else {
-      handler = new CsiHandler({ kube, csi: csiClient, log, clock }, options);
+      handler = new CsiHandler({ kube, csi: csiClient, log, clock, stores, memory }, options);
     }
+    const reconciler = new ListVolumesReconciler({
+      csi: csiClient,
+      log,
+      clock,
+      stores,
+      memory,
+      queue: vaQueue,
+    }, {
+      driverName: driver,
+      timeoutMs: SCENARIO_TIMEOUT_MS,
+      maxEntries: 0,
+      ...scenario.reconcilerOptions,
+    });
     const controller = new AttachController({
       vaInformer,
       pvInformer,
-      csiNodeStore: csiNodeInformer,
       vaQueue,
       pvQueue,
       handler,
+      memory,
       log,
       clock,
     }, {
       driverName: driver,
       workers: scenario.workers ?? 1,
-      reconcile: false,
       reconcileSyncMs: 60_000,
     });
+    const processVolumeAttachment = () => processReadyVolumeAttachment(controller, vaQueue);
+    const processPersistentVolume = () => processReadyPersistentVolume(controller, pvQueue);
 
     const requestCount = () => server.requests.filter((r) => !r.watch).length;
     const actions = () => server.requests.filter((r) => !r.watch).map(toAction);
@@ -591,16 +636,17 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
     let step = 0;
     const stepContext = (): StepContext => ({
       step,
+      clock,
       actions,
       server,
       vaInformer,
       pvInformer,
       csiNodeInformer,
       deliverWatchEvents,
-      processNextVolumeAttachment: () => controller.processNextVolumeAttachment(),
+      processNextVolumeAttachment: processVolumeAttachment,
       reconcile: async () => {
         try {
-          await handler.reconcile(new AbortController().signal);
+          await reconciler.reconcile(new AbortController().signal);
         } catch (err) {
           reconcileError = err;
         }
@@ -654,8 +700,8 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
     for (step = 0; workers === 1 && step < 10_000; step++) {
       await scenario.between?.(stepContext());
       if (requestCount() >= scenario.expectedActions.length && csiDone() && reconciled) break;
-      if (await controller.processNextVolumeAttachment()) continue;
-      if (await controller.processNextPersistentVolume()) continue;
+      if (await processVolumeAttachment()) continue;
+      if (await processPersistentVolume()) continue;
       if (!reconciled) {
         reconciled = true;
         // main.ts enables the reconciler only for drivers that can list published volumes.
@@ -665,7 +711,7 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
           "a reconciling scenario needs LIST_VOLUMES and LIST_VOLUMES_PUBLISHED_NODES",
         );
         try {
-          await handler.reconcile(new AbortController().signal);
+          await reconciler.reconcile(new AbortController().signal);
         } catch (err) {
           // The controller's reconcile loop only logs a failed pass.
           reconcileError = err;
@@ -676,8 +722,8 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
     }
     // Work that is ready now still runs; retries waiting on the clock do not.
     while (
-      (await controller.processNextVolumeAttachment()) ||
-      (await controller.processNextPersistentVolume())
+      (await processVolumeAttachment()) ||
+      (await processPersistentVolume())
     ) {
       // drain
     }

@@ -5,7 +5,7 @@
  */
 
 import assert from "node:assert/strict";
-import type { Handler, HandlerContext } from "../../lib/controller/handler.ts";
+import type { Handler, SyncOutcome } from "../../lib/controller/handler.ts";
 import { PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
 import type { PersistentVolume, VolumeAttachment } from "../../lib/kube/types.ts";
 import { removeFinalizerPatch } from "../../lib/kube/finalizer_patch.ts";
@@ -15,7 +15,6 @@ import { ANN, csiNode, deleted, FIN, pv, pvRemoveFin, REMOVE_FIN, va } from "./f
 
 /** A handler whose VA and PV syncs are given as functions; it never retries. */
 class BrokenHandler implements Handler {
-  #ctx: HandlerContext | undefined;
   #syncVolumeAttachment: (va: VolumeAttachment) => Promise<void>;
   #syncPersistentVolume: (pv: PersistentVolume) => Promise<void>;
 
@@ -27,24 +26,14 @@ class BrokenHandler implements Handler {
     this.#syncPersistentVolume = fns.pv ?? (() => Promise.resolve());
   }
 
-  init(ctx: HandlerContext): void {
-    this.#ctx = ctx;
-  }
-
-  forgetVolumeAttachment(_name: string): void {}
-
-  async syncVolumeAttachment(va: VolumeAttachment): Promise<void> {
+  async syncVolumeAttachment(va: VolumeAttachment): Promise<SyncOutcome> {
     await this.#syncVolumeAttachment(va);
-    this.#ctx?.vaQueue.forget(va.metadata.name);
+    return "done";
   }
 
-  async syncPersistentVolume(pv: PersistentVolume): Promise<void> {
+  async syncPersistentVolume(pv: PersistentVolume): Promise<SyncOutcome> {
     await this.#syncPersistentVolume(pv);
-    this.#ctx?.pvQueue.forget(pv.metadata.name);
-  }
-
-  reconcile(_signal: AbortSignal): Promise<void> {
-    return Promise.resolve();
+    return "done";
   }
 }
 

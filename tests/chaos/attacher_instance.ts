@@ -7,8 +7,11 @@
  */
 
 import type { FakeClock } from "../../testkit/fakes/fake_clock.ts";
-import { AttachController, volumeAttachmentLanes } from "../../lib/controller/controller.ts";
+import { AttachController } from "../../lib/controller/controller.ts";
+import { volumeAttachmentLanes } from "../../lib/controller/lanes.ts";
 import { CsiHandler } from "../../lib/controller/csi_handler.ts";
+import { AttachmentMemory } from "../../lib/controller/attachment_memory.ts";
+import { ListVolumesReconciler } from "../../lib/controller/reconciler.ts";
 import { Informer } from "../../lib/kube/informer.ts";
 import { CSI_NODES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
 import type { Logger } from "../../lib/observe/logger.ts";
@@ -63,6 +66,7 @@ export class AttacherInstance {
   readonly vaQueue: RateLimitingWorkQueue;
   readonly pvQueue: RateLimitingWorkQueue;
   readonly handler: CsiHandler;
+  readonly reconciler: ListVolumesReconciler;
   readonly controller: AttachController;
   /** VA syncs in flight. */
   vaWorkers = 0;
@@ -107,28 +111,47 @@ export class AttacherInstance {
     // As in production: attach and detach lanes (the sweep takes keys of either, oldest first).
     this.vaQueue = queue("csi-attacher-va", volumeAttachmentLanes(this.vaInformer));
     this.pvQueue = queue("csi-attacher-pv");
-    this.handler = new CsiHandler({ kube, csi, log: this.log, clock: deps.clock }, {
+    const stores = {
+      volumeAttachments: this.vaInformer,
+      persistentVolumes: this.pvInformer,
+      csiNodes: this.csiNodeInformer,
+    };
+    const memory = new AttachmentMemory({ backoff: this.vaQueue });
+    const log = this.log;
+    const clock = deps.clock;
+    this.handler = new CsiHandler({ kube, csi, log, clock, stores, memory }, {
       driverName: DRIVER_NAME,
       timeoutMs: CSI_TIMEOUT_MS,
       supportsPublishReadOnly: true,
       supportsSingleNodeMultiWriter: false,
       defaultFsType: "ext4",
       attachErrorCodes: true,
+    });
+    this.reconciler = new ListVolumesReconciler({
+      csi,
+      log,
+      clock,
+      stores,
+      memory,
+      queue: this.vaQueue,
+    }, {
+      driverName: DRIVER_NAME,
+      timeoutMs: CSI_TIMEOUT_MS,
       maxEntries: opts.maxEntries,
     });
     this.controller = new AttachController({
       vaInformer: this.vaInformer,
       pvInformer: this.pvInformer,
-      csiNodeStore: this.csiNodeInformer,
       vaQueue: this.vaQueue,
       pvQueue: this.pvQueue,
       handler: this.handler,
-      log: this.log,
-      clock: deps.clock,
+      memory,
+      reconciler: this.reconciler,
+      log,
+      clock,
     }, {
       driverName: DRIVER_NAME,
       workers: 1,
-      reconcile: true,
       reconcileSyncMs: RECONCILE_SYNC_MS,
     });
   }
@@ -184,7 +207,7 @@ export class AttacherInstance {
     const signal = this.abort.signal;
     while (!signal.aborted) {
       try {
-        await this.handler.reconcile(signal);
+        await this.reconciler.reconcile(signal);
       } catch (err) {
         this.log.error(err, "Failed to reconcile volume attachments");
       }

@@ -39,7 +39,7 @@ Deno.test("main.ts exits 1 with one line naming the kubeconfig file and field it
         `kubeconfig ${kubeconfig}: users[0] \\"u\\" user.client-key ${join(dir, "admin.key")}: ` +
           "cannot read: no such file",
       ),
-      errors[0],
+      errors[0]!,
     );
     assert.ok(!/^\s+at /m.test(stderr), "no stack trace");
     assert.ok(!stderr.includes("s3cr3t") && !stderr.includes(btoa("CERT")), stderr);

@@ -10,9 +10,11 @@
  */
 
 import assert from "node:assert/strict";
-import { AttachController, volumeAttachmentLanes } from "../../lib/controller/controller.ts";
+import { AttachController } from "../../lib/controller/controller.ts";
+import { volumeAttachmentLanes } from "../../lib/controller/lanes.ts";
 import { CsiHandler } from "../../lib/controller/csi_handler.ts";
 import { OperationLatency } from "../../lib/controller/operation_latency.ts";
+import { AttachmentMemory } from "../../lib/controller/attachment_memory.ts";
 import type {
   CallOptions,
   ControllerPublishVolumeRequest,
@@ -170,30 +172,36 @@ async function floodedWorld(opts: { lanes: boolean; flood?: number; gatePublishe
       observeDetachDuration: (seconds) => durations.detach.push(seconds),
     },
   });
-  const handler = new CsiHandler({ kube, csi: driver, log: nullLogger, clock, latency }, {
-    driverName: DRIVER,
-    timeoutMs: 1000,
-    supportsPublishReadOnly: false,
-    supportsSingleNodeMultiWriter: false,
-    defaultFsType: "",
-    attachErrorCodes: true,
-    maxEntries: 0,
-  });
+  const stores = {
+    volumeAttachments: vaInformer,
+    persistentVolumes: pvInformer,
+    csiNodes: csiNodeInformer,
+  };
+  const memory = new AttachmentMemory({ backoff: vaQueue, latency });
+  const handler = new CsiHandler(
+    { kube, csi: driver, log: nullLogger, clock, stores, memory },
+    {
+      driverName: DRIVER,
+      timeoutMs: 1000,
+      supportsPublishReadOnly: false,
+      supportsSingleNodeMultiWriter: false,
+      defaultFsType: "",
+      attachErrorCodes: true,
+    },
+  );
   const controller = new AttachController({
     vaInformer,
     pvInformer,
-    csiNodeStore: csiNodeInformer,
     vaQueue,
     pvQueue,
     handler,
+    memory,
     log: nullLogger,
     clock,
-    latency,
   }, {
     driverName: DRIVER,
     workers: WORKERS,
     laneWorkers: opts.lanes ? { attach: WORKERS, detach: WORKERS } : undefined,
-    reconcile: false,
     reconcileSyncMs: 60_000,
   });
   const stop = new AbortController();

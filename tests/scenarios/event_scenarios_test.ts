@@ -7,8 +7,9 @@
  */
 
 import assert from "node:assert/strict";
-import { CsiHandler, type VolumeAttachmentEventSink } from "../../lib/controller/csi_handler.ts";
-import type { InvolvedObject } from "../../lib/events/correlator.ts";
+import { CsiHandler } from "../../lib/controller/csi_handler.ts";
+import type { EventSink } from "../../lib/events/recorder.ts";
+import type { ObjectReference } from "../../lib/kube/types.ts";
 import type { Scenario } from "../../testkit/harness/scenario_harness.ts";
 import { runScenario } from "../../testkit/harness/scenario_harness.ts";
 import type { ScriptedCall } from "../../testkit/csi/fake_driver.ts";
@@ -36,15 +37,15 @@ import {
 } from "../../testkit/harness/fixtures.ts";
 
 interface Recorded {
-  object: InvolvedObject;
+  object: ObjectReference;
   type: string;
   reason: string;
   message: string;
 }
 
-class RecordingSink implements VolumeAttachmentEventSink {
+class RecordingSink implements EventSink {
   events: Recorded[] = [];
-  record(object: InvolvedObject, type: string, reason: string, message: string): void {
+  record(object: ObjectReference, type: string, reason: string, message: string): void {
     this.events.push({ object, type, reason, message });
   }
   /** `type reason: message` of each Event. */
@@ -77,8 +78,8 @@ async function runWithEvents(scenario: Scenario): Promise<RecordingSink> {
   const sink = new RecordingSink();
   await runScenario({
     ...scenario,
-    handlerFactory: ({ kube, csi, log, clock, options }) =>
-      new CsiHandler({ kube, csi, log, clock, events: sink }, options),
+    handlerFactory: ({ kube, csi, log, clock, stores, memory, options }) =>
+      new CsiHandler({ kube, csi, log, clock, stores, memory, events: sink }, options),
   });
   return sink;
 }

@@ -119,7 +119,7 @@ const scenarios: Scenario[] = [
   {
     name: "paged ListVolumes -> every page is read before comparing",
     initialObjects: [va(true, "", ANN), pv()],
-    handlerOptions: { maxEntries: 1 },
+    reconcilerOptions: { maxEntries: 1 },
     expectedCsiCalls: [
       listVolumes({ other: ["nodeID1"] }, { maxEntries: 1, nextToken: "1" }),
       listVolumes({ handle1: ["nodeID1"] }, { maxEntries: 1, startingToken: "1" }),

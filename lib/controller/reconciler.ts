@@ -1,0 +1,159 @@
+/**
+ * The ListVolumes reconciler (external-attacher `pkg/controller/csi_handler.go`, `ReconcileVA`):
+ * every `--reconcile-sync` the driver is asked which volumes it has published on which nodes,
+ * and every VolumeAttachment whose `status.attached` differs from that is queued with a forced
+ * sync (its next sync calls the driver even if the VA looks done).
+ *
+ * Unlike the Go attacher, a difference is acted on only when it is real. The driver's answer
+ * and the cache are read at different times, so a VA is left to its own sync when it
+ * - is queued or being synced (an attach or detach in flight: the driver may already show its
+ *   result while the cache does not), or
+ * - changed in the cache since the pass started (the answer may predate the change).
+ * Such a VA is looked at again in the next pass; a difference that remains is repaired then.
+ *
+ * @module
+ */
+
+import type { Clock } from "../clock.ts";
+import { realClock } from "../clock.ts";
+import { errorText } from "../errors.ts";
+import type { CsiClient } from "../csi/api.ts";
+import { notFoundError, PERSISTENT_VOLUMES } from "../kube/api.ts";
+import type { VolumeAttachment } from "../kube/types.ts";
+import type { Logger } from "../observe/logger.ts";
+import type { RateLimitingQueue } from "../workqueue/types.ts";
+import type { AttachmentMemory } from "./attachment_memory.ts";
+import type { HandlerStores } from "./handler.ts";
+import { repairVolumeHandle } from "./migration.ts";
+import { getVolumeHandle } from "./volume_capability.ts";
+import { nodeIdOf, persistentVolumeNameOf, volumeSourceOf } from "./volume_source.ts";
+
+/** What the controller's reconcile loop runs, once per `--reconcile-sync`. */
+export interface Reconciler {
+  /** One pass; a failed pass rejects (the loop logs it and tries again next period). */
+  reconcile(signal: AbortSignal): Promise<void>;
+}
+
+/** Collaborators of {@link ListVolumesReconciler}. */
+export interface ListVolumesReconcilerDeps {
+  /** The driver, asked for its published volumes. */
+  csi: CsiClient;
+  log: Logger;
+  /** Measures the pass's timeout; the real clock by default. */
+  clock?: Clock;
+  /** The informer caches of VolumeAttachments, PersistentVolumes and CSINodes. */
+  stores: HandlerStores;
+  /** Where a VA found out of sync is marked, for its next sync. */
+  memory: AttachmentMemory;
+  /** The VolumeAttachment queue: VAs found out of sync are added; busy ones are left alone. */
+  queue: Pick<RateLimitingQueue, "add" | "isQueuedOrProcessing">;
+}
+
+/** Options of {@link ListVolumesReconciler}. */
+export interface ListVolumesReconcilerOptions {
+  driverName: string;
+  /** Timeout of one whole pass, every ListVolumes page included. */
+  timeoutMs: number;
+  /** `max_entries` of each ListVolumes page; 0 means no limit. */
+  maxEntries: number;
+}
+
+/**
+ * The identity of one state of a VolumeAttachment in the cache: its uid and resourceVersion. Any
+ * write (ours or another's) and a delete and re-create under the same name change it.
+ */
+function cachedVersion(va: VolumeAttachment): string {
+  return `${va.metadata.uid ?? ""}/${va.metadata.resourceVersion ?? ""}`;
+}
+
+/** Compares the driver's published volumes with the VolumeAttachments; see the module doc. */
+export class ListVolumesReconciler implements Reconciler {
+  #deps: ListVolumesReconcilerDeps;
+  #clock: Clock;
+  #opts: ListVolumesReconcilerOptions;
+
+  /** Builds the reconciler; nothing runs until {@link reconcile}. */
+  constructor(deps: ListVolumesReconcilerDeps, opts: ListVolumesReconcilerOptions) {
+    this.#deps = deps;
+    this.#clock = deps.clock ?? realClock;
+    this.#opts = opts;
+  }
+
+  /**
+   * One pass: every ListVolumes page within {@link ListVolumesReconcilerOptions.timeoutMs},
+   * then each differing VA marked out of sync and queued. Returns early, having queued nothing,
+   * when `signal` aborts between pages.
+   *
+   * @throws {Error} when a ListVolumes call fails (the Go attacher's text)
+   */
+  async reconcile(signal: AbortSignal): Promise<void> {
+    const { csi, stores } = this.#deps;
+    // The state of every VA before the driver is asked: a VA whose cached state differs from
+    // this afterwards changed while ListVolumes ran.
+    const before = new Map<string, string>();
+    for (const va of stores.volumeAttachments.list()) {
+      before.set(va.metadata.name, cachedVersion(va));
+    }
+    const deadline = this.#clock.now() + this.#opts.timeoutMs;
+    const published = new Map<string, Set<string>>();
+    let token = "";
+    do {
+      if (signal.aborted) return;
+      const timeoutMs = Math.max(1, deadline - this.#clock.now());
+      let page;
+      try {
+        page = await csi.listVolumes({
+          maxEntries: this.#opts.maxEntries,
+          startingToken: token,
+        }, {
+          timeoutMs,
+        });
+      } catch (err) {
+        throw new Error(`failed to ListVolumes: failed to list volumes: ${errorText(err)}`, {
+          cause: err,
+        });
+      }
+      for (const entry of page.entries) {
+        published.set(entry.volumeId, new Set(entry.publishedNodeIds));
+      }
+      token = page.nextToken;
+    } while (token !== "");
+
+    for (const va of stores.volumeAttachments.list()) {
+      if (va.spec?.attacher !== this.#opts.driverName) continue;
+      const name = va.metadata.name;
+      const log = this.#deps.log.with({ volumeAttachment: name });
+      let nodeId: string;
+      let volumeHandle: string;
+      try {
+        nodeId = nodeIdOf(stores.csiNodes, this.#opts.driverName, va.spec.nodeName, va);
+        const pvName = persistentVolumeNameOf(va);
+        const pv = pvName === undefined ? undefined : stores.persistentVolumes.get(pvName);
+        if (pvName !== undefined && !pv) throw notFoundError(PERSISTENT_VOLUMES, pvName);
+        const source = volumeSourceOf(va, pv);
+        volumeHandle = getVolumeHandle(source.csi).volumeHandle;
+        if (source.migrated) {
+          volumeHandle = repairVolumeHandle(source.csi.driver, volumeHandle, nodeId);
+        }
+      } catch (err) {
+        log.error(err, "Skipping VolumeAttachment in reconciliation");
+        continue;
+      }
+      const found = published.get(volumeHandle)?.has(nodeId) ?? false;
+      const attached = va.status?.attached ?? false;
+      if (found === attached) continue;
+      const fields = { volumeHandle, nodeID: nodeId, attached, published: found };
+      if (this.#deps.queue.isQueuedOrProcessing(name)) {
+        log.v(4).info("VolumeAttachment is queued or being synced, not reconciling it", fields);
+        continue;
+      }
+      if (before.get(name) !== cachedVersion(va)) {
+        log.v(4).info("VolumeAttachment changed during ListVolumes, not reconciling it", fields);
+        continue;
+      }
+      log.v(2).info("Driver's published state differs from VolumeAttachment, requeueing", fields);
+      this.#deps.memory.markOutOfSync(name);
+      this.#deps.queue.add(name);
+    }
+  }
+}
