@@ -25,6 +25,8 @@ import {
 import type { Logger } from "../observe/logger.ts";
 import type { ClusterConnection } from "./config.ts";
 import { createTransport, type Transport, type TransportResponse } from "./transport.ts";
+import { isTransportError } from "../wire/http1/errors.ts";
+import { errorText } from "../errors.ts";
 import { ABORTED, raceAbort } from "../abort.ts";
 import type { KubeObject, Status } from "./types.ts";
 import { type Clock, realClock, type Timer } from "../clock.ts";
@@ -232,61 +234,15 @@ export function retryAfterMs(header: string | undefined): number | undefined {
 }
 
 /**
- * What a failed connection says, in the words of `fetch` (hyper), `node:http`, or the HTTP/1.1
- * transport (`UnexpectedEofError`, Deno's `ConnectionReset` and `BrokenPipe`) when it broke:
- * reset by the peer, closed before the answer or in the middle of the body (EOF), a broken pipe,
- * or an HTTP/2 connection the server closed (GOAWAY) or a stream it refused before processing.
- */
-const BROKEN_CONNECTION = new RegExp(
-  [
-    "socket hang up",
-    "connection reset",
-    "broken pipe",
-    "unexpected eof",
-    "\\bEOF\\b",
-    "connection closed before message completed",
-    "error reading a body from connection",
-    "connection error received",
-    "GOAWAY",
-    "refused stream",
-    "use of closed network connection",
-  ].join("|"),
-  "i",
-);
-
-/**
  * True when a request failed because the connection broke: reset by the peer, closed before the
  * answer (EOF), or a broken pipe (client-go's `net.IsConnectionReset` / `net.IsProbableEOF`,
- * k8s.io/apimachinery/pkg/util/net/http.go). A timeout is not: the request may still be running
- * on the server; nor is a refused connection or a failed TLS handshake.
+ * k8s.io/apimachinery/pkg/util/net/http.go): an `ApiError` of reason `ConnectionError` whose cause
+ * is a `TransportError` of kind `reset` or `eof`. A timeout is not: the request may still be
+ * running on the server; nor is a refused connection or a failed TLS handshake.
  */
 export function isBrokenConnection(err: unknown): boolean {
   if (!(err instanceof ApiError) || err.reason !== "ConnectionError") return false;
-  // fetch's TypeError("fetch failed") carries the reason in its cause; node's errors a code.
-  let cause = err.cause;
-  for (let depth = 0; depth < 4 && typeof cause === "object" && cause !== null; depth++) {
-    const code = "code" in cause ? String(cause.code) : "";
-    if (code === "ECONNRESET" || code === "EPIPE") return true;
-    if (cause instanceof Error && BROKEN_CONNECTION.test(cause.message)) return true;
-    cause = (cause as { cause?: unknown }).cause;
-  }
-  return false;
-}
-
-/**
- * The reason of a failed request for an error message: for `fetch`'s `TypeError("fetch
- * failed")`, the message of its cause without the repeated request URL.
- */
-export function connectionFailureText(err: unknown): string {
-  if (!(err instanceof Error)) return String(err);
-  let message = err.message;
-  if (err.cause instanceof Error && err instanceof TypeError && err.message === "fetch failed") {
-    message = err.cause.message;
-  }
-  return message.replace(
-    /^error sending request (?:for url \([^)]*\)|from \S+ for \S+ \([^)]*\)): /,
-    "",
-  );
+  return isTransportError(err.cause, "reset", "eof");
 }
 
 /**
@@ -927,7 +883,7 @@ export class KubeClient implements KubeApi {
     return new ApiError(
       0,
       "ConnectionError",
-      `${goOp(method)} "${url.href}": ${connectionFailureText(err)}`,
+      `${goOp(method)} "${url.href}": ${errorText(err)}`,
       { cause: err },
     );
   }

@@ -1,13 +1,9 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { ApiError, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS, type WatchEvent } from "./api.ts";
-import {
-  connectionFailureText,
-  errorFromResponse,
-  isBrokenConnection,
-  KubeClient,
-  WatchFrameSplitter,
-} from "./client.ts";
+import { errorFromResponse, isBrokenConnection, KubeClient, WatchFrameSplitter } from "./client.ts";
+import { fetchTransportError } from "./fetch_transport.ts";
+import { nodeTransportError } from "./node_transport.ts";
 import { type ClusterConnection, connectionFromKubeconfigs, loadConnection } from "./config.ts";
 import type { Fields, Logger } from "../observe/logger.ts";
 import type { KubeObject } from "./types.ts";
@@ -563,10 +559,11 @@ Deno.test("isBrokenConnection recognises broken connections, not a refused one o
   assert.ok(!isBrokenConnection(refused), String(refused));
   assert.ok(/Connection refused/i.test(refused.message), refused.message);
 
-  // The shapes of fetch's errors (a TypeError with the reason as its cause) and node's codes.
+  // The shapes of fetch's errors (a TypeError with the reason as its cause) and node's codes,
+  // mapped to transport error kinds where those transports hand them over.
   const fetchError = (reason: string) =>
     new ApiError(0, "ConnectionError", "Get", {
-      cause: new TypeError("fetch failed", { cause: new Error(reason) }),
+      cause: fetchTransportError(new TypeError("fetch failed", { cause: new Error(reason) })),
     });
   assert.ok(isBrokenConnection(fetchError(
     "error sending request for url (https://h/): client error (SendRequest): connection error: " +
@@ -583,22 +580,26 @@ Deno.test("isBrokenConnection recognises broken connections, not a refused one o
     )),
   );
   const nodeReset = Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" });
-  assert.ok(isBrokenConnection(new ApiError(0, "ConnectionError", "Get", { cause: nodeReset })));
+  assert.ok(
+    isBrokenConnection(
+      new ApiError(0, "ConnectionError", "Get", { cause: nodeTransportError(nodeReset) }),
+    ),
+  );
   assert.ok(!isBrokenConnection(new ApiError(0, "Timeout", "request timed out")));
   assert.ok(!isBrokenConnection(new Error("connection reset")));
 
   assert.equal(
-    connectionFailureText(
+    fetchTransportError(
       new TypeError("fetch failed", {
         cause: new Error(
           "error sending request from 127.0.0.1:1 for http://127.0.0.1:2/ (127.0.0.1:2): client " +
             "error (SendRequest): connection closed before message completed",
         ),
       }),
-    ),
+    ).message,
     "client error (SendRequest): connection closed before message completed",
   );
-  assert.equal(connectionFailureText(new Error("socket hang up")), "socket hang up");
+  assert.equal(nodeTransportError(new Error("socket hang up")).message, "socket hang up");
 });
 
 Deno.test("KubeClient.close() ends the watches and requests under way", async () => {

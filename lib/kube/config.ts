@@ -28,6 +28,9 @@
 
 import type { Logger } from "../observe/logger.ts";
 import { dirname, isAbsolute, join, resolve } from "./posix_path.ts";
+import type { TlsMaterial } from "../wire/http1/api.ts";
+
+export type { TlsMaterial } from "../wire/http1/api.ts";
 
 /** Where the service account files are mounted in a pod. */
 export const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -37,17 +40,6 @@ export const TOKEN_FILE_PERIOD_MS = 60_000;
 
 /** After a failed re-read of a token file, how long the last token is used before trying again. */
 export const TOKEN_FILE_RETRY_MS = 10_000;
-
-/** TLS settings of the connection; `ca`, `cert` and `key` are PEM. */
-export interface TlsMaterial {
-  ca?: Uint8Array;
-  cert?: Uint8Array;
-  key?: Uint8Array;
-  /** `insecure-skip-tls-verify`: the server certificate is not checked. */
-  insecureSkipTlsVerify: boolean;
-  /** `tls-server-name`: the name the server certificate is checked against. */
-  serverName?: string;
-}
 
 /** Request headers carrying credentials; a list is sent as repeated headers. */
 export type CredentialHeaders = Record<string, string | string[]>;

@@ -1,10 +1,12 @@
 /**
- * The parts of an HTTP/1.1 response that `./http1_transport.ts` reads: the head (status line and
+ * The parts of an HTTP/1.1 response that `./transport.ts` reads: the head (status line and
  * header fields, RFC 9112 sections 4 and 5) and the chunked transfer coding (RFC 9112 section
  * 7.1). Pure functions over bytes, so that every split of the input can be tested.
  *
  * @module
  */
+
+import { TransportError } from "./errors.ts";
 
 /** A response's status line and header fields. */
 export interface ResponseHead {
@@ -47,20 +49,25 @@ const LATIN1 = new TextDecoder("latin1");
 /**
  * The head in `bytes` (ending with CRLF CRLF).
  *
- * @throws {Error} for a status line or field line that is not HTTP/1.x.
+ * @throws {TransportError} (`protocol`) for a status line or field line that is not HTTP/1.x.
  */
 export function parseHead(bytes: Uint8Array): ResponseHead {
   const lines = LATIN1.decode(bytes).split("\r\n");
   const statusLine = /^(HTTP\/1\.[01]) ([0-9]{3})(?: .*)?$/.exec(lines[0]!);
   if (statusLine === null) {
-    throw new Error(`malformed HTTP response: status line "${lines[0]!.slice(0, 80)}"`);
+    throw new TransportError(
+      "protocol",
+      `malformed HTTP response: status line "${lines[0]!.slice(0, 80)}"`,
+    );
   }
   const fields = new Map<string, string[]>();
   for (let i = 1; i < lines.length; i++) {
     const line = lines[i]!;
     if (line === "") continue;
     const colon = line.indexOf(":");
-    if (colon <= 0) throw new Error("malformed HTTP response: a header line without a name");
+    if (colon <= 0) {
+      throw new TransportError("protocol", "malformed HTTP response: a header line without a name");
+    }
     const name = line.slice(0, colon).toLowerCase();
     const value = line.slice(colon + 1).trim();
     const had = fields.get(name);
@@ -111,7 +118,7 @@ export class ChunkedDecoder {
     return this.#state === State.Done;
   }
 
-  /** @throws {Error} for a malformed chunk framing. */
+  /** @throws {TransportError} (`protocol`) for a malformed chunk framing. */
   push(input: Uint8Array): ChunkedOutput {
     const data: Uint8Array[] = [];
     let i = 0;
@@ -122,14 +129,20 @@ export class ChunkedDecoder {
           const end = lf < 0 ? input.length : lf;
           this.#line += LATIN1.decode(input.subarray(i, end));
           if (this.#line.length > MAX_SIZE_LINE) {
-            throw new Error("malformed chunked encoding: chunk-size line too long");
+            throw new TransportError(
+              "protocol",
+              "malformed chunked encoding: chunk-size line too long",
+            );
           }
           i = end;
           if (lf < 0) break;
           i++;
           const size = /^([0-9a-fA-F]{1,12})[ \t]*(?:;.*)?\r?$/.exec(this.#line);
           if (size === null) {
-            throw new Error(`malformed chunked encoding: chunk size "${this.#line.slice(0, 40)}"`);
+            throw new TransportError(
+              "protocol",
+              `malformed chunked encoding: chunk size "${this.#line.slice(0, 40)}"`,
+            );
           }
           this.#line = "";
           this.#left = parseInt(size[1]!, 16);
@@ -152,7 +165,9 @@ export class ChunkedDecoder {
         case State.DataEnd: {
           const byte = input[i++];
           if (byte === 10) this.#state = State.Size;
-          else if (byte !== 13) throw new Error("malformed chunked encoding: no CRLF after data");
+          else if (byte !== 13) {
+            throw new TransportError("protocol", "malformed chunked encoding: no CRLF after data");
+          }
           break;
         }
         case State.Trailer: {

@@ -7,9 +7,10 @@
  * @module
  */
 
-import type { TlsMaterial } from "../../kube/config.ts";
+import type { TlsMaterial, Transport, TransportRequest, TransportResponse } from "./api.ts";
+import { TransportError } from "./errors.ts";
+import { errorText } from "../../errors.ts";
 import { ChunkedDecoder, headEnd, parseHead, ResponseHeaders } from "./response.ts";
-import type { Transport, TransportRequest, TransportResponse } from "../../kube/transport.ts";
 
 /** Idle connections kept per origin (client-go: `MaxIdleConnsPerHost` in k8s.io/apimachinery/pkg/util/net/http.go). */
 const MAX_IDLE_PER_ORIGIN = 25;
@@ -24,15 +25,20 @@ const MAX_HEAD = 64 * 1024;
 const UTF8_ENCODER = new TextEncoder();
 const UTF8 = new TextDecoder();
 
+/** The server closed the connection before the answer, or before its end. */
+function unexpectedEof(where: string): TransportError {
+  return new TransportError("eof", `unexpected EOF: the server closed the connection ${where}`);
+}
+
 /**
- * The server closed the connection before the answer, or before its end. The message says EOF
- * so that the client counts it as a broken connection (`isBrokenConnection` in `./client.ts`).
+ * A failure of reading or writing an open connection as a {@link TransportError}: the runtime's
+ * `UnexpectedEof` is `eof`, every other I/O error a `reset` (the connection is broken either
+ * way); a TransportError stays as it is.
  */
-export class UnexpectedEofError extends Error {
-  constructor(where: string) {
-    super(`unexpected EOF: the server closed the connection ${where}`);
-    this.name = "UnexpectedEofError";
-  }
+function brokenConnection(err: unknown): TransportError {
+  if (err instanceof TransportError) return err;
+  const kind = err instanceof Deno.errors.UnexpectedEof ? "eof" : "reset";
+  return new TransportError(kind, errorText(err), { cause: err });
 }
 
 /** One connection and what was read on it but not used yet. */
@@ -68,7 +74,12 @@ class Connection {
       this.#buffer = new Uint8Array(READ_BUFFER);
       this.#used = 0;
     }
-    const n = await this.conn.read(this.#buffer.subarray(this.#used));
+    let n: number | null;
+    try {
+      n = await this.conn.read(this.#buffer.subarray(this.#used));
+    } catch (err) {
+      throw brokenConnection(err);
+    }
     if (n === null) return null;
     this.answered = true;
     const view = this.#buffer.subarray(this.#used, this.#used + n);
@@ -85,7 +96,12 @@ class Connection {
       this.#unread = n < unread.length ? unread.subarray(n) : undefined;
       return n;
     }
-    const n = await this.conn.read(target);
+    let n: number | null;
+    try {
+      n = await this.conn.read(target);
+    } catch (err) {
+      throw brokenConnection(err);
+    }
     if (n !== null) this.answered = true;
     return n;
   }
@@ -101,8 +117,12 @@ class Connection {
   }
 
   async write(bytes: Uint8Array): Promise<void> {
-    for (let offset = 0; offset < bytes.length;) {
-      offset += await this.conn.write(bytes.subarray(offset));
+    try {
+      for (let offset = 0; offset < bytes.length;) {
+        offset += await this.conn.write(bytes.subarray(offset));
+      }
+    } catch (err) {
+      throw brokenConnection(err);
     }
   }
 
@@ -166,7 +186,7 @@ class Body {
       if (this.#ended) return null;
       const bytes = await this.#conn.read();
       if (bytes === null) {
-        if (framing.kind !== "close") throw new UnexpectedEofError("in the middle of the body");
+        if (framing.kind !== "close") throw unexpectedEof("in the middle of the body");
         this.#end(false);
         return null;
       }
@@ -197,7 +217,7 @@ class Body {
       let offset = 0;
       while (offset < out.length) {
         const n = await this.#conn.readInto(out.subarray(offset));
-        if (n === null) throw new UnexpectedEofError("in the middle of the body");
+        if (n === null) throw unexpectedEof("in the middle of the body");
         offset += n;
       }
       framing.left = 0;
@@ -343,7 +363,7 @@ export class Http1Transport implements Transport {
 
   async send(url: URL, request: TransportRequest): Promise<TransportResponse> {
     const { signal } = request;
-    if (this.#closed) throw new TypeError("the transport is closed");
+    if (this.#closed) throw new TransportError("closed", "the transport is closed");
     signal.throwIfAborted();
     if (url.protocol !== "http:" && url.protocol !== "https:") {
       throw new TypeError(`unsupported URL scheme "${url.protocol}"`);
@@ -361,8 +381,7 @@ export class Http1Transport implements Transport {
         if (signal.aborted) throw signal.reason;
         if (
           pooled !== undefined && attempt === 0 && !conn.answered && replayable(request.method) &&
-          (err instanceof UnexpectedEofError || err instanceof Deno.errors.ConnectionReset ||
-            err instanceof Deno.errors.BrokenPipe)
+          err instanceof TransportError && (err.kind === "eof" || err.kind === "reset")
         ) continue;
         throw err;
       }
@@ -417,7 +436,10 @@ export class Http1Transport implements Transport {
     const hostname = url.hostname.replace(/^\[(.*)\]$/, "$1");
     const https = url.protocol === "https:";
     const port = url.port === "" ? (https ? 443 : 80) : Number(url.port);
-    const connecting = https
+    const connectFailed = (err: unknown): never => {
+      throw new TransportError("connect", errorText(err), { cause: err });
+    };
+    const connecting: Promise<Deno.Conn> = https
       ? Deno.connectTls({ hostname, port, alpnProtocols: ["http/1.1"], ...this.#tls }).then(
         async (conn) => {
           try {
@@ -425,17 +447,18 @@ export class Http1Transport implements Transport {
             await conn.handshake();
           } catch (err) {
             conn.close();
-            throw err;
+            throw new TransportError("tls", errorText(err), { cause: err });
           }
           return conn;
         },
+        connectFailed,
       )
-      : Deno.connect({ hostname, port });
+      : Deno.connect({ hostname, port }).catch(connectFailed);
     const conn = await raceSignal<Deno.Conn>(connecting, signal, (late) => late.close());
     this.#opened++;
     if (this.#closed) {
       conn.close();
-      throw new TypeError("the transport is closed");
+      throw new TransportError("closed", "the transport is closed");
     }
     return new Connection(conn, origin, generation);
   }
@@ -532,9 +555,7 @@ async function readHead(conn: Connection) {
   for (;;) {
     const chunk = await conn.read();
     if (chunk === null) {
-      throw new UnexpectedEofError(
-        bytes === undefined ? "before the answer" : "in the answer's head",
-      );
+      throw unexpectedEof(bytes === undefined ? "before the answer" : "in the answer's head");
     }
     const from = bytes?.length ?? 0;
     if (bytes === undefined) {
@@ -551,7 +572,9 @@ async function readHead(conn: Connection) {
       conn.unread(bytes.subarray(end));
       return head;
     }
-    if (bytes.length > MAX_HEAD) throw new Error("malformed HTTP response: head too long");
+    if (bytes.length > MAX_HEAD) {
+      throw new TransportError("too-large", `malformed HTTP response: head over ${MAX_HEAD} bytes`);
+    }
   }
 }
 
@@ -571,7 +594,7 @@ function framingOf(method: string, status: number, fields: Map<string, string[]>
     const values = new Set(lengths.join(",").split(",").map((v) => v.trim()));
     const [value] = values;
     if (values.size !== 1 || !/^[0-9]{1,15}$/.test(value!)) {
-      throw new Error("malformed HTTP response: invalid Content-Length");
+      throw new TransportError("protocol", "malformed HTTP response: invalid Content-Length");
     }
     return { kind: "length", left: Number(value) };
   }

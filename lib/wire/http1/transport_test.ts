@@ -3,10 +3,9 @@
  */
 
 import assert from "node:assert/strict";
-import { ApiError } from "../../kube/api.ts";
-import { isBrokenConnection } from "../../kube/client.ts";
-import { Http1Transport, UnexpectedEofError } from "./transport.ts";
-import type { TransportRequest } from "../../kube/transport.ts";
+import { Http1Transport } from "./transport.ts";
+import type { TransportRequest } from "./api.ts";
+import { isTransportError, TransportError } from "./errors.ts";
 
 const enc = (s: string) => new TextEncoder().encode(s);
 /** Requests are kept as Latin-1 text: one character per byte. */
@@ -222,7 +221,7 @@ Deno.test("Http1Transport: an abort before the answer rejects the send with the 
     const aborted = transport.send(new URL(server.url), get(controller.signal));
     setTimeout(() => controller.abort(reason), 50);
     await assert.rejects(aborted, (err) => err === reason);
-    await assert.rejects(sending, UnexpectedEofError);
+    await assert.rejects(sending, (err) => isTransportError(err, "eof"));
   } finally {
     transport.close();
   }
@@ -239,9 +238,8 @@ Deno.test("Http1Transport: a server closing in the middle of the body is a broke
     return "close";
   });
   const transport = new Http1Transport(NO_TLS);
-  const broken = (err: unknown) =>
-    err instanceof UnexpectedEofError &&
-    isBrokenConnection(new ApiError(0, "ConnectionError", "Get", { cause: err }));
+  // A broken connection: an EOF (the kind the client retries a GET after).
+  const broken = (err: unknown) => isTransportError(err, "eof");
   try {
     const chunked = await transport.send(new URL(server.url), get());
     await assert.rejects(bodyText(chunked.body), broken);
@@ -270,7 +268,7 @@ Deno.test("Http1Transport: a GET on an idle connection the server closed goes ou
     await sleep(50);
     await assert.rejects(
       transport.send(url, { ...get(), method: "PATCH", body: "{}" }),
-      (err) => isBrokenConnection(new ApiError(0, "ConnectionError", "Patch", { cause: err })),
+      (err) => isTransportError(err, "eof", "reset"),
     );
     assert.equal(server.connections, 2);
   } finally {
@@ -301,7 +299,10 @@ Deno.test("Http1Transport: renew drops the idle connections of that generation o
   await (await transport.send(url, get())).text!();
   assert.equal(server.connections, 4);
   transport.close();
-  await assert.rejects(transport.send(url, get()), /closed/);
+  await assert.rejects(
+    transport.send(url, get()),
+    (err) => isTransportError(err, "closed") && /closed/.test(err.message),
+  );
   await until(() => server.clientClosed === 4, "every connection closed");
 });
 
@@ -312,8 +313,11 @@ Deno.test("Http1Transport: a refused connection is not a broken one", async () =
   const transport = new Http1Transport(NO_TLS);
   const err = await transport.send(new URL(`http://127.0.0.1:${port}/`), get()).catch((e) => e);
   transport.close();
-  assert.ok(err instanceof Deno.errors.ConnectionRefused, String(err));
-  assert.ok(!isBrokenConnection(new ApiError(0, "ConnectionError", "Get", { cause: err })));
+  assert.ok(
+    err instanceof TransportError && err.cause instanceof Deno.errors.ConnectionRefused,
+    String(err),
+  );
+  assert.ok(isTransportError(err, "connect"), "refused: no connection, not a broken one");
 });
 
 Deno.test("Http1Transport: a connection idle longer than the idle timeout is closed, not reused", async () => {
