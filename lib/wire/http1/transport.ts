@@ -327,8 +327,6 @@ export class Http1Transport implements Transport {
   readonly #idle = new Map<string, Connection[]>();
   #generation = 0;
   #closed = false;
-  /** Connections opened so far (for tests and metrics). */
-  #opened = 0;
 
   /** @throws {TypeError} when only one of the client certificate and key is set. */
   constructor(tls: TlsMaterial, options: Http1Options = {}) {
@@ -347,18 +345,6 @@ export class Http1Transport implements Transport {
 
   get generation(): number {
     return this.#generation;
-  }
-
-  /** Connections opened so far. */
-  get opened(): number {
-    return this.#opened;
-  }
-
-  /** Idle connections in the pool. */
-  get idle(): number {
-    let n = 0;
-    for (const list of this.#idle.values()) n += list.length;
-    return n;
   }
 
   async send(url: URL, request: TransportRequest): Promise<TransportResponse> {
@@ -455,7 +441,6 @@ export class Http1Transport implements Transport {
       )
       : Deno.connect({ hostname, port }).catch(connectFailed);
     const conn = await raceSignal<Deno.Conn>(connecting, signal, (late) => late.close());
-    this.#opened++;
     if (this.#closed) {
       conn.close();
       throw new TransportError("closed", "the transport is closed");
