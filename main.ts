@@ -3,13 +3,14 @@
  * ControllerPublishVolume / ControllerUnpublishVolume.
  *
  * This file only reads the process environment and wires the pieces together; the behaviour
- * lives in `attacher/`; the sandbox subcommand is loaded from `sandbox/` only when given.
+ * lives in `lib/`; the sandbox subcommand is loaded from `sandbox/` only when given.
  *
  * @module
  */
 
 import { type KubeRequestObserver, runAttacher } from "./lib/run.ts";
 import { KubeClient } from "./lib/kube/client.ts";
+import { PROXY_VARIABLES, type ProxyEnvironment } from "./lib/kube/transport.ts";
 import { loadConnection } from "./lib/kube/config.ts";
 import { SERVICE_ACCOUNT_NAMESPACE_FILE } from "./lib/leaderelection/config.ts";
 import { createLogger } from "./lib/observe/log.ts";
@@ -46,6 +47,19 @@ function writeTerminationMessage(message: string): void {
   }
 }
 
+/** The proxy variables set in the environment; none when the environment cannot be read. */
+function proxyEnvironment(): ProxyEnvironment {
+  const vars: Record<string, string | undefined> = {};
+  for (const name of PROXY_VARIABLES) {
+    try {
+      vars[name] = env(name);
+    } catch {
+      // No permission to read the environment: no proxy.
+    }
+  }
+  return vars;
+}
+
 async function kubeFactory(
   options: Options,
   log: Logger,
@@ -57,6 +71,7 @@ async function kubeFactory(
     kubeconfigEnv: env("KUBECONFIG"),
     home: env("HOME"),
   }, { log });
+  const proxies = proxyEnvironment();
   return (observer) =>
     new KubeClient({
       connection,
@@ -66,6 +81,7 @@ async function kubeFactory(
       onRetry: observer?.onRetry,
     }, {
       userAgent: `csi-attacher/${VERSION}`,
+      proxyEnvironment: proxies,
     });
 }
 

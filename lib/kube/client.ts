@@ -24,7 +24,12 @@ import {
 } from "./api.ts";
 import type { Logger } from "../observe/logger.ts";
 import type { ClusterConnection } from "./config.ts";
-import { createTransport, type Transport, type TransportResponse } from "./transport.ts";
+import {
+  createTransport,
+  type ProxyEnvironment,
+  type Transport,
+  type TransportResponse,
+} from "./transport.ts";
 import { isTransportError } from "../wire/http1/errors.ts";
 import { errorText } from "../errors.ts";
 import { ABORTED, raceAbort } from "../abort.ts";
@@ -125,6 +130,12 @@ export interface KubeClientOptions {
   timeoutMs?: number;
   /** Extra time a watch may run past its `timeoutSeconds` before it is cut; default 30 s. */
   watchGraceMs?: number;
+  /**
+   * The proxy variables of the process environment (`main.ts` reads them): when one applies to
+   * the server's scheme, requests go through `fetch`, which honours them and `NO_PROXY`. Unset:
+   * no proxy.
+   */
+  proxyEnvironment?: ProxyEnvironment;
 }
 
 interface Target {
@@ -470,6 +481,7 @@ export class KubeClient implements KubeApi {
   readonly #userAgent: string;
   readonly #timeoutMs: number;
   readonly #watchGraceMs: number;
+  readonly #proxyEnvironment: ProxyEnvironment;
   #transport: Promise<Transport> | undefined;
   /** One controller per request or watch under way; {@link close} aborts them. */
   readonly #inflight = new Set<AbortController>();
@@ -498,6 +510,7 @@ export class KubeClient implements KubeApi {
     this.#userAgent = options.userAgent ?? "csi-attacher/unknown";
     this.#timeoutMs = options.timeoutMs ?? 30_000;
     this.#watchGraceMs = options.watchGraceMs ?? 30_000;
+    this.#proxyEnvironment = options.proxyEnvironment ?? {};
     if (!(this.#timeoutMs > 0) || !(this.#watchGraceMs >= 0)) {
       throw new RangeError("timeoutMs must be positive and watchGraceMs not negative");
     }
@@ -652,7 +665,7 @@ export class KubeClient implements KubeApi {
       return Promise.reject(new ApiError(0, "ConnectionError", "the Kubernetes client is closed"));
     }
     if (this.#transport === undefined) {
-      const building = createTransport(this.#server, this.#connection);
+      const building = createTransport(this.#server, this.#connection, this.#proxyEnvironment);
       this.#transport = building;
       // A failed build (e.g. client-node failing on a proxy-url) is retried by the next request.
       building.catch((err: unknown) => {

@@ -43,18 +43,33 @@ export function nodeTransportReason(
   return undefined;
 }
 
+/** The environment variables that name a proxy, in the order Go's `httpproxy.FromEnvironment` reads them. */
+export const PROXY_VARIABLES: readonly string[] = Object.freeze([
+  "HTTPS_PROXY",
+  "https_proxy",
+  "HTTP_PROXY",
+  "http_proxy",
+]);
+
+/**
+ * The proxy variables of the process environment, by name ({@link PROXY_VARIABLES}); `main.ts`
+ * reads them, nothing in `lib/` reads the environment.
+ */
+export type ProxyEnvironment = Readonly<Record<string, string | undefined>>;
+
 /**
  * The transport for `connection`: HTTP/1.1 over `Deno.connect` / `Deno.connectTls`
- * (`../wire/http1/transport.ts`) unless it needs `node:https`, or `fetch` when a proxy environment
- * variable applies to the server's scheme (`fetch` honours them and `NO_PROXY`, as client-go's
- * `http.ProxyFromEnvironment` does).
+ * (`../wire/http1/transport.ts`) unless it needs `node:https`, or `fetch` when a proxy variable of
+ * `proxyEnvironment` applies to the server's scheme (`fetch` honours them and `NO_PROXY`, as
+ * client-go's `http.ProxyFromEnvironment` does).
  */
 export async function createTransport(
   server: URL,
   connection: ClusterConnection,
+  proxyEnvironment: ProxyEnvironment = {},
 ): Promise<Transport> {
   if (nodeTransportReason(server, connection) === undefined) {
-    return proxyVariable(server) === undefined
+    return proxyVariable(server, (name) => proxyEnvironment[name]) === undefined
       ? new Http1Transport(connection.tls)
       : new FetchTransport(connection.tls);
   }
@@ -63,20 +78,20 @@ export async function createTransport(
 }
 
 /**
- * The proxy environment variable set for `server`'s scheme (`HTTPS_PROXY` or `HTTP_PROXY`, either
- * case, as Go's `httpproxy.FromEnvironment` reads them), or undefined. Without permission to read
- * the environment none is.
+ * The proxy variable set for `server`'s scheme (`HTTPS_PROXY` or `HTTP_PROXY`, either case, as
+ * Go's `httpproxy.FromEnvironment` reads them) according to `lookup`, or undefined. A lookup that
+ * throws (no permission to read the environment) finds none.
  */
 export function proxyVariable(
   server: URL,
-  env: (name: string) => string | undefined = (name) => Deno.env.get(name),
+  lookup: (name: string) => string | undefined,
 ): string | undefined {
   const names = server.protocol === "https:"
-    ? ["HTTPS_PROXY", "https_proxy"]
-    : ["HTTP_PROXY", "http_proxy"];
+    ? PROXY_VARIABLES.slice(0, 2)
+    : PROXY_VARIABLES.slice(2);
   for (const name of names) {
     try {
-      const value = env(name);
+      const value = lookup(name);
       if (value !== undefined && value !== "") return name;
     } catch {
       return undefined;
