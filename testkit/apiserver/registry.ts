@@ -22,8 +22,8 @@ import {
   jsonEqual,
   JsonPatchError,
   parseJsonPatch,
-} from "../../lib/kube/json_patch.ts";
-import { applyMergePatch } from "../../lib/kube/merge_patch.ts";
+} from "./json_patch.ts";
+import { applyMergePatch } from "./merge_patch.ts";
 import { microTimeParseError } from "./micro_time.ts";
 import { apiVersionOf, type ServedResource } from "./resources.ts";
 import { validateObjectName } from "./validation.ts";
