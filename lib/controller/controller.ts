@@ -12,7 +12,7 @@ import { realClock } from "../clock.ts";
 import type { Handler } from "./handler.ts";
 import type { OperationLatency } from "./operation_latency.ts";
 import type { Logger } from "../observe/logger.ts";
-import { jsonEqual } from "../../testkit/apiserver/json_patch.ts";
+import { jsonEqual } from "../kube/patches.ts";
 import { isMigratablePersistentVolume } from "./migration.ts";
 import { finalizerName, MIGRATED_TO_ANNOTATION } from "./names.ts";
 import type { EventHandlers, ObjectStore } from "../kube/store.ts";

@@ -30,7 +30,7 @@ import {
   VOLUME_ATTACHMENTS,
 } from "../kube/api.ts";
 import type { Logger } from "../observe/logger.ts";
-import { createMergePatch } from "../../testkit/apiserver/merge_patch.ts";
+import { createMergePatch } from "../kube/patches.ts";
 import {
   isMigratablePersistentVolume,
   MIGRATION_DRIVER_NAMES,

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { applyMergePatch, createMergePatch, sortedJson } from "./merge_patch.ts";
+import { applyMergePatch } from "./merge_patch.ts";
 
 Deno.test("applyMergePatch() follows the RFC 7386 examples", () => {
   const cases: [unknown, unknown, unknown][] = [
@@ -30,60 +30,4 @@ Deno.test("applyMergePatch() does not modify its arguments", () => {
   applyMergePatch(target, patch);
   assert.deepEqual(target, { a: { b: 1 } });
   assert.deepEqual(patch, { a: { c: 2 } });
-});
-
-Deno.test("createMergePatch() gives the attacher's patches byte for byte", () => {
-  const fin = "external-attacher/csi-test";
-  const va = { metadata: { name: "pv1-node1" }, status: { attached: false } };
-  assert.equal(
-    JSON.stringify(createMergePatch(va, {
-      metadata: {
-        name: "pv1-node1",
-        finalizers: [fin],
-        annotations: { "csi.alpha.kubernetes.io/node-id": "nodeID1" },
-      },
-      status: { attached: false },
-    })),
-    `{"metadata":{"annotations":{"csi.alpha.kubernetes.io/node-id":"nodeID1"},"finalizers":["${fin}"]}}`,
-  );
-  assert.equal(
-    JSON.stringify(createMergePatch(
-      { status: { attached: false, attachError: { time: "t", message: "m" } } },
-      { status: { attached: true } },
-    )),
-    `{"status":{"attachError":null,"attached":true}}`,
-  );
-  assert.equal(
-    JSON.stringify(createMergePatch({ metadata: { finalizers: [fin] } }, { metadata: {} })),
-    `{"metadata":{"finalizers":null}}`,
-  );
-  assert.equal(
-    JSON.stringify(createMergePatch(
-      { status: { attached: false } },
-      { status: { attached: false, attachError: { time: "t", message: "m", errorCode: 8 } } },
-    )),
-    `{"status":{"attachError":{"errorCode":8,"message":"m","time":"t"}}}`,
-  );
-});
-
-Deno.test("createMergePatch() of equal objects is {}", () => {
-  assert.deepEqual(createMergePatch({ a: { b: [1, 2] } }, { a: { b: [1, 2] } }), {});
-});
-
-Deno.test("createMergePatch() replaces arrays and changed types whole", () => {
-  assert.deepEqual(createMergePatch({ a: [1, 2], b: { c: 1 } }, { a: [1], b: "x" }), {
-    a: [1],
-    b: "x",
-  });
-});
-
-Deno.test("createMergePatch() rejects non-objects", () => {
-  assert.throws(() => createMergePatch([], {}), TypeError);
-});
-
-Deno.test("sortedJson() sorts members at every level and keeps array order", () => {
-  assert.equal(
-    JSON.stringify(sortedJson({ b: 1, a: [{ d: 1, c: 2 }], c: undefined })),
-    `{"a":[{"c":2,"d":1}],"b":1}`,
-  );
 });
