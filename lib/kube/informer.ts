@@ -308,11 +308,6 @@ export class Informer<T extends KubeObject> implements ObjectStore<T> {
     });
   }
 
-  /** The resourceVersion the next watch starts from (last list, event or bookmark). */
-  lastSyncResourceVersion(): string {
-    return this.#resourceVersion;
-  }
-
   /**
    * Adds callbacks; they get every later event. Added after objects are cached, the handler first
    * gets (synchronously, before this returns) an `add` for each cached object, as client-go does.

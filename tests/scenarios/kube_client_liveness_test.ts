@@ -180,7 +180,9 @@ Deno.test("an informer whose watch went silent resumes from its resourceVersion 
   const running = informer.run(ac.signal);
   await informer.waitForSync(ac.signal);
   await until(() => e.server.watchCount === 1, "the watch");
-  const rv = informer.lastSyncResourceVersion();
+  // The resourceVersion the informer watches from: no event came since its list.
+  const rv = e.server.requests.find((r) => r.watch)?.query.resourceVersion;
+  assert.equal(rv, e.server.resourceVersion);
 
   e.proxy.silenceExisting();
   e.server.create(VOLUME_ATTACHMENTS, va("va1"));
