@@ -1,7 +1,10 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { ApiError, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS, type WatchEvent } from "./api.ts";
-import { errorFromResponse, isBrokenConnection, KubeClient, WatchFrameSplitter } from "./client.ts";
+import { KubeClient } from "./client.ts";
+import { isBrokenConnection } from "./connection_errors.ts";
+import { errorFromResponse } from "./status_errors.ts";
+import { WatchFrameSplitter } from "./watch_stream.ts";
 import { fetchTransportError } from "./fetch_transport.ts";
 import { nodeTransportError } from "./node_transport.ts";
 import { type ClusterConnection, connectionFromKubeconfigs, loadConnection } from "./config.ts";
