@@ -29,6 +29,7 @@
 import type { Logger } from "../observe/logger.ts";
 import { dirname, isAbsolute, join, resolve } from "./posix_path.ts";
 import type { TlsMaterial } from "../wire/http1/api.ts";
+import { errorText } from "../errors.ts";
 
 export type { TlsMaterial } from "../wire/http1/api.ts";
 
@@ -580,8 +581,7 @@ function reasonOf(err: unknown): string {
   if (err instanceof Deno.errors.NotFound) return "no such file";
   if (err instanceof Deno.errors.PermissionDenied) return "permission denied";
   if (err instanceof Deno.errors.IsADirectory) return "is a directory";
-  if (err instanceof Error) return err.message.split("\n")[0] ?? err.name;
-  return String(err);
+  return errorText(err).split("\n")[0]!;
 }
 
 /** The separator of the `KUBECONFIG` path list (client-go: `filepath.ListSeparator`, POSIX). */
