@@ -249,7 +249,30 @@ Deno.test("Http1Transport: a server closing in the middle of the body is a broke
   }
 });
 
-Deno.test("Http1Transport: a GET on an idle connection the server closed goes out again on a new one; a PATCH does not", async () => {
+Deno.test("Http1Transport: a GET whose reused connection closes before the answer goes out again on a new one; a PATCH does not", async () => {
+  // Every second request on a connection is read and left unanswered: the connection closes.
+  await using server = new RawServer(async (conn, _request, index) => {
+    if (index % 2 === 1) return "close";
+    await write(conn, OK);
+    return "keep";
+  });
+  const transport = new Http1Transport(NO_TLS);
+  try {
+    const url = new URL(server.url);
+    assert.equal(await (await transport.send(url, get())).text!(), "ok");
+    assert.equal(await (await transport.send(url, get())).text!(), "ok");
+    assert.equal(server.connections, 2, "the GET went out again on a new connection");
+    await assert.rejects(
+      transport.send(url, { ...get(), method: "PATCH", body: "{}" }),
+      (err) => isTransportError(err, "eof", "reset"),
+    );
+    assert.equal(server.connections, 2, "the PATCH was not sent again");
+  } finally {
+    transport.close();
+  }
+});
+
+Deno.test("Http1Transport: an idle connection the server closed is dropped before it is picked, even for a PATCH", async () => {
   // The server closes every connection after its answer, without saying so.
   await using server = new RawServer(async (conn) => {
     await write(conn, OK);
@@ -260,14 +283,10 @@ Deno.test("Http1Transport: a GET on an idle connection the server closed goes ou
     const url = new URL(server.url);
     assert.equal(await (await transport.send(url, get())).text!(), "ok");
     await sleep(50);
-    assert.equal(await (await transport.send(url, get())).text!(), "ok");
+    const patched = await transport.send(url, { ...get(), method: "PATCH", body: "{}" });
+    assert.equal(await patched.text!(), "ok");
     assert.equal(server.connections, 2);
-    await sleep(50);
-    await assert.rejects(
-      transport.send(url, { ...get(), method: "PATCH", body: "{}" }),
-      (err) => isTransportError(err, "eof", "reset"),
-    );
-    assert.equal(server.connections, 2);
+    assert.equal(server.requests.length, 2, "nothing was written on the closed connection");
   } finally {
     transport.close();
   }
@@ -332,6 +351,83 @@ Deno.test("Http1Transport: a connection idle longer than the idle timeout is clo
     await (await transport.send(url, get())).text!();
     assert.equal(server.connections, 2);
     await until(() => server.clientClosed === 1, "the stale connection was closed");
+  } finally {
+    transport.close();
+  }
+});
+
+Deno.test("Http1Transport: a 408 or an unsolicited answer sent on an idle connection never answers the next request", async () => {
+  const unsolicited = [
+    "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale",
+    "\r\njunk",
+  ];
+  for (const junk of unsolicited) {
+    // The first connection answers, then sends `junk` while idle and stays open.
+    await using server = new RawServer(async (conn, _request, index) => {
+      await write(conn, OK);
+      if (index === 0) setTimeout(() => write(conn, junk).catch(() => {}), 20);
+      return "keep";
+    });
+    const transport = new Http1Transport(NO_TLS);
+    try {
+      const url = new URL(server.url);
+      assert.equal(await (await transport.send(url, get())).text!(), "ok");
+      await until(() => server.clientClosed === 1, `the idle connection dropped (${junk})`);
+      const next = await transport.send(url, get());
+      assert.equal(next.status, 200, junk);
+      assert.equal(await next.text!(), "ok", junk);
+      assert.equal(server.connections, 2, junk);
+    } finally {
+      transport.close();
+    }
+  }
+});
+
+Deno.test("Http1Transport: text() keeps what arrives, not what Content-Length announces", async () => {
+  await using server = new RawServer(async (conn) => {
+    await write(conn, "HTTP/1.1 200 OK\r\nContent-Length: 1500000000\r\n\r\n{}");
+    return "close";
+  });
+  const transport = new Http1Transport(NO_TLS);
+  try {
+    const before = Deno.memoryUsage().external;
+    const res = await transport.send(new URL(server.url), get());
+    let external = 0;
+    const reading = res.text!().catch((err) => err);
+    await sleep(20);
+    external = Deno.memoryUsage().external - before;
+    assert.ok(isTransportError(await reading, "eof"));
+    assert.ok(external < 64 * 1024 * 1024, `${external} bytes reserved for a 2-byte body`);
+  } finally {
+    transport.close();
+  }
+});
+
+Deno.test("Http1Transport: a body over the request's maxBodyBytes fails as too-large, announced or not", async () => {
+  const answers = [
+    `HTTP/1.1 200 OK\r\nContent-Length: 2000\r\n\r\n${"x".repeat(2000)}`,
+    `HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n7d0\r\n${"x".repeat(2000)}\r\n0\r\n\r\n`,
+    `HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n${"x".repeat(2000)}`,
+  ];
+  await using server = new RawServer(async (conn, _request, index) => {
+    await write(conn, answers[index % answers.length]!).catch(() => {});
+    return "close";
+  });
+  const transport = new Http1Transport(NO_TLS);
+  try {
+    const tooLarge = (err: unknown) => isTransportError(err, "too-large");
+    await assert.rejects(
+      transport.send(new URL(server.url), { ...get(), maxBodyBytes: 1000 }),
+      tooLarge,
+      "announced by Content-Length: refused with the head",
+    );
+    for (let i = 1; i < answers.length; i++) {
+      const res = await transport.send(new URL(server.url), { ...get(), maxBodyBytes: 1000 });
+      await assert.rejects(i === 1 ? res.text!() : bodyText(res.body), tooLarge);
+    }
+    const fits = await transport.send(new URL(server.url), { ...get(), maxBodyBytes: 2000 });
+    assert.equal((await fits.text!()).length, 2000);
   } finally {
     transport.close();
   }
