@@ -11,6 +11,18 @@
 
 import { ABORTED, raceAbort } from "../abort.ts";
 import type { TransportResponse } from "./transport.ts";
+import { TransportError } from "../wire/http1/errors.ts";
+
+/**
+ * The largest answer to a non-watch request the client reads, in bytes: 64 MiB. client-go reads
+ * whole bodies without a bound; this one keeps a broken or hostile server (or a proxy in front
+ * of it) from exhausting memory with a body that does not end. The largest answers we read are
+ * list pages of 500 objects (the informer's page size, client-go's pager default): 500
+ * VolumeAttachments or PersistentVolumes of 2-8 KiB each are 1-4 MiB, and even the unpaginated
+ * list an informer falls back to when a continue token expired, 50,000 VolumeAttachments of
+ * about 1 KiB, fits. A single object is at most 1.5 MiB (etcd's default request limit).
+ */
+export const MAX_BODY_BYTES = 64 * 1024 * 1024;
 
 /**
  * Answers up to this size that say their length are read in one piece (`text()`, which skips the
@@ -51,22 +63,39 @@ export function bodyReader(
 
 const UTF8 = new TextDecoder();
 
+/** How {@link readText} reads. */
+export interface ReadTextOptions {
+  /** The most bytes kept; past them the body is cancelled. @default MAX_BODY_BYTES */
+  maxBytes?: number;
+  /** Called as each chunk arrives. */
+  onChunk?: () => void;
+}
+
 /**
- * A body read to its end (or until `signal` aborts) as UTF-8; `onChunk` is called as each chunk
- * arrives.
+ * A body read to its end (or until `signal` aborts) as UTF-8.
+ *
+ * @throws {TransportError} (`too-large`) once the body passes `maxBytes`; the stream is cancelled
+ *   and nothing more is kept.
  */
 export async function readText(
   body: ReadableStream<Uint8Array> | null,
   signal: AbortSignal,
-  onChunk?: () => void,
+  opts: ReadTextOptions = {},
 ): Promise<string> {
+  const maxBytes = opts.maxBytes ?? MAX_BODY_BYTES;
   const reader = bodyReader(body, signal);
   if (reader === undefined) return "";
   const chunks: Uint8Array[] = [];
+  let length = 0;
   for (;;) {
     const next = await reader.read();
     if (next.done) break;
-    onChunk?.();
+    opts.onChunk?.();
+    length += next.value.length;
+    if (length > maxBytes) {
+      reader.cancel().catch(() => {});
+      throw new TransportError("too-large", `the answer's body is over ${maxBytes} bytes`);
+    }
     chunks.push(next.value);
   }
   return chunks.length === 0 ? "" : UTF8.decode(concatBytes(chunks));

@@ -38,7 +38,7 @@ import { type RequestBody, type RequestContext, requestFailure } from "./request
 import { errorFromResponse } from "./status_errors.ts";
 import { clientClosedError, connectionError } from "./connection_errors.ts";
 import { type Answer, MAX_RETRIES, retryDelayMs } from "./retry.ts";
-import { answerOrAbort, readText, WHOLE_BODY_MAX_BYTES } from "./body.ts";
+import { answerOrAbort, MAX_BODY_BYTES, readText, WHOLE_BODY_MAX_BYTES } from "./body.ts";
 import { IdleWatchdog, watchEvents } from "./watch_stream.ts";
 
 /** Something that paces requests (client-go's QPS/burst token bucket). */
@@ -117,6 +117,17 @@ export interface KubeClientOptions {
    * that keeps arriving is not cut short); default 30 s.
    */
   timeoutMs?: number;
+  /**
+   * The longest one try of a non-watch request may take, its body included, however steadily
+   * bytes arrive: a body that streams without end is cut here; default 4 × `timeoutMs` (2 min).
+   */
+  deadlineMs?: number;
+  /**
+   * The largest answer to a non-watch request, in bytes; a larger one fails with a
+   * `ConnectionError` whose cause is a `too-large` transport error; default 64 MiB
+   * (`MAX_BODY_BYTES` in `./body.ts`, which says why).
+   */
+  maxBodyBytes?: number;
   /** Extra time a watch may run past its `timeoutSeconds` before it is cut; default 30 s. */
   watchGraceMs?: number;
   /**
@@ -170,6 +181,8 @@ export class KubeClient implements KubeApi {
   readonly #log: Logger | undefined;
   readonly #userAgent: string;
   readonly #timeoutMs: number;
+  readonly #deadlineMs: number;
+  readonly #maxBodyBytes: number;
   readonly #watchGraceMs: number;
   readonly #proxyEnvironment: ProxyEnvironment;
   #transport: Promise<Transport> | undefined;
@@ -199,10 +212,17 @@ export class KubeClient implements KubeApi {
     this.#log = deps.log;
     this.#userAgent = options.userAgent ?? "csi-attacher/unknown";
     this.#timeoutMs = options.timeoutMs ?? 30_000;
+    this.#deadlineMs = options.deadlineMs ?? 4 * this.#timeoutMs;
+    this.#maxBodyBytes = options.maxBodyBytes ?? MAX_BODY_BYTES;
     this.#watchGraceMs = options.watchGraceMs ?? 30_000;
     this.#proxyEnvironment = options.proxyEnvironment ?? {};
-    if (!(this.#timeoutMs > 0) || !(this.#watchGraceMs >= 0)) {
-      throw new RangeError("timeoutMs must be positive and watchGraceMs not negative");
+    if (
+      !(this.#timeoutMs > 0) || !(this.#deadlineMs > 0) || !(this.#maxBodyBytes > 0) ||
+      !(this.#watchGraceMs >= 0)
+    ) {
+      throw new RangeError(
+        "timeoutMs, deadlineMs and maxBodyBytes must be positive and watchGraceMs not negative",
+      );
     }
   }
 
@@ -529,29 +549,32 @@ export class KubeClient implements KubeApi {
     if (this.#closed) throw clientClosedError();
     const generation = transport.generation;
     const timeoutMs = this.#timeoutMs;
+    const deadlineMs = this.#deadlineMs;
+    const maxBodyBytes = this.#maxBodyBytes;
     const clock = this.#clock;
     const { controller, dispose } = this.#begin(signal);
     // The timeout counts from the last byte received, so a large answer that keeps arriving
-    // (a big list) is never cut short; a silent connection is.
-    let lastProgress = clock.now();
+    // (a big list) is not cut short; a silent connection is, and so is an answer still arriving
+    // at the deadline.
+    const start = clock.now();
+    let lastProgress = start;
     let timer: Timer;
     const onTimer = () => {
-      const left = lastProgress + timeoutMs - clock.now();
-      if (left > 0) {
-        timer = clock.setTimer(left, onTimer);
+      const now = clock.now();
+      const silentLeft = lastProgress + timeoutMs - now;
+      const deadlineLeft = start + deadlineMs - now;
+      if (silentLeft > 0 && deadlineLeft > 0) {
+        timer = clock.setTimer(Math.min(silentLeft, deadlineLeft), onTimer);
         return;
       }
-      controller.abort(
-        new ApiError(
-          0,
-          "Timeout",
-          requestFailure(ctx, `request timed out after ${timeoutMs / 1000}s`),
-        ),
-      );
+      const what = deadlineLeft > 0
+        ? `request timed out after ${timeoutMs / 1000}s`
+        : `request did not complete within ${deadlineMs / 1000}s`;
+      controller.abort(new ApiError(0, "Timeout", requestFailure(ctx, what)));
       // No answer on this connection: the pooled ones may have gone silent too.
       transport.renew(generation);
     };
-    timer = clock.setTimer(timeoutMs, onTimer);
+    timer = clock.setTimer(Math.min(timeoutMs, deadlineMs), onTimer);
     try {
       const response = await answerOrAbort(
         transport.send(ctx.url, {
@@ -559,6 +582,7 @@ export class KubeClient implements KubeApi {
           headers,
           body: body?.data,
           signal: controller.signal,
+          maxBodyBytes,
         }),
         controller.signal,
       );
@@ -571,11 +595,10 @@ export class KubeClient implements KubeApi {
         if (whole === ABORTED) throw controller.signal.reason;
         text = whole;
       } else {
-        text = await readText(
-          response.body,
-          controller.signal,
-          () => lastProgress = clock.now(),
-        );
+        text = await readText(response.body, controller.signal, {
+          maxBytes: maxBodyBytes,
+          onChunk: () => lastProgress = clock.now(),
+        });
       }
       if (controller.signal.aborted) throw controller.signal.reason;
       return {
@@ -654,9 +677,12 @@ export class KubeClient implements KubeApi {
       }
       if (response === undefined) throw controller.signal.reason;
       reported = true;
+      idle?.touch();
       this.#report(ctx, response.status, start);
       if (response.status !== 200) {
-        const text = await readText(response.body, controller.signal);
+        const text = await readText(response.body, controller.signal, {
+          maxBytes: this.#maxBodyBytes,
+        });
         if (controller.signal.aborted) throw controller.signal.reason;
         throw errorFromResponse(response.status, text);
       }

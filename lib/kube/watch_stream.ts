@@ -3,6 +3,22 @@
  * per line with Go's `json.Encoder`), split into frames, decoded and checked, and the idle
  * watchdog that ends a watch that delivers nothing.
  *
+ * What fails a watch, as client-go fails it (the watch then ends with an {@link ApiError} of
+ * reason `InvalidResponse`; the informer backs off and watches again from its last
+ * resourceVersion):
+ * - an event over {@link MAX_WATCH_EVENT_BYTES}, 16 MiB: client-go's streaming decoder
+ *   (`k8s.io/apimachinery/pkg/runtime/serializer/streaming/streaming.go`, `maxBytes`) refuses
+ *   larger objects with `ErrObjectTooLarge`, "object to decode was longer than maximum allowed
+ *   size". The line is refused as soon as its unfinished part passes the limit, so no more than
+ *   16 MiB of it is ever kept;
+ * - a line that is not a JSON event with a type and an object;
+ * - an event type other than ADDED, MODIFIED, DELETED, BOOKMARK and ERROR (client-go
+ *   `rest/watch/decoder.go`: "got invalid watch event type", reported by `watch.StreamWatcher` as
+ *   "unable to decode an event from the watch stream").
+ *
+ * Progress, for the idle watchdog, is an event (or the response headers), not a chunk: a line
+ * that keeps streaming without ending does not keep a watch alive.
+ *
  * @module
  */
 
@@ -12,30 +28,67 @@ import { bodyReader, concatBytes } from "./body.ts";
 import { isObject, tryParseJson } from "./json.ts";
 import { type RequestContext, requestFailure } from "./request.ts";
 import type { KubeObject } from "./types.ts";
+import { errorText } from "../errors.ts";
 
 /** Most characters of a bad event line quoted in an error message. */
 const LINE_SNIPPET_CHARS = 200;
 
 /**
+ * The largest watch event accepted, in bytes (client-go's streaming decoder `maxBytes`,
+ * 16 MiB).
+ */
+export const MAX_WATCH_EVENT_BYTES = 16 * 1024 * 1024;
+
+/** The event types of a watch (`k8s.io/apimachinery/pkg/watch` `EventType`). */
+const EVENT_TYPES: ReadonlySet<string> = new Set([
+  "ADDED",
+  "MODIFIED",
+  "DELETED",
+  "BOOKMARK",
+  "ERROR",
+]);
+
+/** client-go's `streaming.ErrObjectTooLarge` text. */
+const OBJECT_TOO_LARGE = "object to decode was longer than maximum allowed size";
+
+/**
  * Splits a watch body into its frames. Chunks may end anywhere, inside a frame or a multi-byte
  * character: bytes are split at `\n` before they are decoded (a newline byte never occurs inside
  * a UTF-8 sequence, and JSON escapes it inside strings). Blank lines are skipped; the tail after
- * the last newline is kept, copied, until {@link WatchFrameSplitter.end}.
+ * the last newline is kept, copied, until {@link WatchFrameSplitter.end}. A frame longer than
+ * `maxFrameBytes` is refused as soon as that many of its bytes have arrived.
  */
 export class WatchFrameSplitter {
   readonly #decoder = new TextDecoder();
+  readonly #maxFrameBytes: number;
   #pending: Uint8Array[] = [];
+  #pendingBytes = 0;
 
-  /** The complete frames that `chunk` ends, trimmed. */
+  /** A splitter refusing frames over `maxFrameBytes` (default {@link MAX_WATCH_EVENT_BYTES}). */
+  constructor(maxFrameBytes = MAX_WATCH_EVENT_BYTES) {
+    this.#maxFrameBytes = maxFrameBytes;
+  }
+
+  /**
+   * The complete frames that `chunk` ends, trimmed.
+   *
+   * @throws {ApiError} (`InvalidResponse`, client-go's "object to decode was longer than maximum
+   *   allowed size") for a frame over the limit; the splitter keeps nothing of it.
+   */
   push(chunk: Uint8Array): string[] {
     const frames: string[] = [];
     let from = 0;
     for (let nl = chunk.indexOf(10); nl >= 0; nl = chunk.indexOf(10, from)) {
+      this.#check(nl - from);
       this.#add(frames, this.#take(chunk.subarray(from, nl)));
       from = nl + 1;
     }
-    // A copy: a view would keep the whole chunk alive until the frame ends.
-    if (from < chunk.length) this.#pending.push(chunk.slice(from));
+    if (from < chunk.length) {
+      this.#check(chunk.length - from);
+      // A copy: a view would keep the whole chunk alive until the frame ends.
+      this.#pending.push(chunk.slice(from));
+      this.#pendingBytes += chunk.length - from;
+    }
     return frames;
   }
 
@@ -46,10 +99,19 @@ export class WatchFrameSplitter {
     return frames[0];
   }
 
+  /** Throws when `more` bytes would make the frame under way too long. */
+  #check(more: number): void {
+    if (this.#pendingBytes + more <= this.#maxFrameBytes) return;
+    this.#pending = [];
+    this.#pendingBytes = 0;
+    throw new ApiError(0, "InvalidResponse", OBJECT_TOO_LARGE);
+  }
+
   #take(last: Uint8Array): Uint8Array {
     if (this.#pending.length === 0) return last;
     const parts = [...this.#pending, last];
     this.#pending = [];
+    this.#pendingBytes = 0;
     return concatBytes(parts);
   }
 
@@ -120,7 +182,7 @@ export class IdleWatchdog {
  * One watch event line decoded.
  *
  * @throws {ApiError} (`InvalidResponse`) when the line is not a JSON event with a type and an
- *   object.
+ *   object, or its type is not one of the five a watch has.
  */
 export function decodeWatchEvent<T extends KubeObject>(
   line: string,
@@ -132,6 +194,17 @@ export function decodeWatchEvent<T extends KubeObject>(
       0,
       "InvalidResponse",
       requestFailure(ctx, `invalid watch event: ${line.slice(0, LINE_SNIPPET_CHARS)}`),
+    );
+  }
+  if (!EVENT_TYPES.has(ev.type)) {
+    throw new ApiError(
+      0,
+      "InvalidResponse",
+      requestFailure(
+        ctx,
+        "unable to decode an event from the watch stream: got invalid watch event type: " +
+          ev.type.slice(0, LINE_SNIPPET_CHARS),
+      ),
     );
   }
   return ev as unknown as WatchEvent<T>;
@@ -148,29 +221,41 @@ export interface WatchEventsOptions {
    * nothing more is delivered, even frames already received.
    */
   stopped(): boolean;
-  /** Touched as data arrives. */
+  /** Touched as each event arrives. */
   idle?: IdleWatchdog;
+  /** The largest event accepted. @default MAX_WATCH_EVENT_BYTES */
+  maxEventBytes?: number;
 }
 
 /**
  * The events of a watch body, in order, until it ends. Ends without an error when `stopped()`
  * becomes true; throws `signal`'s reason when it aborted otherwise, and an {@link ApiError} for
- * a line that is not an event.
+ * a line that is not an event or is too long.
  */
 export async function* watchEvents<T extends KubeObject>(
   body: ReadableStream<Uint8Array> | null,
   opts: WatchEventsOptions,
 ): AsyncGenerator<WatchEvent<T>, void, undefined> {
   const { ctx, signal, stopped, idle } = opts;
-  const splitter = new WatchFrameSplitter();
+  const splitter = new WatchFrameSplitter(opts.maxEventBytes);
   const reader = bodyReader(body, signal);
   for (;;) {
     const next = reader === undefined ? { done: true as const } : await reader.read();
     if (next.done) break;
-    idle?.touch();
-    for (const frame of splitter.push(next.value)) {
+    let frames: string[];
+    try {
+      frames = splitter.push(next.value);
+    } catch (err) {
+      reader?.cancel().catch(() => {});
+      throw new ApiError(0, "InvalidResponse", requestFailure(ctx, errorText(err)), {
+        cause: err,
+      });
+    }
+    for (const frame of frames) {
       if (stopped()) return;
-      yield decodeWatchEvent<T>(frame, ctx);
+      const event = decodeWatchEvent<T>(frame, ctx);
+      idle?.touch();
+      yield event;
     }
   }
   if (stopped()) return;
