@@ -40,48 +40,16 @@ import { clientClosedError, connectionError } from "./connection_errors.ts";
 import { type Answer, MAX_RETRIES, retryDelayMs } from "./retry.ts";
 import { answerOrAbort, MAX_BODY_BYTES, readText, WHOLE_BODY_MAX_BYTES } from "./body.ts";
 import { IdleWatchdog, watchEvents } from "./watch_stream.ts";
+import {
+  CLIENT_SIDE_THROTTLING,
+  logThrottleWait,
+  retryReason,
+  ThrottledLogger,
+} from "./throttle_log.ts";
+import { errorText } from "../errors.ts";
+import type { LatencyInfo, RequestInfo, RequestRateLimiter, RetryInfo } from "./request_reports.ts";
 
-/** Something that paces requests (client-go's QPS/burst token bucket). */
-export interface RequestRateLimiter {
-  /** Resolves when a request may go; rejects with the signal's reason when it aborts. */
-  take(signal?: AbortSignal): Promise<void>;
-}
-
-/** What {@link KubeClientDeps.onRequest} learns about each request. */
-export interface RequestInfo {
-  /** HTTP method. */
-  method: string;
-  /** API verb: get, list, watch, create, update, patch, delete. */
-  verb: string;
-  /** Plural resource name. */
-  resource: string;
-  /** `status` or "". */
-  subresource: string;
-  /** `host:port` of the API server. */
-  host: string;
-  /** HTTP status code; 0 when no answer came. For a watch, the code of the response headers. */
-  code: number;
-  /** Duration until the answer (for a watch: until the response headers). */
-  seconds: number;
-}
-
-/** What {@link KubeClientDeps.onRetry} learns about each retry. */
-export interface RetryInfo {
-  /** HTTP method of the request. */
-  method: string;
-  /** API verb: get, list, create, update, patch, delete. */
-  verb: string;
-  /** Plural resource name. */
-  resource: string;
-  /** `host:port` of the API server, as client-go's `host` label. */
-  host: string;
-  /** HTTP status code of the answer that is retried; 0 for a broken connection. */
-  code: number;
-  /** 1 for the first retry, up to {@link MAX_RETRIES}. */
-  attempt: number;
-  /** The wait before the retry, in milliseconds. */
-  delayMs: number;
-}
+export type { LatencyInfo, RequestInfo, RequestRateLimiter, RetryInfo } from "./request_reports.ts";
 
 /** Collaborators of a {@link KubeClient}. */
 export interface KubeClientDeps {
@@ -96,6 +64,22 @@ export interface KubeClientDeps {
   onRequest?: (info: RequestInfo) => void;
   /** Called before each retry (see {@link KubeClient}); the retry is also logged at `--v=4`. */
   onRetry?: (info: RetryInfo) => void;
+  /**
+   * Called after each wait for the rate limiter, however short (client-go's
+   * `rest_client_rate_limiter_duration_seconds{verb,host}`); not called without a rate limiter.
+   */
+  onRateLimiterWait?: (info: LatencyInfo) => void;
+  /**
+   * Called once per non-watch request when it ends, with its whole duration: waits for the rate
+   * limiter and retries included (client-go's `rest_client_request_duration_seconds{verb,host}`).
+   */
+  onRequestLatency?: (info: LatencyInfo) => void;
+  /**
+   * Where waits for the rate limiter over 1 s are logged at most once a second (V(2)) or every
+   * 10 s (level 0); share one between the clients of a process, as client-go's is global.
+   * @default a ThrottledLogger of this client's own
+   */
+  throttledLogger?: ThrottledLogger;
   /**
    * Every duration, timer and deadline of the client: request timeouts, retry waits, the watch
    * deadline and idle timeout, the durations reported to `onRequest`. @default realClock
@@ -177,6 +161,9 @@ export class KubeClient implements KubeApi {
   readonly #rateLimiter: RequestRateLimiter | undefined;
   readonly #onRequest: ((info: RequestInfo) => void) | undefined;
   readonly #onRetry: ((info: RetryInfo) => void) | undefined;
+  readonly #onRateLimiterWait: ((info: LatencyInfo) => void) | undefined;
+  readonly #onRequestLatency: ((info: LatencyInfo) => void) | undefined;
+  readonly #throttledLogger: ThrottledLogger;
   readonly #clock: Clock;
   readonly #log: Logger | undefined;
   readonly #userAgent: string;
@@ -208,7 +195,10 @@ export class KubeClient implements KubeApi {
     this.#rateLimiter = deps.rateLimiter;
     this.#onRequest = deps.onRequest;
     this.#onRetry = deps.onRetry;
+    this.#onRateLimiterWait = deps.onRateLimiterWait;
+    this.#onRequestLatency = deps.onRequestLatency;
     this.#clock = deps.clock ?? realClock;
+    this.#throttledLogger = deps.throttledLogger ?? new ThrottledLogger(this.#clock);
     this.#log = deps.log;
     this.#userAgent = options.userAgent ?? "csi-attacher/unknown";
     this.#timeoutMs = options.timeoutMs ?? 30_000;
@@ -468,9 +458,26 @@ export class KubeClient implements KubeApi {
    */
   async #call(spec: RequestSpec): Promise<unknown> {
     const ctx = this.#context(spec);
+    const started = this.#clock.now();
+    try {
+      return await this.#tries(ctx);
+    } finally {
+      // client-go's rest_client_request_duration_seconds: the whole request, its waits for the
+      // rate limiter and its retries included (`rest/request.go` `request`).
+      this.#onRequestLatency?.({
+        method: ctx.method,
+        host: ctx.url.host,
+        seconds: (this.#clock.now() - started) / 1000,
+      });
+    }
+  }
+
+  /** The tries of one request, each after its wait for the rate limiter. */
+  async #tries(ctx: RequestContext): Promise<unknown> {
     const { signal } = ctx;
+    let reason = CLIENT_SIDE_THROTTLING;
     for (let attempt = 1;; attempt++) {
-      await this.#rateLimiter?.take(signal);
+      await this.#throttle(ctx, reason);
       const start = this.#clock.now();
       let code = 0;
       let answer: Answer | undefined;
@@ -488,6 +495,11 @@ export class KubeClient implements KubeApi {
         : retryDelayMs(ctx.method, answer, failure);
       if (delayMs !== undefined) {
         this.#retrying(ctx, code, attempt, delayMs);
+        reason = retryReason(attempt, Math.round(delayMs / 1000), {
+          status: answer?.status,
+          flowSchemaUid: answer?.flowSchemaUid,
+          error: answer === undefined ? errorText(failure) : undefined,
+        });
         await this.#clock.sleep(delayMs, signal);
         continue;
       }
@@ -498,6 +510,26 @@ export class KubeClient implements KubeApi {
         throw new ApiError(code, "InvalidResponse", requestFailure(ctx, "the answer is not JSON"));
       }
       return parsed;
+    }
+  }
+
+  /**
+   * Waits for the rate limiter, then reports the wait and logs a long one as client-go's
+   * `tryThrottleWithInfo` does (`./throttle_log.ts`). Without a rate limiter: nothing.
+   */
+  async #throttle(ctx: RequestContext, reason: string): Promise<void> {
+    if (this.#rateLimiter === undefined) return;
+    const start = this.#clock.now();
+    await this.#rateLimiter.take(ctx.signal);
+    const waitedMs = this.#clock.now() - start;
+    this.#onRateLimiterWait?.({ method: ctx.method, host: ctx.url.host, seconds: waitedMs / 1000 });
+    if (this.#log !== undefined) {
+      logThrottleWait(this.#log, this.#throttledLogger, {
+        waitedMs,
+        reason,
+        verb: ctx.method,
+        url: ctx.url.href,
+      });
     }
   }
 
@@ -605,6 +637,7 @@ export class KubeClient implements KubeApi {
         status: response.status,
         text,
         retryAfter: response.headers.get("retry-after") ?? undefined,
+        flowSchemaUid: response.headers.get("x-kubernetes-pf-flowschema-uid") ?? undefined,
       };
     } catch (err) {
       if (signal?.aborted) throw signal.reason;

@@ -36,6 +36,8 @@ export interface Answer {
   text: string;
   /** The `Retry-After` header, if any. */
   retryAfter?: string;
+  /** The `X-Kubernetes-PF-FlowSchema-UID` header of a throttled answer, if any. */
+  flowSchemaUid?: string;
 }
 
 /**
