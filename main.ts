@@ -11,6 +11,8 @@
 import { type KubeRequestObserver, runAttacher } from "./lib/run.ts";
 import { KubeClient } from "./lib/kube/client.ts";
 import { PROXY_VARIABLES, type ProxyEnvironment } from "./lib/kube/transport.ts";
+import { ThrottledLogger } from "./lib/kube/throttle_log.ts";
+import { realClock } from "./lib/clock.ts";
 import { loadConnection } from "./lib/kube/config.ts";
 import { SERVICE_ACCOUNT_NAMESPACE_FILE } from "./lib/leaderelection/config.ts";
 import { createLogger } from "./lib/observe/log.ts";
@@ -72,6 +74,8 @@ async function kubeFactory(
     home: env("HOME"),
   }, { log });
   const proxies = proxyEnvironment();
+  // One for every client, as client-go's throttled logger is one per process.
+  const throttledLogger = new ThrottledLogger(realClock);
   return (observer) =>
     new KubeClient({
       connection,
@@ -79,6 +83,9 @@ async function kubeFactory(
       rateLimiter: new TokenBucket({}, { qps: options.kubeApiQps, burst: options.kubeApiBurst }),
       onRequest: observer?.onRequest,
       onRetry: observer?.onRetry,
+      onRequestLatency: observer?.onRequestLatency,
+      onRateLimiterWait: observer?.onRateLimiterWait,
+      throttledLogger,
     }, {
       userAgent: `csi-attacher/${VERSION}`,
       proxyEnvironment: proxies,
