@@ -30,6 +30,7 @@ import type { Logger } from "../observe/logger.ts";
 import { dirname, isAbsolute, join, resolve } from "./posix_path.ts";
 import type { TlsMaterial } from "../wire/http1/api.ts";
 import { errorText } from "../errors.ts";
+import { type Clock, realClock } from "../clock.ts";
 
 export type { TlsMaterial } from "../wire/http1/api.ts";
 
@@ -96,8 +97,8 @@ export interface LoadConnectionOptions {
 export interface LoadConnectionDeps {
   /** Where a failed token re-read is reported; default: nowhere. */
   log?: Logger;
-  /** Monotonic milliseconds, for the token file period; default `performance.now()`. */
-  now?: () => number;
+  /** Times the token file period (its monotonic reading only). @default realClock */
+  clock?: Pick<Clock, "now">;
 }
 
 /**
@@ -410,7 +411,8 @@ export class FileTokenSource {
     this.#file = file;
     this.#field = field;
     this.#log = deps.log;
-    this.#now = deps.now ?? (() => performance.now());
+    const clock = deps.clock ?? realClock;
+    this.#now = () => clock.now();
     this.#token = token;
     this.#nextRead = this.#now() + TOKEN_FILE_PERIOD_MS;
   }
