@@ -227,6 +227,20 @@ const ROWS: Row[] = [
     expect: { kind: "protocol" },
   },
   {
+    name: "the same Content-Length twice",
+    call: "get",
+    script: send(
+      GOOD.replace("Content-Length", `Content-Length: ${PV_JSON.length}\r\nContent-Length`),
+    ),
+    expect: { ok: true },
+  },
+  {
+    name: "Content-Length with a sign",
+    call: "get",
+    script: send(`HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\n{}`),
+    expect: { kind: "protocol" },
+  },
+  {
     name: "negative Content-Length",
     call: "get",
     script: send("HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n"),
