@@ -8,30 +8,18 @@
  * @module
  */
 
-/** What a field holds. `map` is `map<string, string>`, the only map type the CSI messages use. */
-export type FieldKind = "string" | "bool" | "int32" | "int64" | "enum" | "message" | "map";
+import type { FieldDescriptor, FieldKind, MessageDescriptor } from "../wire/grpc/descriptor.ts";
 
-/** One field of a message. */
-export interface FieldSchema {
-  /** camelCase name, as in JS objects. */
-  readonly name: string;
-  readonly number: number;
-  readonly kind: FieldKind;
-  readonly repeated: boolean;
-  /** Name of the member's oneof, e.g. `accessType`. */
-  readonly oneof?: string;
+/** One field of a CSI message: the codec's descriptor plus the `csi_secret` option. */
+export interface FieldSchema extends FieldDescriptor {
   /** Marked `[(csi_secret) = true]` in the spec. */
   readonly secret: boolean;
   /** For `message` fields: the message type. */
   readonly message?: MessageSchema;
-  /** For `enum` fields: value names by number. */
-  readonly enumValues?: readonly string[];
 }
 
-/** One message type. */
-export interface MessageSchema {
-  /** Fully qualified name without a leading dot, e.g. `csi.v1.ControllerPublishVolumeRequest`. */
-  readonly name: string;
+/** One CSI message type. */
+export interface MessageSchema extends MessageDescriptor {
   /** Fields in field-number order. */
   readonly fields: readonly FieldSchema[];
   /** Fields by camelCase name. */

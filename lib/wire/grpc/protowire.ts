@@ -1,6 +1,6 @@
 /**
- * The protobuf wire format (https://protobuf.dev/programming-guides/encoding/) for the CSI
- * messages of {@link import("../../csi/schema.ts")}, driven by their schema.
+ * The protobuf wire format (https://protobuf.dev/programming-guides/encoding/) for messages
+ * described by {@link import("./descriptor.ts")} (the CSI messages: `lib/csi/schema.ts`).
  *
  * Encoding takes the camelCase objects the attacher builds: proto3 default values (empty string,
  * false, 0, the enum's zero value) are left out as Go leaves them out; enums are given by name
@@ -14,7 +14,7 @@
  * @module
  */
 
-import type { FieldSchema, MessageSchema } from "../../csi/schema.ts";
+import type { FieldDescriptor, MessageDescriptor } from "./descriptor.ts";
 
 /** Malformed input bytes, or a value that cannot be encoded. */
 export class ProtoWireError extends Error {
@@ -91,7 +91,7 @@ class Writer {
  *
  * @throws {ProtoWireError} when a field has a value of the wrong type (naming the field).
  */
-export function encodeMessage(schema: MessageSchema, value: object): Uint8Array {
+export function encodeMessage(schema: MessageDescriptor, value: object): Uint8Array {
   const w = new Writer();
   writeMessage(w, schema, value as Record<string, unknown>, schema.name);
   return w.finish();
@@ -99,7 +99,7 @@ export function encodeMessage(schema: MessageSchema, value: object): Uint8Array 
 
 function writeMessage(
   w: Writer,
-  schema: MessageSchema,
+  schema: MessageDescriptor,
   value: Record<string, unknown>,
   path: string,
 ): void {
@@ -141,7 +141,7 @@ function writeMessage(
 /** Writes one value; `always` writes a proto3 default too (repeated items, messages). */
 function writeValue(
   w: Writer,
-  field: FieldSchema,
+  field: FieldDescriptor,
   v: unknown,
   path: string,
   always: boolean,
@@ -313,11 +313,14 @@ class Reader {
  *
  * @throws {ProtoWireError} on malformed bytes or a known field with the wrong wire type.
  */
-export function decodeMessage(schema: MessageSchema, bytes: Uint8Array): Record<string, unknown> {
+export function decodeMessage(
+  schema: MessageDescriptor,
+  bytes: Uint8Array,
+): Record<string, unknown> {
   return readMessage(schema, new Reader(bytes, 0, bytes.length));
 }
 
-function readMessage(schema: MessageSchema, r: Reader): Record<string, unknown> {
+function readMessage(schema: MessageDescriptor, r: Reader): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   // Key order as proto-loader gives it: repeated fields, maps, then the other non-oneof fields,
   // each group by field number; set oneof members come last.
@@ -326,7 +329,7 @@ function readMessage(schema: MessageSchema, r: Reader): Record<string, unknown> 
   for (const f of schema.fields) {
     if (!f.repeated && f.kind !== "map" && f.oneof === undefined) out[f.name] = defaultValue(f);
   }
-  const oneofs = new Map<string, [FieldSchema, unknown]>();
+  const oneofs = new Map<string, [FieldDescriptor, unknown]>();
   while (r.pos < r.end) {
     const tag = r.smallVarint();
     const number = tag >>> 3;
@@ -372,7 +375,7 @@ function readMessage(schema: MessageSchema, r: Reader): Record<string, unknown> 
 }
 
 function mergeMessage(
-  field: FieldSchema,
+  field: FieldDescriptor,
   previous: Record<string, unknown>,
   r: Reader,
 ): Record<string, unknown> {
@@ -423,7 +426,7 @@ function readMapEntry(r: Reader): [string, string] {
   return [key, value];
 }
 
-function readValue(field: FieldSchema, r: Reader): unknown {
+function readValue(field: FieldDescriptor, r: Reader): unknown {
   switch (field.kind) {
     case "string": {
       const [s, e] = r.lengthDelimited();
@@ -453,7 +456,7 @@ function readValue(field: FieldSchema, r: Reader): unknown {
   }
 }
 
-function defaultValue(field: FieldSchema): unknown {
+function defaultValue(field: FieldDescriptor): unknown {
   switch (field.kind) {
     case "string":
       return "";
