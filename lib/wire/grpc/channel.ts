@@ -7,28 +7,17 @@
  * attempt's error, as without wait-for-ready); IDLE again when a READY connection is lost;
  * SHUTDOWN after {@link GrpcChannel.close}.
  *
- * Errors are {@link CsiError}s worded as grpc-go words them.
+ * A call fails with a {@link GrpcStatusError} worded as grpc-go words it, or with a
+ * {@link ChannelClosedError} once the channel is closed (not a gRPC status).
  *
  * @module
  */
 
-import { CsiError } from "../../csi/api.ts";
+import { errorText } from "../../errors.ts";
+import { GrpcCode, GrpcStatusError } from "./status.ts";
 import { Http2Session, type Http2SessionOptions, StreamError } from "../http2/session.ts";
 import { ErrorCode } from "../http2/frames.ts";
 import type { HeaderField } from "../http2/hpack.ts";
-
-/** gRPC status codes used here. */
-const Code = {
-  CANCELLED: 1,
-  UNKNOWN: 2,
-  DEADLINE_EXCEEDED: 4,
-  PERMISSION_DENIED: 7,
-  RESOURCE_EXHAUSTED: 8,
-  UNIMPLEMENTED: 12,
-  INTERNAL: 13,
-  UNAVAILABLE: 14,
-  UNAUTHENTICATED: 16,
-} as const;
 
 /** Connectivity states. */
 export type ChannelState = "IDLE" | "CONNECTING" | "READY" | "TRANSIENT_FAILURE" | "SHUTDOWN";
@@ -39,8 +28,16 @@ export const DEADLINE_DETAILS = "context deadline exceeded";
 /** The largest response message accepted (grpc-go's default receive limit, 4 MiB). */
 export const MAX_RECEIVE_MESSAGE_BYTES = 4 * 1024 * 1024;
 
-/** What a call on a closed channel fails with (not a gRPC status: code undefined). */
+/** The text of {@link ChannelClosedError}, grpc-go's `ErrClientConnClosing`. */
 export const CLOSED_TEXT = "grpc: the client connection is closing";
+
+/** What a call on a closed channel fails with: not a gRPC status. */
+export class ChannelClosedError extends Error {
+  constructor() {
+    super(CLOSED_TEXT);
+    this.name = "ChannelClosedError";
+  }
+}
 
 /** Where to connect: a unix socket path or a TCP host and port. */
 export type ChannelAddress =
@@ -93,7 +90,7 @@ export class GrpcChannel {
   #state: ChannelState = "IDLE";
   #session: Http2Session | undefined;
   #attempt: Promise<Http2Session> | undefined;
-  #lastError: CsiError | undefined;
+  #lastError: GrpcStatusError | undefined;
   #retryTimer: ReturnType<typeof setTimeout> | undefined;
   #listeners = new Set<(state: ChannelState, previous: ChannelState) => void>();
 
@@ -149,7 +146,7 @@ export class GrpcChannel {
       (session) => {
         if (this.#state === "SHUTDOWN") {
           session.close(CLOSED_TEXT);
-          throw new CsiError(undefined, CLOSED_TEXT);
+          throw new ChannelClosedError();
         }
         this.#attempt = undefined;
         this.#session = session;
@@ -159,8 +156,10 @@ export class GrpcChannel {
       },
       (err: unknown) => {
         this.#attempt = undefined;
-        if (this.#state === "SHUTDOWN") throw new CsiError(undefined, CLOSED_TEXT);
-        const error = err instanceof CsiError ? err : new CsiError(Code.UNAVAILABLE, String(err));
+        if (this.#state === "SHUTDOWN") throw new ChannelClosedError();
+        const error = err instanceof GrpcStatusError
+          ? err
+          : new GrpcStatusError(GrpcCode.Unavailable, errorText(err));
         this.#lastError = error;
         this.#setState("TRANSIENT_FAILURE");
         this.#retryTimer = setTimeout(() => {
@@ -183,8 +182,8 @@ export class GrpcChannel {
         : await Deno.connect({ transport: "tcp", hostname: a.hostname, port: a.port });
     } catch (err) {
       const target = a.transport === "unix" ? `unix ${a.path}` : `tcp ${this.#authority}`;
-      throw new CsiError(
-        Code.UNAVAILABLE,
+      throw new GrpcStatusError(
+        GrpcCode.Unavailable,
         `connection error: desc = "transport: Error while dialing: dial ${target}: connect: ${
           dialErrorText(err)
         }"`,
@@ -196,8 +195,10 @@ export class GrpcChannel {
         ...this.#options.session,
       });
     } catch (err) {
-      const message = err instanceof Error ? err.message : String(err);
-      throw new CsiError(Code.UNAVAILABLE, `connection error: desc = "transport: ${message}"`);
+      throw new GrpcStatusError(
+        GrpcCode.Unavailable,
+        `connection error: desc = "transport: ${errorText(err)}"`,
+      );
     }
     return session;
   }
@@ -211,7 +212,7 @@ export class GrpcChannel {
   async #ready(): Promise<Http2Session> {
     switch (this.#state) {
       case "SHUTDOWN":
-        throw new CsiError(undefined, CLOSED_TEXT);
+        throw new ChannelClosedError();
       case "READY":
         if (this.#session?.usable) return this.#session;
         this.#session = undefined;
@@ -220,7 +221,7 @@ export class GrpcChannel {
       case "CONNECTING":
         return await this.#attempt!;
       case "TRANSIENT_FAILURE":
-        throw this.#lastError ?? new CsiError(Code.UNAVAILABLE, "connection failed");
+        throw this.#lastError ?? new GrpcStatusError(GrpcCode.Unavailable, "connection failed");
       case "IDLE":
         return await this.#startAttempt();
     }
@@ -228,20 +229,21 @@ export class GrpcChannel {
 
   /**
    * Makes one unary call: `message` is the serialized request. Resolves with the serialized
-   * response; rejects with {@link CsiError}: the server's status, code 4 `context deadline
-   * exceeded` when `timeoutMs` passes first (the stream is then reset with CANCEL), Unavailable
-   * when there is no connection or it ends, or code undefined when the channel is closed.
+   * response; rejects with {@link GrpcStatusError}: the server's status, DeadlineExceeded
+   * `context deadline exceeded` when `timeoutMs` passes first (the stream is then reset with
+   * CANCEL), Unavailable when there is no connection or it ends; or with
+   * {@link ChannelClosedError} when the channel is closed.
    */
   unary(path: string, message: Uint8Array, timeoutMs: number): Promise<Uint8Array> {
-    if (this.#state === "SHUTDOWN") return Promise.reject(new CsiError(undefined, CLOSED_TEXT));
+    if (this.#state === "SHUTDOWN") return Promise.reject(new ChannelClosedError());
     const deadline = performance.now() + timeoutMs;
     if (timeoutMs <= 0) {
-      return Promise.reject(new CsiError(Code.DEADLINE_EXCEEDED, DEADLINE_DETAILS));
+      return Promise.reject(new GrpcStatusError(GrpcCode.DeadlineExceeded, DEADLINE_DETAILS));
     }
     return new Promise<Uint8Array>((resolve, reject) => {
       let settled = false;
       let cancel: (() => void) | undefined;
-      const finish = (err: CsiError | undefined, value?: Uint8Array) => {
+      const finish = (err: Error | undefined, value?: Uint8Array) => {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
@@ -250,7 +252,7 @@ export class GrpcChannel {
       };
       const timer = setTimeout(() => {
         cancel?.();
-        finish(new CsiError(Code.DEADLINE_EXCEEDED, DEADLINE_DETAILS));
+        finish(new GrpcStatusError(GrpcCode.DeadlineExceeded, DEADLINE_DETAILS));
       }, timeoutMs);
       this.#ready().then((session) => {
         if (settled) return;
@@ -264,13 +266,17 @@ export class GrpcChannel {
         return stream.response.then(
           (response) => {
             const result = parseResponse(response);
-            if (result instanceof CsiError) finish(result);
+            if (result instanceof GrpcStatusError) finish(result);
             else finish(undefined, result);
           },
           (err: unknown) => finish(streamErrorToStatus(err)),
         );
       }).catch((err: unknown) => {
-        finish(err instanceof CsiError ? err : new CsiError(Code.UNAVAILABLE, String(err)));
+        finish(
+          err instanceof GrpcStatusError || err instanceof ChannelClosedError
+            ? err
+            : new GrpcStatusError(GrpcCode.Unavailable, errorText(err)),
+        );
       });
     });
   }
@@ -280,8 +286,7 @@ function dialErrorText(err: unknown): string {
   if (err instanceof Deno.errors.NotFound) return "no such file or directory";
   if (err instanceof Deno.errors.ConnectionRefused) return "connection refused";
   if (err instanceof Deno.errors.PermissionDenied) return "permission denied";
-  const message = err instanceof Error ? err.message : String(err);
-  return message.replace(/ \(os error \d+\)$/, "").replace(/^./, (c) => c.toLowerCase());
+  return errorText(err).replace(/ \(os error \d+\)$/, "").replace(/^./, (c) => c.toLowerCase());
 }
 
 /** The request headers of a call (PROTOCOL-HTTP2.md "Requests"). */
@@ -318,20 +323,20 @@ export function frameMessage(message: Uint8Array): Uint8Array {
 function httpStatusToCode(status: number): number {
   switch (status) {
     case 400:
-      return Code.INTERNAL;
+      return GrpcCode.Internal;
     case 401:
-      return Code.UNAUTHENTICATED;
+      return GrpcCode.Unauthenticated;
     case 403:
-      return Code.PERMISSION_DENIED;
+      return GrpcCode.PermissionDenied;
     case 404:
-      return Code.UNIMPLEMENTED;
+      return GrpcCode.Unimplemented;
     case 429:
     case 502:
     case 503:
     case 504:
-      return Code.UNAVAILABLE;
+      return GrpcCode.Unavailable;
     default:
-      return Code.UNKNOWN;
+      return GrpcCode.Unknown;
   }
 }
 
@@ -382,7 +387,7 @@ function utf8(binary: string): string {
 }
 
 /**
- * The outcome of a complete response: the message bytes, or the status as {@link CsiError}
+ * The outcome of a complete response: the message bytes, or the status as {@link GrpcStatusError}
  * (grpc-go `http2_client.go` operateHeaders and `rpc_util.go` recvMsg for the texts).
  */
 export function parseResponse(
@@ -392,10 +397,10 @@ export function parseResponse(
     trailers: readonly HeaderField[] | undefined;
     headersOnly: boolean;
   },
-): Uint8Array | CsiError {
+): Uint8Array | GrpcStatusError {
   const statusText = header(res.headers, ":status");
   if (statusText === undefined) {
-    return new CsiError(Code.INTERNAL, "malformed header: missing HTTP status");
+    return new GrpcStatusError(GrpcCode.Internal, "malformed header: missing HTTP status");
   }
   const httpStatus = Number(statusText);
   const contentType = header(res.headers, "content-type");
@@ -410,50 +415,56 @@ export function parseResponse(
     else if (!isGrpc) {
       errs.push(`transport: received unexpected content-type ${JSON.stringify(contentType)}`);
     }
-    return new CsiError(httpStatusToCode(httpStatus), errs.join("; "));
+    return new GrpcStatusError(httpStatusToCode(httpStatus), errs.join("; "));
   }
   // The status comes in the trailers, or in the headers of a trailers-only response.
   let fields: readonly HeaderField[];
   if (res.trailers !== undefined) fields = res.trailers;
   else if (res.headersOnly) fields = res.headers;
-  else return new CsiError(Code.INTERNAL, "server closed the stream without sending trailers");
+  else {return new GrpcStatusError(
+      GrpcCode.Internal,
+      "server closed the stream without sending trailers",
+    );}
   const rawCode = header(fields, "grpc-status");
-  let code: number = Code.UNKNOWN;
+  let code: number = GrpcCode.Unknown;
   if (rawCode !== undefined) {
     if (!/^\d+$/.test(rawCode)) {
-      return new CsiError(Code.INTERNAL, `transport: malformed grpc-status: ${rawCode}`);
+      return new GrpcStatusError(GrpcCode.Internal, `transport: malformed grpc-status: ${rawCode}`);
     }
     code = Number(rawCode);
   }
   const message = decodeGrpcMessage(header(fields, "grpc-message") ?? "");
-  if (code !== 0) return new CsiError(code, message);
+  if (code !== GrpcCode.OK) return new GrpcStatusError(code, message);
   return unframeMessage(res.data);
 }
 
 /** The one message of a unary response, or the error grpc-go reports. */
-function unframeMessage(data: Uint8Array): Uint8Array | CsiError {
+function unframeMessage(data: Uint8Array): Uint8Array | GrpcStatusError {
   if (data.length === 0) {
-    return new CsiError(Code.INTERNAL, "cardinality violation: expected <{}> but got <EOF>");
+    return new GrpcStatusError(
+      GrpcCode.Internal,
+      "cardinality violation: expected <{}> but got <EOF>",
+    );
   }
-  if (data.length < 5) return new CsiError(Code.INTERNAL, "unexpected EOF");
+  if (data.length < 5) return new GrpcStatusError(GrpcCode.Internal, "unexpected EOF");
   const flag = data[0]!;
   const length = new DataView(data.buffer, data.byteOffset, data.byteLength).getUint32(1);
   if (flag !== 0) {
-    return new CsiError(
-      Code.INTERNAL,
+    return new GrpcStatusError(
+      GrpcCode.Internal,
       "grpc: compressed flag set with identity or empty encoding",
     );
   }
   if (length > MAX_RECEIVE_MESSAGE_BYTES) {
-    return new CsiError(
-      Code.RESOURCE_EXHAUSTED,
+    return new GrpcStatusError(
+      GrpcCode.ResourceExhausted,
       `grpc: received message larger than max (${length} vs. ${MAX_RECEIVE_MESSAGE_BYTES})`,
     );
   }
-  if (data.length < 5 + length) return new CsiError(Code.INTERNAL, "unexpected EOF");
+  if (data.length < 5 + length) return new GrpcStatusError(GrpcCode.Internal, "unexpected EOF");
   if (data.length > 5 + length) {
-    return new CsiError(
-      Code.INTERNAL,
+    return new GrpcStatusError(
+      GrpcCode.Internal,
       "cardinality violation: expected <EOF> for non server-streaming RPCs, but received another message",
     );
   }
@@ -465,36 +476,36 @@ function resetCode(h2code: number): number {
   switch (h2code) {
     case ErrorCode.FLOW_CONTROL_ERROR:
     case ErrorCode.ENHANCE_YOUR_CALM:
-      return Code.RESOURCE_EXHAUSTED;
+      return GrpcCode.ResourceExhausted;
     case ErrorCode.REFUSED_STREAM:
-      return Code.UNAVAILABLE;
+      return GrpcCode.Unavailable;
     case ErrorCode.CANCEL:
-      return Code.CANCELLED;
+      return GrpcCode.Canceled;
     case ErrorCode.INADEQUATE_SECURITY:
-      return Code.PERMISSION_DENIED;
+      return GrpcCode.PermissionDenied;
     default:
-      return Code.INTERNAL;
+      return GrpcCode.Internal;
   }
 }
 
-function streamErrorToStatus(err: unknown): CsiError {
-  if (err instanceof CsiError) return err;
+function streamErrorToStatus(err: unknown): GrpcStatusError {
+  if (err instanceof GrpcStatusError) return err;
   if (!(err instanceof StreamError)) {
-    return new CsiError(Code.UNAVAILABLE, err instanceof Error ? err.message : String(err));
+    return new GrpcStatusError(GrpcCode.Unavailable, errorText(err));
   }
   const f = err.failure;
   switch (f.kind) {
     case "reset":
-      return new CsiError(resetCode(f.code), f.message);
+      return new GrpcStatusError(resetCode(f.code), f.message);
     case "refused":
     case "connection":
-      return new CsiError(Code.UNAVAILABLE, f.message);
+      return new GrpcStatusError(GrpcCode.Unavailable, f.message);
     case "too-large":
-      return new CsiError(
-        Code.RESOURCE_EXHAUSTED,
+      return new GrpcStatusError(
+        GrpcCode.ResourceExhausted,
         `grpc: received message larger than max (${f.size - 5} vs. ${MAX_RECEIVE_MESSAGE_BYTES})`,
       );
     case "cancelled":
-      return new CsiError(Code.CANCELLED, "context canceled");
+      return new GrpcStatusError(GrpcCode.Canceled, "context canceled");
   }
 }

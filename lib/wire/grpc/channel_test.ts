@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
-import { CsiError } from "../../csi/api.ts";
+import { GrpcStatusError } from "./status.ts";
 import {
+  ChannelClosedError,
   decodeGrpcMessage,
   GrpcChannel,
   grpcTimeout,
@@ -61,9 +62,9 @@ async function withServer(
   if (failure !== undefined) throw failure;
 }
 
-async function rejection(p: Promise<unknown>): Promise<CsiError> {
+async function rejection(p: Promise<unknown>): Promise<GrpcStatusError> {
   const err = await p.then(() => undefined, (e: unknown) => e);
-  assert.ok(err instanceof CsiError, `expected a CsiError, got ${err}`);
+  assert.ok(err instanceof GrpcStatusError, `expected a GrpcStatusError, got ${err}`);
   return err;
 }
 
@@ -163,7 +164,7 @@ Deno.test("parseResponse() maps HTTP status, content type, missing trailers and 
   ];
   for (const [res, code, message] of cases) {
     const out = parseResponse(res);
-    assert.ok(out instanceof CsiError, message);
+    assert.ok(out instanceof GrpcStatusError, message);
     assert.equal(out.code, code, message);
     assert.equal(out.details, message);
   }
@@ -535,6 +536,6 @@ Deno.test("no listener: the call fails at once with grpc-go's dial error, and th
     channel.close();
     await Deno.remove(dir, { recursive: true });
   }
-  const closed = await rejection(channel.unary(PATH, new Uint8Array(), 5000));
-  assert.equal(closed.code, undefined);
+  const closed = await channel.unary(PATH, new Uint8Array(), 5000).then(() => 0, (e: unknown) => e);
+  assert.ok(closed instanceof ChannelClosedError, "not a gRPC status: code undefined");
 });
