@@ -109,6 +109,7 @@ export class GrpcCsiClient implements CsiClient {
     this.#onCall = options.onCall;
     this.#channel = new GrpcChannel(options.address, {
       backoffMs: options.reconnectBackoffMs ?? 1000,
+      clock: this.#clock,
       ...(options.http2 === undefined ? {} : { session: options.http2 }),
     });
   }
@@ -246,14 +247,14 @@ export class GrpcCsiClient implements CsiClient {
     const method = this.#method(service, name);
     logGrpcRequest(this.#log, method, request);
     const startedAt = this.#clock.now();
-    const deadlineMs = performance.now() + opts.timeoutMs;
+    const deadlineMs = startedAt + opts.timeoutMs;
     try {
       const response = await this.#invoke(method, request, opts.timeoutMs);
       this.#report(method, "OK", startedAt, opts);
       logGrpcResult(this.#log, method, { response }, this.#maxGrpcLogLength);
       return response as Res;
     } catch (err) {
-      const csiErr = toCsiError(err, performance.now() >= deadlineMs - 5);
+      const csiErr = toCsiError(err, this.#clock.now() >= deadlineMs - 5);
       this.#report(
         method,
         csiErr.code === undefined ? UNKNOWN_NON_GRPC : grpcCodeName(csiErr.code),

@@ -13,6 +13,7 @@
  * @module
  */
 
+import { type Clock, realClock, type Timer } from "../../clock.ts";
 import { errorText } from "../../errors.ts";
 import { GrpcCode, GrpcStatusError } from "./status.ts";
 import { Http2Session, type Http2SessionOptions, StreamError } from "../http2/session.ts";
@@ -80,6 +81,11 @@ export interface GrpcChannelOptions {
   backoffMs: number;
   /** HTTP/2 window sizes (tests use small ones). */
   session?: Http2SessionOptions;
+  /**
+   * Runs call deadlines, the reconnect backoff and the HTTP/2 handshake timeout;
+   * {@link realClock} by default.
+   */
+  clock?: Clock;
 }
 
 /** A channel to one gRPC server. Construction does no I/O. */
@@ -87,11 +93,12 @@ export class GrpcChannel {
   readonly #address: ChannelAddress;
   readonly #authority: string;
   readonly #options: GrpcChannelOptions;
+  readonly #clock: Clock;
   #state: ChannelState = "IDLE";
   #session: Http2Session | undefined;
   #attempt: Promise<Http2Session> | undefined;
   #lastError: GrpcStatusError | undefined;
-  #retryTimer: ReturnType<typeof setTimeout> | undefined;
+  #retryTimer: Timer | undefined;
   #listeners = new Set<(state: ChannelState, previous: ChannelState) => void>();
 
   /** @throws {Error} when `address` is not a valid address (see {@link parseAddress}). */
@@ -105,6 +112,7 @@ export class GrpcChannel {
           : this.#address.hostname
       }:${this.#address.port}`;
     this.#options = options;
+    this.#clock = options.clock ?? realClock;
   }
 
   get state(): ChannelState {
@@ -125,7 +133,7 @@ export class GrpcChannel {
   /** Closes the connection; calls in flight fail with Unavailable. Idempotent. */
   close(): void {
     if (this.#state === "SHUTDOWN") return;
-    clearTimeout(this.#retryTimer);
+    this.#retryTimer?.cancel();
     this.#retryTimer = undefined;
     this.#setState("SHUTDOWN");
     this.#session?.close(CLOSED_TEXT);
@@ -162,10 +170,10 @@ export class GrpcChannel {
           : new GrpcStatusError(GrpcCode.Unavailable, errorText(err));
         this.#lastError = error;
         this.#setState("TRANSIENT_FAILURE");
-        this.#retryTimer = setTimeout(() => {
+        this.#retryTimer = this.#clock.setTimer(this.#options.backoffMs, () => {
           this.#retryTimer = undefined;
           if (this.#state === "TRANSIENT_FAILURE") this.#startAttempt().catch(() => {});
-        }, this.#options.backoffMs);
+        });
         throw error;
       },
     );
@@ -192,6 +200,7 @@ export class GrpcChannel {
     let session: Http2Session | undefined;
     try {
       session = await Http2Session.start(conn, (reason) => this.#onGone(session, reason), {
+        clock: this.#clock,
         ...this.#options.session,
       });
     } catch (err) {
@@ -236,7 +245,7 @@ export class GrpcChannel {
    */
   unary(path: string, message: Uint8Array, timeoutMs: number): Promise<Uint8Array> {
     if (this.#state === "SHUTDOWN") return Promise.reject(new ChannelClosedError());
-    const deadline = performance.now() + timeoutMs;
+    const deadline = this.#clock.now() + timeoutMs;
     if (timeoutMs <= 0) {
       return Promise.reject(new GrpcStatusError(GrpcCode.DeadlineExceeded, DEADLINE_DETAILS));
     }
@@ -246,17 +255,17 @@ export class GrpcChannel {
       const finish = (err: Error | undefined, value?: Uint8Array) => {
         if (settled) return;
         settled = true;
-        clearTimeout(timer);
+        timer.cancel();
         if (err) reject(err);
         else resolve(value!);
       };
-      const timer = setTimeout(() => {
+      const timer = this.#clock.setTimer(timeoutMs, () => {
         cancel?.();
         finish(new GrpcStatusError(GrpcCode.DeadlineExceeded, DEADLINE_DETAILS));
-      }, timeoutMs);
+      });
       this.#ready().then((session) => {
         if (settled) return;
-        const remaining = Math.max(1, Math.ceil(deadline - performance.now()));
+        const remaining = Math.max(1, Math.ceil(deadline - this.#clock.now()));
         const stream = session.request(
           requestHeaders(path, this.#authority, remaining),
           frameMessage(message),

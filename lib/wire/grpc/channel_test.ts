@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
 import { GrpcStatusError } from "./status.ts";
+import type { Clock } from "../../clock.ts";
+import { FakeClock } from "../../../testkit/fakes/fake_clock.ts";
 import {
   ChannelClosedError,
   decodeGrpcMessage,
@@ -41,11 +43,12 @@ function grpcStatus(code: number, message?: string): [string, string][] {
 async function withServer(
   script: (conn: RawH2Conn, index: number) => Promise<void>,
   fn: (channel: GrpcChannel) => Promise<void>,
-  options: { backoffMs?: number; window?: number } = {},
+  options: { backoffMs?: number; window?: number; clock?: Clock } = {},
 ): Promise<void> {
   const server = await startRawH2Server(script);
   const channel = new GrpcChannel(server.address, {
     backoffMs: options.backoffMs ?? 50,
+    ...(options.clock === undefined ? {} : { clock: options.clock }),
     ...(options.window === undefined ? {} : {
       session: { initialWindowSize: options.window, connectionWindowSize: options.window },
     }),
@@ -336,6 +339,33 @@ Deno.test("the deadline resets the stream with CANCEL and gives code 4 'context 
   });
   assert.equal(reset, ErrorCode.CANCEL);
   assert.match(timeoutHeader, /^1[0-5]\dm$/);
+});
+
+Deno.test("the call deadline and the grpc-timeout follow the injected clock", async () => {
+  const clock = new FakeClock();
+  let timeoutHeader = "";
+  let reset = false;
+  await withServer(async (conn) => {
+    await conn.handshake();
+    const req = await conn.readRequest();
+    timeoutHeader = Object.fromEntries(req.headers)["grpc-timeout"] ?? "";
+    await conn.expectFrame((f) => f.type === FrameType.RST_STREAM, "RST_STREAM");
+    reset = true;
+  }, async (channel) => {
+    let settled = false;
+    const call = rejection(channel.unary(PATH, new Uint8Array(), 60_000));
+    call.finally(() => settled = true);
+    while (timeoutHeader === "") await new Promise((r) => setTimeout(r, 5));
+    clock.advance(59_999);
+    await new Promise((r) => setTimeout(r, 20));
+    assert.equal(settled, false, "one millisecond before the deadline on the clock");
+    clock.advance(1);
+    const err = await call;
+    assert.equal(err.code, 4);
+    assert.equal(err.details, "context deadline exceeded");
+    while (!reset) await new Promise((r) => setTimeout(r, 5));
+  }, { clock });
+  assert.equal(timeoutHeader, "60000m");
 });
 
 Deno.test("GOAWAY: streams above last-stream-id fail Unavailable, lower ones finish, the channel goes IDLE and reconnects", async () => {

@@ -33,6 +33,8 @@ import {
   windowUpdateFrame,
 } from "./frames.ts";
 import { encodeHeaders, type HeaderField, HpackDecoder, HpackError } from "./hpack.ts";
+import { type Clock, realClock } from "../../clock.ts";
+import { errorText } from "../../errors.ts";
 
 /** Options of {@link Http2Session}. */
 export interface Http2SessionOptions {
@@ -42,6 +44,8 @@ export interface Http2SessionOptions {
   connectionWindowSize?: number;
   /** How long to wait for the server's SETTINGS. Default 20 s. */
   handshakeTimeoutMs?: number;
+  /** Runs the handshake timeout; {@link realClock} by default. */
+  clock?: Clock;
 }
 
 /** A complete response: headers, the DATA bytes, and the trailers (absent: trailers-only). */
@@ -190,9 +194,9 @@ export class Http2Session {
       session.#handshake = { resolve, reject };
     });
     const timeoutMs = options.handshakeTimeoutMs ?? 20_000;
-    const timer = setTimeout(
-      () => session.#terminate("timed out waiting for the server's HTTP/2 settings"),
+    const timer = (options.clock ?? realClock).setTimer(
       timeoutMs,
+      () => session.#terminate("timed out waiting for the server's HTTP/2 settings"),
     );
     session.#send(CLIENT_PREFACE);
     session.#send(settingsFrame([
@@ -206,7 +210,7 @@ export class Http2Session {
     try {
       await ready;
     } finally {
-      clearTimeout(timer);
+      timer.cancel();
     }
     return session;
   }
@@ -365,8 +369,7 @@ export class Http2Session {
         this.#send(goAwayFrame(this.#lastOpened, code, err.message));
         this.#terminate(`connection error: ${errorCodeName(code)}: ${err.message}`, true);
       } else {
-        const message = err instanceof Error ? err.message : String(err);
-        this.#terminate(`error reading from server: ${message}`);
+        this.#terminate(`error reading from server: ${errorText(err)}`);
       }
     }
   }
@@ -735,8 +738,7 @@ export class Http2Session {
       }
     } catch (err) {
       if (!this.#closed) {
-        const message = err instanceof Error ? err.message : String(err);
-        this.#terminate(`error writing to server: ${message}`);
+        this.#terminate(`error writing to server: ${errorText(err)}`);
       }
     } finally {
       this.#writing = false;
