@@ -88,7 +88,7 @@ const STATIC_TABLE: readonly HeaderField[] = [
 /**
  * RFC 7541 Appendix B: the code length in bits of each symbol 0–255 and EOS (256). The code is
  * canonical (codes of one length are consecutive, in symbol order, after every shorter code), so
- * the lengths determine the codes; `hpack_test.ts` checks a sample of codes against the table.
+ * the lengths determine the codes; `hpack_test.ts` checks every code against the RFC's table.
  */
 const HUFFMAN_LENGTHS = [
   13,
@@ -384,22 +384,13 @@ function buildHuffmanTables(): HuffmanTables {
   return { symbols, firstCode, firstIndex, count };
 }
 
-/** The Huffman code of `symbol` (0–256) as [code, length]; for tests. */
-export function huffmanCode(symbol: number): [code: number, length: number] {
-  const t = huffmanTables ??= buildHuffmanTables();
-  const len = HUFFMAN_LENGTHS[symbol];
-  if (len === undefined) throw new RangeError(`no Huffman symbol ${symbol}`);
-  const position = t.symbols.indexOf(symbol, t.firstIndex[len]!);
-  return [t.firstCode[len]! + position - t.firstIndex[len]!, len];
-}
-
 /**
  * Decodes a Huffman-coded string (RFC 7541 §5.2) into a binary string.
  *
  * @throws {HpackError} on the EOS symbol, padding longer than 7 bits or not all ones, or a code
  *   that is not in the table.
  */
-export function huffmanDecode(bytes: Uint8Array): string {
+function huffmanDecode(bytes: Uint8Array): string {
   const t = huffmanTables ??= buildHuffmanTables();
   let out = "";
   let code = 0;
@@ -471,7 +462,7 @@ class Reader {
 }
 
 /** Octets to a binary string, one character per octet. */
-export function binaryString(bytes: Uint8Array): string {
+function binaryString(bytes: Uint8Array): string {
   let out = "";
   for (let i = 0; i < bytes.length; i += 4096) {
     out += String.fromCharCode(...bytes.subarray(i, i + 4096));
@@ -499,16 +490,6 @@ export class HpackDecoder {
   constructor(maxTableSize = 4096) {
     this.#maxSize = maxTableSize;
     this.#limit = maxTableSize;
-  }
-
-  /** Current dynamic table size in octets (RFC 7541 §4.1); for tests. */
-  get tableSize(): number {
-    return this.#size;
-  }
-
-  /** Dynamic table entries, newest first; for tests. */
-  get dynamicTable(): readonly HeaderField[] {
-    return this.#dynamic;
   }
 
   /**

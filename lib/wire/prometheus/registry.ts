@@ -369,7 +369,7 @@ function sample(name: string, labelText: string, value: number): string {
 }
 
 /** A sample value or `le` bound: `NaN`, `+Inf`, `-Inf`, or JavaScript's shortest form. */
-export function formatNumber(n: number): string {
+function formatNumber(n: number): string {
   if (Number.isNaN(n)) return "NaN";
   if (n === Infinity) return "+Inf";
   if (n === -Infinity) return "-Inf";
@@ -377,7 +377,7 @@ export function formatNumber(n: number): string {
 }
 
 /** A label value as the text format quotes it: `\`, `"` and newline escaped. */
-export function escapeLabelValue(value: string): string {
+function escapeLabelValue(value: string): string {
   return /[\\"\n]/.test(value)
     ? value.replaceAll("\\", "\\\\").replaceAll('"', '\\"').replaceAll("\n", "\\n")
     : value;
