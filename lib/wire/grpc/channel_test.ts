@@ -2,14 +2,10 @@ import assert from "node:assert/strict";
 import { GrpcStatusError } from "./status.ts";
 import type { Clock } from "../../clock.ts";
 import { FakeClock } from "../../../testkit/fakes/fake_clock.ts";
-import {
-  ChannelClosedError,
-  decodeGrpcMessage,
-  GrpcChannel,
-  grpcTimeout,
-  parseAddress,
-  parseResponse,
-} from "./channel.ts";
+import { ChannelClosedError, GrpcChannel } from "./channel.ts";
+import { parseAddress } from "./address.ts";
+import { grpcTimeout } from "./request.ts";
+import { decodeGrpcMessage, parseResponse } from "./response.ts";
 import {
   encodeFrame,
   ErrorCode,
