@@ -10,6 +10,13 @@
  * A call fails with a {@link GrpcStatusError} worded as grpc-go words it, or with a
  * {@link ChannelClosedError} once the channel is closed (not a gRPC status).
  *
+ * The subset: unary calls only (one request message, one response message), cleartext HTTP/2 on
+ * a unix socket or TCP (no TLS, no credentials), no compression (we send no
+ * `grpc-accept-encoding`), no name resolution or load balancing beyond one address, no retries,
+ * service config or keepalive pings. The limits of a response are those of `./response.ts` and
+ * of the HTTP/2 session. Tested against grpc-js (`lib/csi/client_test.ts`) and grpc-go (the CSI
+ * mock driver in `deno task e2e`).
+ *
  * @module
  */
 

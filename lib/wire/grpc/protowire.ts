@@ -11,6 +11,11 @@
  * decimal strings, enums by name (a number the schema does not know stays a number), and each
  * set oneof named by a virtual property (`"type": "service"`). Unknown fields are skipped.
  *
+ * Refused with {@link ProtoWireError}: truncated input, a varint longer than 10 bytes, a length
+ * or tag above 2^32-1, field number 0, wire types 6 and 7, a known field with the wrong wire type,
+ * an end-group without its start. Tested byte for byte against Go's encoding of the CSI messages
+ * (`lib/csi/schema_test.ts`) and against protobufjs (`testkit/csi/proto_loader_test.ts`).
+ *
  * @module
  */
 

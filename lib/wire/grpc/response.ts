@@ -1,6 +1,10 @@
 /**
  * The outcome of a unary call from the response the HTTP/2 stream gave, or from the stream's
- * failure: the message, or a {@link GrpcStatusError} worded as grpc-go words it.
+ * failure: the message, or a {@link GrpcStatusError} worded as grpc-go words it (grpc-go
+ * `internal/transport/http2_client.go` operateHeaders, `rpc_util.go` recvMsg).
+ *
+ * Limits: a response message of at most {@link MAX_RECEIVE_MESSAGE_BYTES} (4 MiB, grpc-go's
+ * `defaultClientMaxReceiveMessageSize`): a larger one is ResourceExhausted.
  *
  * @module
  */

@@ -1,7 +1,13 @@
 /**
  * HPACK, header compression for HTTP/2 (RFC 7541): a complete decoder (static and dynamic table,
- * table size updates, Huffman-coded strings) and a simple encoder that never indexes and never
- * Huffman-codes, which every decoder must accept (RFC 7541 §6.2.2, §5.2).
+ * §2.3; integers, §5.1; Huffman-coded strings, §5.2 and Appendix B; every field representation and
+ * the table size update, §6) and a simple encoder that never indexes and never Huffman-codes,
+ * which every decoder must accept (RFC 7541 §6.2.2, §5.2).
+ *
+ * Refused with {@link HpackError} (a connection error COMPRESSION_ERROR for the session): a
+ * truncated block, index 0 or an index beyond the tables, a bad Huffman code, EOS or bad padding
+ * (§5.2), a table size update after a field or above the limit we announced (§4.2, §6.3; the
+ * protocol default SETTINGS_HEADER_TABLE_SIZE, 4 096 octets, which we never change).
  *
  * Header names and values are kept as "binary strings": one character per octet (latin1), so
  * sizes are octet counts as RFC 7541 §4.1 counts them. gRPC headers are ASCII.

@@ -1,11 +1,31 @@
 /**
  * A minimal HTTP/2 client connection (RFC 9113) over a `Deno.Conn`, for gRPC over cleartext
- * ("prior knowledge", §3.3): the preface and SETTINGS exchange, request streams (HEADERS and
- * CONTINUATION out, DATA out under the peer's flow-control windows and frame size), responses
- * with their trailers, flow control of what we receive (a large window, topped up as data is
- * consumed), PING, RST_STREAM and GOAWAY.
+ * ("prior knowledge", §3.3): the preface and SETTINGS exchange (§3.4, §6.5), request streams
+ * (HEADERS and CONTINUATION out, DATA out under the peer's flow-control windows and frame size,
+ * §6.9), responses with their trailers (§8.1), flow control of what we receive (a large window,
+ * topped up as data is consumed), PING (§6.7), RST_STREAM (§6.4) and GOAWAY (§6.8).
  *
  * Every response is collected whole ({@link StreamResponse}): unary gRPC needs nothing else.
+ *
+ * Not implemented: TLS and h2 over TLS (the CSI socket is cleartext), the HTTP/1.1 Upgrade
+ * (§3.2, removed from RFC 9113), server push (we announce SETTINGS_ENABLE_PUSH 0 and treat
+ * PUSH_PROMISE as a connection error), priorities (PRIORITY frames are checked and ignored, §5.3),
+ * a dynamic table for what we send, and a SETTINGS ACK timeout. Violations of RFC 9113 by the
+ * peer end the connection with GOAWAY and the error code (§5.4.1), or reset the one stream
+ * (§5.4.2); every request then fails with a {@link StreamError}.
+ *
+ * Limits (the reference values: grpc-go `internal/transport`, Go `net/http` h2_bundle.go):
+ * - our stream receive window 4 MiB (SETTINGS_INITIAL_WINDOW_SIZE; Go's Transport 4 MiB, grpc-go
+ *   64 KiB growing with its BDP estimate to 16 MiB) and connection window 16 MiB (grpc-go 16 MiB
+ *   at most, Go 1 GiB): DATA beyond them is FLOW_CONTROL_ERROR;
+ * - a header block of at most 1 MiB over HEADERS and CONTINUATION frames: more is a connection
+ *   error ENHANCE_YOUR_CALM;
+ * - a stream's response DATA beyond the caller's `maxDataBytes` resets it (`too-large`);
+ * - the server's SETTINGS within 20 s of connecting (grpc-go's `minConnectTimeout`, 20 s).
+ *
+ * Tested against real peers: grpc-js (the test kit's CSI server, `testkit/csi/server.ts`, in
+ * `lib/csi/client_test.ts`) and grpc-go (the Kubernetes CSI mock driver in `deno task e2e`); and
+ * against a scripted server that sends any bytes (`testkit/csi/raw_h2_server.ts`).
  *
  * @module
  */
