@@ -9,6 +9,15 @@
  * (§5.2), a table size update after a field or above the limit we announced (§4.2, §6.3; the
  * protocol default SETTINGS_HEADER_TABLE_SIZE, 4 096 octets, which we never change).
  *
+ * Limits:
+ * - integers (§5.1) up to 2^32-1 in at most 5 continuation octets, checked before each octet is
+ *   added, so no value can overflow (nghttp2 refuses above UINT32_MAX; Go's hpack past 63 bits);
+ * - the dynamic table at most the announced size, every entry counted as its octets plus 32
+ *   (§4.1) and the oldest evicted first (§4.4);
+ * - the decoded header list at most {@link HpackDecoderOptions.maxHeaderListSize}: beyond it the
+ *   block is still decoded to its end, then refused with {@link HeaderListSizeError} (as Go's
+ *   `Framer.readMetaFrame` keeps decoding with emitting disabled and marks the list truncated).
+ *
  * Header names and values are kept as "binary strings": one character per octet (latin1), so
  * sizes are octet counts as RFC 7541 §4.1 counts them. gRPC headers are ASCII.
  *
@@ -423,7 +432,21 @@ function huffmanDecode(bytes: Uint8Array): string {
   return out;
 }
 
-/** Reads an integer with an N-bit prefix (RFC 7541 §5.1). */
+/**
+ * The largest integer accepted (RFC 7541 §5.1: "Integer encodings that exceed implementation
+ * limits -- in value or octet length -- MUST be treated as decoding errors"): 2^32-1, as nghttp2
+ * (`lib/nghttp2_hd.c` decode_length refuses a value above UINT32_MAX). Every size HPACK carries
+ * (indexes, string lengths, table sizes) is far below it.
+ */
+const MAX_INTEGER = 2 ** 32 - 1;
+
+/**
+ * Continuation octets of an integer: 5 carry 35 bits, enough for {@link MAX_INTEGER} written
+ * with padding zeros. Go's hpack stops at 63 bits of shift (`readVarInt`, errVarintOverflow).
+ */
+const MAX_INTEGER_OCTETS = 5;
+
+/** Reads a header block: integers, string literals, octets. */
 class Reader {
   pos = 0;
   constructor(readonly bytes: Uint8Array) {}
@@ -432,16 +455,23 @@ class Reader {
     return this.pos >= this.bytes.length;
   }
 
+  /**
+   * An integer with an N-bit prefix (RFC 7541 §5.1), refused above {@link MAX_INTEGER} or past
+   * {@link MAX_INTEGER_OCTETS} continuation octets, before anything can overflow.
+   */
   integer(prefixBits: number): number {
     const max = (1 << prefixBits) - 1;
     let value = this.byte() & max;
     if (value < max) return value;
-    let shift = 0;
-    for (;;) {
+    for (let octets = 0;; octets++) {
+      if (octets === MAX_INTEGER_OCTETS) {
+        throw new HpackError(
+          `integer too large: more than ${MAX_INTEGER_OCTETS} continuation octets`,
+        );
+      }
       const b = this.byte();
-      value += (b & 0x7f) * 2 ** shift;
-      shift += 7;
-      if (value > 0xffffffff) throw new HpackError("integer too large");
+      value += (b & 0x7f) * 2 ** (7 * octets);
+      if (value > MAX_INTEGER) throw new HpackError(`integer too large: above ${MAX_INTEGER}`);
       if ((b & 0x80) === 0) return value;
     }
   }
@@ -482,6 +512,32 @@ function entrySize(name: string, value: string): number {
 }
 
 /**
+ * A header list larger than the decoder's {@link HpackDecoderOptions.maxHeaderListSize}. The
+ * block was decoded to its end, so the dynamic table is intact and the connection can go on:
+ * HTTP/2 fails only the stream (grpc-go: Internal "peer header list size exceeded limit").
+ */
+export class HeaderListSizeError extends Error {
+  constructor(readonly limit: number) {
+    super(`header list larger than ${limit} octets`);
+    this.name = "HeaderListSizeError";
+  }
+}
+
+/** Options of {@link HpackDecoder}. */
+export interface HpackDecoderOptions {
+  /**
+   * SETTINGS_HEADER_TABLE_SIZE we announced: the initial size of the dynamic table and the
+   * limit of table size updates. Default 4 096, the protocol's.
+   */
+  maxTableSize?: number;
+  /**
+   * SETTINGS_MAX_HEADER_LIST_SIZE we announced: a block whose fields add up to more (each name
+   * and value plus 32, RFC 9113 §6.5.2) fails with {@link HeaderListSizeError}. Default: no limit.
+   */
+  maxHeaderListSize?: number;
+}
+
+/**
  * The decoding context of one connection: the dynamic table persists across header blocks, so
  * every block received must be decoded, in order, even for streams nobody waits for.
  */
@@ -491,35 +547,48 @@ export class HpackDecoder {
   #size = 0;
   #maxSize: number;
   /** SETTINGS_HEADER_TABLE_SIZE we announced: the limit of table size updates. */
-  #limit: number;
+  readonly #limit: number;
+  readonly #maxListSize: number;
 
-  constructor(maxTableSize = 4096) {
-    this.#maxSize = maxTableSize;
-    this.#limit = maxTableSize;
+  constructor(options: HpackDecoderOptions = {}) {
+    this.#maxSize = options.maxTableSize ?? 4096;
+    this.#limit = this.#maxSize;
+    this.#maxListSize = options.maxHeaderListSize ?? Infinity;
   }
 
   /**
-   * Decodes one complete header block.
+   * Decodes one complete header block. Fields beyond the header list limit are decoded (the
+   * dynamic table must follow every block) but not kept.
    *
-   * @throws {HpackError} when the block is malformed (truncated, bad index, table size update
-   *   above the limit or after a field, bad Huffman code).
+   * @throws {HpackError} when the block is malformed (truncated, bad index, an integer out of
+   *   range, table size update above the limit or after a field, bad Huffman code): a
+   *   connection error COMPRESSION_ERROR.
+   * @throws {HeaderListSizeError} when the block is well formed but its fields exceed the
+   *   header list limit.
    */
   decode(block: Uint8Array): HeaderField[] {
     const r = new Reader(block);
     const fields: HeaderField[] = [];
+    let listSize = 0;
+    let sawField = false;
+    const keep = (field: HeaderField) => {
+      sawField = true;
+      listSize += entrySize(field[0], field[1]);
+      if (listSize <= this.#maxListSize) fields.push(field);
+    };
     while (!r.done) {
       const first = r.peek();
       if (first & 0x80) {
         // §6.1 indexed header field.
-        fields.push(this.#lookup(r.integer(7)));
+        keep(this.#lookup(r.integer(7)));
       } else if (first & 0x40) {
         // §6.2.1 literal with incremental indexing.
         const field = this.#literal(r, 6);
         this.#add(field);
-        fields.push(field);
+        keep(field);
       } else if (first & 0x20) {
         // §6.3 dynamic table size update: only at the start of a block (§4.2).
-        if (fields.length > 0) throw new HpackError("table size update after a header field");
+        if (sawField) throw new HpackError("table size update after a header field");
         const size = r.integer(5);
         if (size > this.#limit) {
           throw new HpackError(`table size update ${size} above the limit ${this.#limit}`);
@@ -528,9 +597,10 @@ export class HpackDecoder {
         this.#evict(0);
       } else {
         // §6.2.2 without indexing, §6.2.3 never indexed: both 4-bit prefixes.
-        fields.push(this.#literal(r, 4));
+        keep(this.#literal(r, 4));
       }
     }
+    if (listSize > this.#maxListSize) throw new HeaderListSizeError(this.#maxListSize);
     return fields;
   }
 

@@ -1,5 +1,11 @@
 import assert from "node:assert/strict";
-import { encodeHeaders, type HeaderField, HpackDecoder, HpackError } from "./hpack.ts";
+import {
+  encodeHeaders,
+  type HeaderField,
+  HeaderListSizeError,
+  HpackDecoder,
+  HpackError,
+} from "./hpack.ts";
 import { HUFFMAN_CODES } from "../../../testkit/h2/huffman_table.ts";
 
 const hex = (s: string) =>
@@ -65,12 +71,15 @@ const REQUEST_3: HeaderField[] = [
 
 Deno.test("RFC 7541 C.1: integers with 5- and 8-bit prefixes", () => {
   // Decoded through indexed fields and a table size update.
-  const d = new HpackDecoder(4096);
+  const d = new HpackDecoder({ maxTableSize: 4096 });
   assert.deepEqual(d.decode(hex("82")), [[":method", "GET"]]);
   // C.1.2: 1337 with a 5-bit prefix, as a table size update (limit raised for the test).
-  const big = new HpackDecoder(2000);
+  const big = new HpackDecoder({ maxTableSize: 2000 });
   assert.deepEqual(big.decode(hex("3f9a0a")), []);
-  assert.throws(() => new HpackDecoder(1000).decode(hex("3f9a0a")), /table size update 1337/);
+  assert.throws(
+    () => new HpackDecoder({ maxTableSize: 1000 }).decode(hex("3f9a0a")),
+    /table size update 1337/,
+  );
 });
 
 Deno.test("RFC 7541 C.2: literal header field representations", () => {
@@ -126,7 +135,7 @@ Deno.test("RFC 7541 C.4: requests with Huffman coding", () => {
 });
 
 Deno.test("RFC 7541 C.6: responses with Huffman coding evict from a 256-octet table", () => {
-  const d = new HpackDecoder(256);
+  const d = new HpackDecoder({ maxTableSize: 256 });
   const first = d.decode(hex(
     "4882 6402 5885 aec3 771a 4b61 96d0 7abe 9410 54d4 44a8 2005 9504 0b81 66e0 82a6" +
       "2d1b ff6e 919d 29ad 1718 63c7 8f0b 97c8 e9ae 82ae 43d3",
@@ -211,7 +220,7 @@ Deno.test("the decoder rejects bad indexes, truncation and misplaced table size 
 });
 
 Deno.test("an entry larger than the table empties it and is not added (§4.4)", () => {
-  const d = new HpackDecoder(60);
+  const d = new HpackDecoder({ maxTableSize: 60 });
   d.decode(hex("4001 61 01 62")); // a: b, 34 octets
   assert.equal(tableSize(d), 34);
   d.decode(hex("4001 63 1e" + "78".repeat(30))); // c: 30 x, 63 octets > 60
@@ -240,4 +249,54 @@ Deno.test("encodeHeaders() writes static indexes and plain literals that decode 
     [0x00, 0x02, ...new TextEncoder().encode("te"), 0x08, ...new TextEncoder().encode("trailers")],
   );
   assert.throws(() => encodeHeaders([["x", "\u0100"]]), RangeError);
+});
+
+Deno.test("integers (§5.1) are refused past 2^32-1 or 5 continuation octets, before they overflow", () => {
+  const zeros = (n: number) => new Array(n).fill(0x80);
+  // A string length of 127 + 0 + 0 + … never ends the loop on a value that overflowed.
+  const lengths = [0x00, 0x01, 0x61, 0x7f, ...zeros(150), 0x01];
+  assert.throws(() => new HpackDecoder().decode(Uint8Array.from(lengths)), /integer too large/);
+  // The same as an index, a literal's name index and a table size update.
+  for (const first of [0xff, 0x7f, 0x1f, 0x0f, 0x3f]) {
+    const block = Uint8Array.from([first, ...zeros(150), 0x01]);
+    assert.throws(() => new HpackDecoder().decode(block), HpackError, `first octet ${first}`);
+  }
+  // 2^32-1 itself is an integer (refused as a size, not as an integer); 2^32 is not.
+  const max = Uint8Array.from(integer(2 ** 32 - 1, 5, 0x20));
+  assert.throws(() => new HpackDecoder().decode(max), /table size update 4294967295 above/);
+  const over = Uint8Array.from(integer(2 ** 32, 5, 0x20));
+  assert.throws(() => new HpackDecoder().decode(over), /integer too large: above 4294967295/);
+  // Padding zeros are fine within 5 continuation octets: a size update to 4096.
+  assert.deepEqual(new HpackDecoder().decode(hex("3f e1 9f 80 80 00")), []);
+  assert.throws(() => new HpackDecoder().decode(hex("3f e1 9f 80 80 80 00")), /too large/);
+});
+
+Deno.test("eviction keeps the dynamic table within its size whatever the peer sends", () => {
+  const d = new HpackDecoder();
+  for (let i = 0; i < 2000; i++) {
+    const name = `x-${i}`;
+    d.decode(Uint8Array.from([0x40, name.length, ...new TextEncoder().encode(name), 0x01, 0x76]));
+  }
+  const size = tableSize(d);
+  assert.ok(size <= 4096 && size > 4096 - 40, String(size));
+  assert.equal(dynamicTable(d)[0]![0], "x-1999", "the newest entry is index 62");
+  // A size update the peer may not send leaves the table as it was, and so does one whose
+  // integer does not end within its octets.
+  assert.throws(() => d.decode(Uint8Array.from(integer(4097, 5, 0x20))), /above the limit 4096/);
+  assert.throws(() => d.decode(Uint8Array.from([0x3f, ...new Array(150).fill(0x80), 0x01])));
+  assert.equal(tableSize(d), size);
+  for (let i = 0; i < 200; i++) d.decode(hex("4001 6101 62"));
+  assert.ok(tableSize(d) <= 4096, "eviction still works");
+});
+
+Deno.test("a header list above maxHeaderListSize is decoded to its end, then refused", () => {
+  const d = new HpackDecoder({ maxHeaderListSize: 200 });
+  // A 100-octet value indexed, then referred to twice more: 3 x 133 octets.
+  const literal = [0x40, 0x01, 0x61, 0x64, ...new Array(100).fill(0x62)];
+  assert.throws(() => d.decode(Uint8Array.from([...literal, 0xbe, 0xbe])), HeaderListSizeError);
+  assert.deepEqual(dynamicTable(d), [["a", "b".repeat(100)]], "the table followed the block");
+  assert.deepEqual(d.decode(hex("be")), [["a", "b".repeat(100)]]);
+  assert.throws(() => d.decode(hex("be be")), /header list larger than 200 octets/);
+  // An empty field counts 32 octets (RFC 9113 §6.5.2): seven fit in 224, not 200.
+  assert.throws(() => d.decode(Uint8Array.from(new Array(7).fill([0x00, 0x00, 0x00]).flat())));
 });
