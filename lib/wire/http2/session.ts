@@ -53,6 +53,7 @@ import {
   windowUpdateFrame,
 } from "./frames.ts";
 import { encodeHeaders, type HeaderField, HpackDecoder, HpackError } from "./hpack.ts";
+import { FrameWriter } from "./writer.ts";
 import { type Clock, realClock } from "../../clock.ts";
 import { errorText } from "../../errors.ts";
 
@@ -176,9 +177,7 @@ export class Http2Session {
     | { streamId: number; endStream: boolean; parts: Uint8Array[]; size: number }
     | null = null;
 
-  #out: Uint8Array[] = [];
-  #writing = false;
-  #closeAfterDrain = false;
+  readonly #writer: FrameWriter;
   #closed = false;
   #goneAway = false;
   #goneReason: string | undefined;
@@ -187,6 +186,9 @@ export class Http2Session {
 
   private constructor(conn: Deno.Conn, options: Http2SessionOptions) {
     this.#conn = conn;
+    this.#writer = new FrameWriter(conn, (err) => {
+      if (!this.#closed) this.#terminate(`error writing to server: ${errorText(err)}`);
+    });
     this.#streamWindow = options.initialWindowSize ?? DEFAULT_STREAM_WINDOW;
     this.#connectionWindow = Math.max(
       PROTOCOL_INITIAL_WINDOW,
@@ -296,7 +298,6 @@ export class Http2Session {
   /** Closes the connection; open streams fail with `connection`. Idempotent. */
   close(reason = "the client closed the connection"): void {
     this.#terminate(reason);
-    this.#closeConn();
   }
 
   #cancel(state: StreamState): void {
@@ -709,8 +710,7 @@ export class Http2Session {
   #terminate(reason: string, flush = false): void {
     if (this.#closed) return;
     this.#closed = true;
-    if (flush && this.#out.length > 0) this.#closeAfterDrain = true;
-    else this.#closeConn();
+    this.#writer.close(flush);
     if (this.#handshake !== undefined) {
       const h = this.#handshake;
       this.#handshake = undefined;
@@ -730,43 +730,7 @@ export class Http2Session {
   }
 
   #send(bytes: Uint8Array): void {
-    if (this.#closed) return;
-    this.#out.push(bytes);
-    if (!this.#writing) {
-      this.#writing = true;
-      queueMicrotask(() => this.#drain());
-    }
-  }
-
-  #closeConn(): void {
-    try {
-      this.#conn.close();
-    } catch {
-      // already closed
-    }
-  }
-
-  async #drain(): Promise<void> {
-    try {
-      while (this.#out.length > 0 && (!this.#closed || this.#closeAfterDrain)) {
-        const parts = this.#out.splice(0);
-        let chunk = concat(parts, parts.reduce((n, p) => n + p.length, 0));
-        while (chunk.length > 0) {
-          const n = await this.#conn.write(chunk);
-          chunk = chunk.subarray(n);
-        }
-      }
-    } catch (err) {
-      if (!this.#closed) {
-        this.#terminate(`error writing to server: ${errorText(err)}`);
-      }
-    } finally {
-      this.#writing = false;
-      if (this.#closeAfterDrain) {
-        this.#closeAfterDrain = false;
-        this.#closeConn();
-      }
-    }
+    if (!this.#closed) this.#writer.write(bytes);
   }
 }
 
