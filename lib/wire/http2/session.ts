@@ -54,6 +54,7 @@ import {
 } from "./frames.ts";
 import { encodeHeaders, type HeaderField, HpackDecoder, HpackError } from "./hpack.ts";
 import { FrameWriter } from "./writer.ts";
+import { HeaderBlock } from "./header_block.ts";
 import { type Clock, realClock } from "../../clock.ts";
 import { errorText } from "../../errors.ts";
 
@@ -173,9 +174,7 @@ export class Http2Session {
   #connRecvUnacked = 0;
 
   /** A header block being received over CONTINUATION frames. */
-  #continuation:
-    | { streamId: number; endStream: boolean; parts: Uint8Array[]; size: number }
-    | null = null;
+  #continuation: HeaderBlock | null = null;
 
   readonly #writer: FrameWriter;
   #closed = false;
@@ -503,12 +502,9 @@ export class Http2Session {
     if (frame.flags & Flag.END_HEADERS) {
       this.#onHeaderBlock(frame.streamId, fragment, endStream);
     } else {
-      this.#continuation = {
-        streamId: frame.streamId,
-        endStream,
-        parts: [fragment],
-        size: fragment.length,
-      };
+      this.#continuation = new HeaderBlock(frame.streamId, endStream, fragment, {
+        maxBytes: MAX_HEADER_BLOCK,
+      });
     }
   }
 
@@ -517,20 +513,10 @@ export class Http2Session {
     if (c === null || c.streamId !== frame.streamId) {
       throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "unexpected CONTINUATION frame");
     }
-    c.parts.push(frame.payload);
-    c.size += frame.payload.length;
-    if (c.size > MAX_HEADER_BLOCK) {
-      throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, "header block too large");
-    }
+    c.add(frame.payload);
     if (frame.flags & Flag.END_HEADERS) {
       this.#continuation = null;
-      const block = new Uint8Array(c.size);
-      let offset = 0;
-      for (const part of c.parts) {
-        block.set(part, offset);
-        offset += part.length;
-      }
-      this.#onHeaderBlock(c.streamId, block, c.endStream);
+      this.#onHeaderBlock(c.streamId, c.bytes(), c.endStream);
     }
   }
 
