@@ -11,7 +11,7 @@
 
 import { errorText } from "../../errors.ts";
 import { GrpcCode, GrpcStatusError } from "./status.ts";
-import { StreamError } from "../http2/session.ts";
+import { StreamError } from "../http2/stream_error.ts";
 import { ErrorCode } from "../http2/frames.ts";
 import type { HeaderField } from "../http2/hpack.ts";
 

@@ -54,6 +54,7 @@ import {
 } from "./frames.ts";
 import { encodeHeaders, type HeaderField, HpackDecoder, HpackError } from "./hpack.ts";
 import { FrameWriter } from "./writer.ts";
+import { StreamError, type StreamFailure } from "./stream_error.ts";
 import { HeaderBlock } from "./header_block.ts";
 import { type Clock, realClock } from "../../clock.ts";
 import { errorText } from "../../errors.ts";
@@ -78,40 +79,6 @@ export interface StreamResponse {
   trailers: HeaderField[] | undefined;
   /** True when the headers carried END_STREAM (a trailers-only response). */
   headersOnly: boolean;
-}
-
-/** Why a stream failed. */
-export type StreamFailure =
-  /** The peer reset it (RST_STREAM); `code` is the HTTP/2 error code. */
-  | { kind: "reset"; code: number; message: string }
-  /** GOAWAY left it unprocessed, or the connection could not take it: safe to retry. */
-  | { kind: "refused"; message: string }
-  /** The connection ended (closed, read or write error, protocol error). */
-  | { kind: "connection"; message: string }
-  /** More DATA arrived than the caller accepts. */
-  | { kind: "too-large"; size: number }
-  /** The caller cancelled it. */
-  | { kind: "cancelled" };
-
-/** A failed stream; {@link failure} says why. */
-export class StreamError extends Error {
-  constructor(readonly failure: StreamFailure) {
-    super(failureText(failure));
-    this.name = "StreamError";
-  }
-}
-
-function failureText(f: StreamFailure): string {
-  switch (f.kind) {
-    case "reset":
-    case "refused":
-    case "connection":
-      return f.message;
-    case "too-large":
-      return `response data of at least ${f.size} bytes exceeds the limit`;
-    case "cancelled":
-      return "stream cancelled";
-  }
 }
 
 /** A request in flight. */
