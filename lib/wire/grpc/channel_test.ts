@@ -205,7 +205,11 @@ Deno.test("a call sends the gRPC request headers and the length-prefixed message
   assert.equal(headers["te"], "trailers");
   assert.match(headers["grpc-timeout"]!, /^(4\d{3}|5000)m$/);
   assert.deepEqual(body, Uint8Array.of(0, 0, 0, 0, 3, 1, 2, 3));
-  assert.deepEqual(settings, [[Setting.ENABLE_PUSH, 0], [Setting.INITIAL_WINDOW_SIZE, 4 << 20]]);
+  assert.deepEqual(settings, [
+    [Setting.ENABLE_PUSH, 0],
+    [Setting.INITIAL_WINDOW_SIZE, 4 << 20],
+    [Setting.MAX_HEADER_LIST_SIZE, 1 << 20],
+  ]);
 });
 
 Deno.test("a trailers-only error gives the status and the percent-decoded message", async () => {

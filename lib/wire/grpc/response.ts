@@ -196,6 +196,11 @@ export function streamErrorToStatus(err: unknown): GrpcStatusError {
   switch (f.kind) {
     case "reset":
       return new GrpcStatusError(resetCode(f.code), f.message);
+    case "protocol":
+      // grpc-go closes a stream the server broke with Internal and the error's text.
+      return new GrpcStatusError(GrpcCode.Internal, f.message);
+    case "headers-too-large":
+      return new GrpcStatusError(GrpcCode.Internal, "peer header list size exceeded limit");
     case "refused":
     case "connection":
       return new GrpcStatusError(GrpcCode.Unavailable, f.message);

@@ -12,6 +12,8 @@ import { ConnectionError, ErrorCode } from "./frames.ts";
 export interface HeaderBlockLimits {
   /** Octets of the whole block; more is a connection error ENHANCE_YOUR_CALM. */
   maxBytes: number;
+  /** CONTINUATION frames after the HEADERS frame; more is ENHANCE_YOUR_CALM. */
+  maxContinuations: number;
 }
 
 /** The fragments of one header block, from its HEADERS frame to END_HEADERS. */
@@ -42,6 +44,9 @@ export class HeaderBlock {
    * @throws {ConnectionError} ENHANCE_YOUR_CALM when the block grows past the limits.
    */
   add(fragment: Uint8Array): void {
+    if (this.#parts.length > this.#limits.maxContinuations) {
+      throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, "too many CONTINUATION frames");
+    }
     this.#parts.push(fragment);
     this.#size += fragment.length;
     if (this.#size > this.#limits.maxBytes) {

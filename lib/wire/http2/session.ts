@@ -18,14 +18,25 @@
  * - our stream receive window 4 MiB (SETTINGS_INITIAL_WINDOW_SIZE; Go's Transport 4 MiB, grpc-go
  *   64 KiB growing with its BDP estimate to 16 MiB) and connection window 16 MiB (grpc-go 16 MiB
  *   at most, Go 1 GiB): DATA beyond them is FLOW_CONTROL_ERROR;
- * - a header block of at most 1 MiB over HEADERS and CONTINUATION frames: more is a connection
+ * - a response header list of at most {@link MAX_HEADER_LIST_SIZE} (1 MiB, announced as
+ *   SETTINGS_MAX_HEADER_LIST_SIZE; grpc-go 16 MiB, Go 10 MiB): a larger one resets the stream
+ *   with FRAME_SIZE_ERROR and fails it `headers-too-large`, the connection goes on;
+ * - a header block of at most 2 MiB over HEADERS and at most 128 CONTINUATION frames (Go gives
+ *   up at twice the header list size; nghttp2 allows 8 CONTINUATION frames): more is a connection
  *   error ENHANCE_YOUR_CALM;
+ * - at most 50 frames owed to the peer (SETTINGS and PING ACKs, RST_STREAM) waiting unsent:
+ *   beyond that the reader reads nothing until the writer catches up (grpc-go
+ *   `maxQueuedTransportResponseFrames`, 50), so a peer that floods and does not read cannot grow
+ *   our memory;
+ * - flow-control windows up to 2^31-1 (§6.9.1): a WINDOW_UPDATE or a SETTINGS_INITIAL_WINDOW_SIZE
+ *   change beyond it is FLOW_CONTROL_ERROR;
  * - a stream's response DATA beyond the caller's `maxDataBytes` resets it (`too-large`);
  * - the server's SETTINGS within 20 s of connecting (grpc-go's `minConnectTimeout`, 20 s).
  *
  * Tested against real peers: grpc-js (the test kit's CSI server, `testkit/csi/server.ts`, in
  * `lib/csi/client_test.ts`) and grpc-go (the Kubernetes CSI mock driver in `deno task e2e`); and
- * against a scripted server that sends any bytes (`testkit/csi/raw_h2_server.ts`).
+ * against scripted servers that send any bytes (`testkit/csi/raw_h2_server.ts`, and
+ * `testkit/h2/raw_peer.ts`, written independently of this code, in `session_test.ts`).
  *
  * @module
  */
@@ -52,7 +63,13 @@ import {
   unpad,
   windowUpdateFrame,
 } from "./frames.ts";
-import { encodeHeaders, type HeaderField, HpackDecoder, HpackError } from "./hpack.ts";
+import {
+  encodeHeaders,
+  type HeaderField,
+  HeaderListSizeError,
+  HpackDecoder,
+  HpackError,
+} from "./hpack.ts";
 import { FrameWriter } from "./writer.ts";
 import { StreamError, type StreamFailure } from "./stream_error.ts";
 import { HeaderBlock } from "./header_block.ts";
@@ -115,8 +132,31 @@ const DEFAULT_STREAM_WINDOW = 4 * 1024 * 1024;
 const DEFAULT_CONNECTION_WINDOW = 16 * 1024 * 1024;
 /** RFC 9113 §6.9.2: the initial window of every connection and stream. */
 const PROTOCOL_INITIAL_WINDOW = 65_535;
-/** A header block may take this many bytes over HEADERS and CONTINUATION frames. */
-const MAX_HEADER_BLOCK = 1024 * 1024;
+/**
+ * Our SETTINGS_MAX_HEADER_LIST_SIZE (RFC 9113 §6.5.2), announced and enforced: 1 MiB. grpc-go's
+ * client takes 16 MiB (`defaultClientMaxHeaderListSize`), Go's Transport 10 MiB; a CSI driver's
+ * headers and trailers are a few hundred octets and its longest `grpc-message` a few KiB, so
+ * 1 MiB refuses no real answer while bounding what one stream's headers can cost.
+ */
+export const MAX_HEADER_LIST_SIZE = 1024 * 1024;
+/**
+ * A header block may take this many octets over HEADERS and CONTINUATION frames: twice the
+ * header list size, the point where Go's `Framer.readMetaFrame` gives up on a block.
+ */
+const MAX_HEADER_BLOCK = 2 * MAX_HEADER_LIST_SIZE;
+/**
+ * CONTINUATION frames one header block may take: enough for the largest block sent in frames of
+ * the default size (2 MiB / 16 KiB = 128). Counting frames, not only octets, bounds a flood of
+ * empty CONTINUATION frames (CVE-2024-27316 class; nghttp2 allows 8 by default,
+ * `NGHTTP2_DEFAULT_MAX_CONTINUATIONS`).
+ */
+const MAX_CONTINUATION_FRAMES = MAX_HEADER_BLOCK / DEFAULT_MAX_FRAME_SIZE;
+/**
+ * Frames we owe the peer (SETTINGS and PING ACKs, RST_STREAM) that may wait unsent before the
+ * reader stops reading until the writer catches up: grpc-go's `maxQueuedTransportResponseFrames`,
+ * 50 (v1.72; later releases make it configurable, default 100).
+ */
+const MAX_PENDING_RESPONSES = 50;
 
 /**
  * One HTTP/2 connection. Create it with {@link Http2Session.start}; it reads until the peer
@@ -125,7 +165,7 @@ const MAX_HEADER_BLOCK = 1024 * 1024;
 export class Http2Session {
   readonly #conn: Deno.Conn;
   readonly #reader = new FrameReader(DEFAULT_MAX_FRAME_SIZE);
-  readonly #hpack = new HpackDecoder();
+  readonly #hpack = new HpackDecoder({ maxHeaderListSize: MAX_HEADER_LIST_SIZE });
   readonly #streamWindow: number;
   readonly #connectionWindow: number;
   readonly #streams = new Map<number, StreamState>();
@@ -190,6 +230,7 @@ export class Http2Session {
     session.#send(settingsFrame([
       [Setting.ENABLE_PUSH, 0],
       [Setting.INITIAL_WINDOW_SIZE, session.#streamWindow],
+      [Setting.MAX_HEADER_LIST_SIZE, MAX_HEADER_LIST_SIZE],
     ]));
     if (session.#connectionWindow > PROTOCOL_INITIAL_WINDOW) {
       session.#send(windowUpdateFrame(0, session.#connectionWindow - PROTOCOL_INITIAL_WINDOW));
@@ -347,6 +388,11 @@ export class Http2Session {
         for (let frame = this.#reader.next(); frame; frame = this.#reader.next()) {
           this.#handle(frame);
           if (this.#closed) return;
+          if (this.#writer.pendingResponses >= MAX_PENDING_RESPONSES) {
+            // The peer asks for more answers than it reads: read nothing until it catches up.
+            await this.#writer.responsesBelow(MAX_PENDING_RESPONSES);
+            if (this.#closed) return;
+          }
         }
       }
     } catch (err) {
@@ -394,7 +440,7 @@ export class Http2Session {
           throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, "PING payload not 8 bytes");
         }
         if (!(frame.flags & Flag.ACK)) {
-          this.#send(encodeFrame(FrameType.PING, Flag.ACK, 0, frame.payload));
+          this.#sendResponse(encodeFrame(FrameType.PING, Flag.ACK, 0, frame.payload));
         }
         return;
       case FrameType.GOAWAY:
@@ -471,6 +517,7 @@ export class Http2Session {
     } else {
       this.#continuation = new HeaderBlock(frame.streamId, endStream, fragment, {
         maxBytes: MAX_HEADER_BLOCK,
+        maxContinuations: MAX_CONTINUATION_FRAMES,
       });
     }
   }
@@ -489,7 +536,20 @@ export class Http2Session {
 
   #onHeaderBlock(streamId: number, block: Uint8Array, endStream: boolean): void {
     // Decoded even when nobody waits: the dynamic table must follow every block (RFC 7541 §2.2).
-    const fields = this.#hpack.decode(block);
+    let fields: HeaderField[];
+    try {
+      fields = this.#hpack.decode(block);
+    } catch (err) {
+      if (!(err instanceof HeaderListSizeError)) throw err;
+      // The table followed the block; only this stream fails (grpc-go resets it FRAME_SIZE).
+      const s = this.#streams.get(streamId);
+      if (s !== undefined) {
+        this.#sendResponse(rstStreamFrame(s.id, ErrorCode.FRAME_SIZE_ERROR));
+        this.#finish(s);
+        s.reject(new StreamError({ kind: "headers-too-large", limit: err.limit }));
+      }
+      return;
+    }
     const s = this.#streams.get(streamId);
     if (s === undefined) return;
     if (s.headers === undefined) {
@@ -540,7 +600,13 @@ export class Http2Session {
           }
           const delta = value - this.#peerInitialWindow;
           this.#peerInitialWindow = value;
-          for (const s of this.#streams.values()) s.sendWindow += delta;
+          for (const s of this.#streams.values()) {
+            s.sendWindow += delta;
+            if (s.sendWindow > MAX_WINDOW) {
+              // §6.9.2: a change that makes a window exceed the maximum is a connection error.
+              throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, "stream window overflow");
+            }
+          }
           break;
         }
         case Setting.MAX_FRAME_SIZE:
@@ -559,7 +625,7 @@ export class Http2Session {
           break; // HEADER_TABLE_SIZE: our encoder uses no dynamic table. Unknown: ignored.
       }
     }
-    this.#send(settingsFrame([], true));
+    this.#sendResponse(settingsFrame([], true));
     if (this.#handshake !== undefined) {
       const h = this.#handshake;
       this.#handshake = undefined;
@@ -632,15 +698,15 @@ export class Http2Session {
 
   /** A stream error (§5.4.2): reset the stream, fail its request. */
   #streamError(s: StreamState, code: number, message: string): void {
-    this.#send(rstStreamFrame(s.id, code));
+    this.#sendResponse(rstStreamFrame(s.id, code));
     this.#finish(s);
-    s.reject(new StreamError({ kind: "reset", code, message: `stream error: ${message}` }));
+    s.reject(new StreamError({ kind: "protocol", code, message: `stream error: ${message}` }));
   }
 
   #complete(s: StreamState, trailers: HeaderField[] | undefined, headersOnly: boolean): void {
     if (!s.bodySent) {
       // The server answered before reading the whole request: stop sending (§8.1).
-      this.#send(rstStreamFrame(s.id, ErrorCode.NO_ERROR));
+      this.#sendResponse(rstStreamFrame(s.id, ErrorCode.NO_ERROR));
     }
     this.#finish(s);
     const data = s.chunks.length === 1 ? s.chunks[0]! : concat(s.chunks, s.size);
@@ -684,6 +750,11 @@ export class Http2Session {
 
   #send(bytes: Uint8Array): void {
     if (!this.#closed) this.#writer.write(bytes);
+  }
+
+  /** Sends a frame the peer's frame asks for (an ACK, a RST_STREAM): counted by the writer. */
+  #sendResponse(bytes: Uint8Array): void {
+    if (!this.#closed) this.#writer.write(bytes, true);
   }
 }
 
