@@ -17,7 +17,7 @@ import {
   Setting,
   windowUpdateFrame,
 } from "../http2/frames.ts";
-import { encodeHeaders } from "../http2/hpack.ts";
+import { encodeHeaders, type HeaderField } from "../http2/hpack.ts";
 import {
   GRPC_OK_HEADERS,
   grpcDataFrame,
@@ -174,6 +174,76 @@ Deno.test("parseResponse() maps HTTP status, content type, missing trailers and 
     headersOnly: false,
   });
   assert.deepEqual(good, Uint8Array.of(8, 1));
+});
+
+Deno.test("parseResponse() reads grpc-status, :status and the payload format as grpc-go v1.72", () => {
+  const ok = GRPC_OK_HEADERS;
+  const res = (
+    trailers: readonly HeaderField[] | undefined,
+    data = new Uint8Array(),
+    headers: readonly HeaderField[] = ok,
+  ) => ({ headers, data, trailers, headersOnly: false });
+  const cases: [ReturnType<typeof res>, number, string][] = [
+    // grpc-status must be an int32 (strconv.ParseInt(v, 10, 32)); it is then a uint32 code.
+    [
+      res([["grpc-status", "100000000000000000000"]]),
+      13,
+      "transport: malformed grpc-status: 100000000000000000000",
+    ],
+    [res([["grpc-status", "1e20"]]), 13, "transport: malformed grpc-status: 1e20"],
+    [res([["grpc-status", "2147483648"]]), 13, "transport: malformed grpc-status: 2147483648"],
+    [res([["grpc-status", ""]]), 13, "transport: malformed grpc-status: "],
+    [res([["grpc-status", "17"], ["grpc-message", "m"]]), 17, "m"],
+    [res([["grpc-status", "-1"]]), 4294967295, ""],
+    [res([["grpc-status", "+5"], ["grpc-status", "3"]]), 3, ""],
+    // :status not 200, malformed, or missing with the content type.
+    [
+      res(undefined, undefined, [[":status", "abc"], ["content-type", "application/grpc"]]),
+      13,
+      'transport: malformed http-status: strconv.ParseInt: parsing "abc": invalid syntax',
+    ],
+    [
+      res(undefined, undefined, [[":status", "418"], ["content-type", "application/grpc"]]),
+      2,
+      "unexpected HTTP status code received from server: 418 (I'm a teapot)",
+    ],
+    [
+      res(undefined, undefined, [["content-type", "text/html"]]),
+      13,
+      'malformed header: missing HTTP status; transport: received unexpected content-type "text/html"',
+    ],
+    [
+      res(undefined, undefined, []),
+      13,
+      "malformed header: missing HTTP status; malformed header: missing HTTP content-type",
+    ],
+    [
+      res([["grpc-status", "0"], [":status", "500"]]),
+      2,
+      "unexpected HTTP status code received from server: 500 (Internal Server Error); malformed header: missing HTTP content-type",
+    ],
+    // The payload: its length first, then its format.
+    [
+      res(grpcStatus(0), Uint8Array.of(2, 0, 0, 0, 0)),
+      13,
+      "grpc: received unexpected payload format 2",
+    ],
+    [
+      res(grpcStatus(0), Uint8Array.of(1, 0x00, 0x40, 0x00, 0x01)),
+      8,
+      "grpc: received message larger than max (4194305 vs. 4194304)",
+    ],
+    [
+      res(grpcStatus(0), Uint8Array.of(1, 0, 0, 0, 0), [...ok, ["grpc-encoding", "gzip"]]),
+      13,
+      'grpc: Decompressor is not installed for grpc-encoding "gzip"',
+    ],
+  ];
+  for (const [response, code, message] of cases) {
+    const out = parseResponse(response);
+    assert.ok(out instanceof GrpcStatusError, message);
+    assert.deepEqual([out.code, out.details], [code, message]);
+  }
 });
 
 Deno.test("a call sends the gRPC request headers and the length-prefixed message", async () => {
