@@ -190,14 +190,20 @@ function writeValue(
       return;
     }
     case "enum": {
-      const values = field.enumValues!;
-      const n = typeof v === "number" && Number.isInteger(v) ? v : values.indexOf(String(v));
-      if (n < 0 || typeof v === "boolean" || typeof v === "object") {
+      // A name of the enum, or any int32: proto3 enums are open, and the decoder gives a number
+      // the schema does not name as that number, negative ones included.
+      const n = typeof v === "number"
+        ? (Number.isInteger(v) && v >= -(2 ** 31) && v < 2 ** 31 ? v : -1)
+        : typeof v === "string"
+        ? field.enumValues!.indexOf(v)
+        : -1;
+      if (n === -1 && v !== -1) {
         throw new ProtoWireError(`${path}: unknown enum value ${describe(v)}`);
       }
       if (n === 0 && !always) return;
       w.tag(field.number, WIRE_VARINT);
       if (n >= 0) w.varint(n);
+      else w.bigVarint(BigInt(n));
       return;
     }
     case "message": {

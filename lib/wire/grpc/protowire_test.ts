@@ -135,3 +135,22 @@ Deno.test("nesting deeper than MAX_NESTING fails with ProtoWireError, not a stac
     );
   }
 });
+
+Deno.test("an enum number the schema does not name round-trips, negative ones too", () => {
+  const mode: FieldDescriptor = {
+    name: "mode",
+    number: 1,
+    kind: "enum",
+    repeated: false,
+    enumValues: ["UNKNOWN", "ONE"],
+  };
+  const schema = message("t.E", [mode]);
+  for (const n of [1, 7, -1, -16877699, 2 ** 31 - 1, -(2 ** 31)]) {
+    const bytes = encodeMessage(schema, { mode: n });
+    assert.deepEqual(decodeMessage(schema, bytes), { mode: n === 1 ? "ONE" : n }, String(n));
+  }
+  assert.equal(encodeMessage(schema, { mode: -1 }).length, 11, "a negative int32 takes 10 octets");
+  for (const bad of [2 ** 31, 1.5, "TWO", true]) {
+    assert.throws(() => encodeMessage(schema, { mode: bad }), ProtoWireError, String(bad));
+  }
+});
