@@ -160,6 +160,12 @@ export class FrameParser {
     return this.#buf.length;
   }
 
+  /** The length field of the next frame, once its 9-octet header is buffered. */
+  get nextLength(): number | undefined {
+    const b = this.#buf;
+    return b.length < 9 ? undefined : (b[0]! << 16) | (b[1]! << 8) | b[2]!;
+  }
+
   /** Takes `n` raw octets (the preface), or undefined when fewer are buffered. */
   take(n: number): Uint8Array | undefined {
     if (this.#buf.length < n) return undefined;
