@@ -4,7 +4,8 @@
  * `internal/transport/http2_client.go` operateHeaders, `rpc_util.go` recvMsg).
  *
  * Limits: a response message of at most {@link MAX_RECEIVE_MESSAGE_BYTES} (4 MiB, grpc-go's
- * `defaultClientMaxReceiveMessageSize`): a larger one is ResourceExhausted.
+ * `defaultClientMaxReceiveMessageSize`): a larger one is ResourceExhausted; a `grpc-status` that
+ * is not an int32 (grpc-go `strconv.ParseInt(v, 10, 32)`) is Internal.
  *
  * @module
  */
