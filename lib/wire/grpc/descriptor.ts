@@ -25,7 +25,10 @@ export interface FieldDescriptor {
   readonly oneof?: string;
   /** For `message` fields: the message type. */
   readonly message?: MessageDescriptor;
-  /** For `enum` fields: value names by number. */
+  /**
+   * For `enum` fields: value names by number; a hole where the enum has no value (a reserved
+   * number). A number without a name decodes as the number.
+   */
   readonly enumValues?: readonly string[];
 }
 
