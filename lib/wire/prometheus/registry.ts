@@ -374,8 +374,12 @@ function sample(name: string, labelText: string, value: number): string {
     : `${name}{${labelText}} ${formatNumber(value)}`;
 }
 
-/** A sample value or `le` bound: `NaN`, `+Inf`, `-Inf`, or JavaScript's shortest form. */
-function formatNumber(n: number): string {
+/**
+ * A sample value or `le` bound as the text format writes it: `NaN`, `+Inf`, `-Inf`, or
+ * JavaScript's shortest form. Also for collectors that write their own sample lines (the process
+ * metrics).
+ */
+export function formatNumber(n: number): string {
   if (Number.isNaN(n)) return "NaN";
   if (n === Infinity) return "+Inf";
   if (n === -Infinity) return "-Inf";
