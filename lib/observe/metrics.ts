@@ -34,7 +34,6 @@
  */
 
 import { Counter, Gauge, Histogram, Registry } from "../wire/prometheus/registry.ts";
-import { grpcCodeName } from "../csi/api.ts";
 import type { QueueMetricsProvider } from "../workqueue/metrics.ts";
 import { registerProcessMetrics } from "./process_metrics.ts";
 
@@ -178,11 +177,11 @@ export interface CsiCallObservation {
   /** The full gRPC method, e.g. `/csi.v1.Controller/ControllerPublishVolume`. */
   method: string;
   /**
-   * The outcome: a gRPC status code number (0 for success; written with Go's name, e.g.
-   * `DeadlineExceeded`), a code name already spelled the Go way, or undefined when the call
-   * failed without a gRPC status ({@link UNKNOWN_NON_GRPC_CODE}).
+   * The outcome: the Go name of the gRPC status code (`OK`, `DeadlineExceeded`, `Code(17)`, as
+   * the caller spells it), or undefined when the call failed without a gRPC status
+   * ({@link UNKNOWN_NON_GRPC_CODE}).
    */
-  code: number | string | undefined;
+  code: string | undefined;
   /** How long the call took, in seconds. */
   seconds: number;
   /**
@@ -262,7 +261,7 @@ export interface Metrics {
  * const metrics = createMetrics({ driverName: "csi.example.com" });
  * metrics.observeCsiCall({
  *   method: "/csi.v1.Controller/ControllerPublishVolume",
- *   code: 0,
+ *   code: "OK",
  *   seconds: 0.3,
  * });
  * const text = await metrics.metricsText();
@@ -481,7 +480,6 @@ function httpCodeLabel(code: number): string {
   return code > 0 ? String(code) : "<error>";
 }
 
-function codeLabel(code: number | string | undefined): string {
-  if (code === undefined) return UNKNOWN_NON_GRPC_CODE;
-  return typeof code === "number" ? grpcCodeName(code) : code;
+function codeLabel(code: string | undefined): string {
+  return code ?? UNKNOWN_NON_GRPC_CODE;
 }

@@ -1,0 +1,19 @@
+/**
+ * The fuzz targets `deno task fuzz` runs, one line each; each lives in `./targets/<name>.ts`.
+ *
+ * @module
+ */
+
+import type { FuzzTarget } from "./target.ts";
+import { target as hpack } from "./targets/hpack.ts";
+import { target as http2Frames } from "./targets/http2_frames.ts";
+import { target as http2Session } from "./targets/http2_session.ts";
+import { target as protobuf } from "./targets/protobuf.ts";
+
+/** Every target, in the order a run takes them. */
+export const TARGETS: readonly FuzzTarget[] = [
+  hpack,
+  http2Frames,
+  http2Session,
+  protobuf,
+];
