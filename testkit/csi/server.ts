@@ -71,7 +71,6 @@ export interface ListVolumesEntryMessage {
   } | null;
   status?: {
     publishedNodeIds: string[];
-    volumeCondition?: { abnormal: boolean; message: string } | null;
   } | null;
 }
 
