@@ -16,7 +16,7 @@
 
 import type { Clock } from "../clock.ts";
 import type { Logger } from "../observe/logger.ts";
-import { formatGoDuration } from "../cli/duration.ts";
+import { formatGoDuration } from "../go_duration.ts";
 
 /** A wait for the rate limiter longer than this is logged at V(3) (client-go `longThrottleLatency`). */
 export const LONG_THROTTLE_LATENCY_MS = 50;
