@@ -10,6 +10,8 @@
 
 import { type KubeRequestObserver, runAttacher } from "./lib/run.ts";
 import { KubeClient } from "./lib/kube/client.ts";
+import { PROXY_VARIABLES, type ProxyEnvironment } from "./lib/kube/transport.ts";
+import { ThrottledLogger } from "./lib/kube/throttle_log.ts";
 import { loadConnection } from "./lib/kube/config.ts";
 import { SERVICE_ACCOUNT_NAMESPACE_FILE } from "./lib/leaderelection/config.ts";
 import { createLogger } from "./lib/observe/log.ts";
@@ -50,6 +52,19 @@ function writeTerminationMessage(message: string): void {
   }
 }
 
+/** The proxy variables set in the environment; none when the environment cannot be read. */
+function proxyEnvironment(): ProxyEnvironment {
+  const vars: Record<string, string | undefined> = {};
+  for (const name of PROXY_VARIABLES) {
+    try {
+      vars[name] = env(name);
+    } catch {
+      // No permission to read the environment: no proxy.
+    }
+  }
+  return vars;
+}
+
 async function kubeFactory(
   options: Options,
   log: Logger,
@@ -61,6 +76,9 @@ async function kubeFactory(
     kubeconfigEnv: env("KUBECONFIG"),
     home: env("HOME"),
   }, { log });
+  const proxies = proxyEnvironment();
+  // One for every client, as client-go's throttled logger is one per process.
+  const throttledLogger = new ThrottledLogger(realClock);
   return (observer) =>
     new KubeClient({
       connection,
@@ -68,8 +86,12 @@ async function kubeFactory(
       rateLimiter: new TokenBucket({}, { qps: options.kubeApiQps, burst: options.kubeApiBurst }),
       onRequest: observer?.onRequest,
       onRetry: observer?.onRetry,
+      onRequestLatency: observer?.onRequestLatency,
+      onRateLimiterWait: observer?.onRateLimiterWait,
+      throttledLogger,
     }, {
       userAgent: `csi-attacher/${VERSION}`,
+      proxyEnvironment: proxies,
     });
 }
 

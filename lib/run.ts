@@ -47,7 +47,12 @@ import { LeaderElector } from "./leaderelection/elector.ts";
 import { leaderElectionNamespace, leaderIdentity } from "./leaderelection/config.ts";
 import { raceAbort } from "./abort.ts";
 import { heapReclaimer } from "./heap.ts";
-import { type ApiRequestObservation, createMetrics, type Metrics } from "./observe/metrics.ts";
+import {
+  type ApiLatencyObservation,
+  type ApiRequestObservation,
+  createMetrics,
+  type Metrics,
+} from "./observe/metrics.ts";
 import { MIGRATION_DRIVER_NAMES } from "./controller/migration.ts";
 import { leaseName } from "./controller/names.ts";
 import { ItemExponentialFailureRateLimiter } from "./workqueue/rate_limiters.ts";
@@ -99,6 +104,10 @@ export interface AttacherDeps {
 export interface KubeRequestObserver {
   onRequest(info: ApiRequestObservation): void;
   onRetry(info: ApiRequestObservation): void;
+  /** One request's whole duration, retries included. */
+  onRequestLatency(info: ApiLatencyObservation): void;
+  /** One wait for the client's rate limiter. */
+  onRateLimiterWait(info: ApiLatencyObservation): void;
 }
 
 /** Metrics that can be swapped once the driver name is known (CSI migration adds a label). */
@@ -108,6 +117,8 @@ class MetricsHolder {
   kube: KubeRequestObserver = {
     onRequest: (info) => this.current.observeApiRequest(info),
     onRetry: (info) => this.current.observeApiRetry(info),
+    onRequestLatency: (info) => this.current.observeApiRequestDuration(info),
+    onRateLimiterWait: (info) => this.current.observeRateLimiterWait(info),
   };
 }
 

@@ -6,8 +6,11 @@
 
 import assert from "node:assert/strict";
 import { MemoryApiServer } from "../testkit/apiserver/server.ts";
+import { ExampleDriver } from "../testkit/csi/example_driver.ts";
+import { FakeCsiDriver } from "../testkit/csi/fake_driver.ts";
+import { csiNode, DRIVER, pv, va } from "../testkit/harness/fixtures.ts";
 import { parseOptions } from "./cli/options.ts";
-import { EVENTS } from "./kube/api.ts";
+import { CSI_NODES, EVENTS, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "./kube/api.ts";
 import { KubeClient } from "./kube/client.ts";
 import { type ClusterConnection, connectionFromKubeconfigs } from "./kube/config.ts";
 import type { KubeObject } from "./kube/types.ts";
@@ -44,10 +47,14 @@ async function setUp() {
   };
 }
 
-function options(args: string[]) {
-  const parsed = parseOptions(["--dummy", ...args]);
+function parseOptionsOk(args: string[]) {
+  const parsed = parseOptions(args);
   assert.ok(parsed.ok);
   return parsed.options;
+}
+
+function options(args: string[]) {
+  return parseOptionsOk(["--dummy", ...args]);
 }
 
 Deno.test("runAttacher() closes every API client it built when it stops, after posting the queued Events", async () => {
@@ -81,4 +88,47 @@ Deno.test("runAttacher() closes the API clients it built when startup fails", as
   );
   assert.ok(t.clients.length >= 1);
   assert.deepEqual(t.clients.map((c) => c.closed), t.clients.map(() => 1));
+});
+
+Deno.test("runAttacher() bounds each publish by --timeout and the ListVolumes pass by --reconcile-timeout", async () => {
+  await using t = await setUp();
+  const dir = await Deno.makeTempDir();
+  const example = new ExampleDriver({}, { name: DRIVER });
+  example.createVolume("handle1");
+  await using driver = await FakeCsiDriver.start({
+    address: `${dir}/csi.sock`,
+    pluginName: DRIVER,
+    controllerCapabilities: ExampleDriver.CONTROLLER_CAPABILITIES,
+    permissive: example,
+  });
+  t.server.create(CSI_NODES, csiNode());
+  t.server.create(PERSISTENT_VOLUMES, pv(null));
+  t.server.create(VOLUME_ATTACHMENTS, va(false));
+  const stop = new AbortController();
+  const done = (): boolean =>
+    driver.callsOf("ListVolumes").length > 0 &&
+    driver.callsOf("ControllerPublishVolume").length > 0;
+  const run = runAttacher(
+    parseOptionsOk([
+      `--csi-address=${driver.address}`,
+      "--timeout=7s",
+      "--reconcile-timeout=40s",
+      "--reconcile-sync=100ms",
+    ]),
+    {
+      log: nullLogger,
+      signal: stop.signal,
+      kube: t.kube,
+      env: { exit: () => stop.abort(), writeTerminationMessage: () => {}, hostname: () => "r1" },
+    },
+  );
+  for (let i = 0; i < 200 && !done(); i++) await new Promise((r) => setTimeout(r, 25));
+  stop.abort();
+  await run;
+  await Deno.remove(dir, { recursive: true });
+  const publish = driver.callsOf("ControllerPublishVolume")[0];
+  const list = driver.callsOf("ListVolumes")[0];
+  assert.ok(publish && list, "a publish and a ListVolumes pass happened");
+  assert.ok(publish.timeoutMs > 5_000 && publish.timeoutMs <= 7_000, `${publish.timeoutMs}`);
+  assert.ok(list.timeoutMs > 35_000 && list.timeoutMs <= 40_000, `${list.timeoutMs}`);
 });

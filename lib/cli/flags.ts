@@ -21,7 +21,7 @@
  * @module
  */
 
-import { formatGoDuration, parseGoDuration } from "./duration.ts";
+import { formatGoDuration, parseGoDuration } from "../go_duration.ts";
 import { errorText } from "../errors.ts";
 
 /** The value kinds a {@link FlagSet} knows, after Go's `flag` package. */

@@ -13,7 +13,7 @@
 
 import { type Flag, FlagError, FlagSet, goQuote, parseGoBool } from "./flags.ts";
 import { type FeatureGates, featureGatesUsage, resolveFeatureGates } from "./feature_gates.ts";
-import { formatGoDuration, parseGoDuration } from "./duration.ts";
+import { formatGoDuration, parseGoDuration } from "../go_duration.ts";
 import { errorText } from "../errors.ts";
 
 /** Log output formats (`--logging-format`). */

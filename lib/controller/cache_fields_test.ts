@@ -10,8 +10,9 @@ import {
   SHARED_VALUES,
 } from "./cache_fields.ts";
 import { finalizerName, MIGRATED_TO_ANNOTATION, NODE_ID_ANNOTATION } from "./names.ts";
-import { applyMergePatch, createMergePatch } from "../kube/merge_patch.ts";
-import { applyJsonPatch, parseJsonPatch } from "../kube/json_patch.ts";
+import { applyMergePatch } from "../../testkit/apiserver/merge_patch.ts";
+import { createMergePatch } from "../kube/patches.ts";
+import { applyJsonPatch, parseJsonPatch } from "../../testkit/apiserver/json_patch.ts";
 import { addFinalizerPatch, removeFinalizerPatch } from "../kube/finalizer_patch.ts";
 import type { CsiNode, PersistentVolume, VolumeAttachment } from "../kube/types.ts";
 

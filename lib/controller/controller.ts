@@ -13,7 +13,7 @@ import type { Handler, SyncOutcome } from "./handler.ts";
 import type { AttachmentMemory } from "./attachment_memory.ts";
 import type { Reconciler } from "./reconciler.ts";
 import type { Logger } from "../observe/logger.ts";
-import { jsonEqual } from "../kube/json_patch.ts";
+import { jsonEqual } from "../kube/patches.ts";
 import { isMigratablePersistentVolume } from "./migration.ts";
 import { finalizerName, MIGRATED_TO_ANNOTATION } from "./names.ts";
 import type { EventHandlers, ObjectStore } from "../kube/store.ts";

@@ -31,7 +31,7 @@ import {
   VOLUME_ATTACHMENTS,
 } from "../kube/api.ts";
 import type { Logger } from "../observe/logger.ts";
-import { createMergePatch } from "../kube/merge_patch.ts";
+import { createMergePatch } from "../kube/patches.ts";
 import { isMigratablePersistentVolume, MIGRATION_DRIVER_NAMES } from "./migration.ts";
 import { finalizerName, MIGRATED_TO_ANNOTATION, NODE_ID_ANNOTATION } from "./names.ts";
 import { addFinalizerPatch, removeFinalizerPatch } from "../kube/finalizer_patch.ts";

@@ -9,7 +9,7 @@ import type { Handler, SyncOutcome } from "./handler.ts";
 import { VOLUME_ATTACHMENTS } from "../kube/api.ts";
 import type { KubeApi } from "../kube/api.ts";
 import type { Logger } from "../observe/logger.ts";
-import { createMergePatch } from "../kube/merge_patch.ts";
+import { createMergePatch } from "../kube/patches.ts";
 import type { PersistentVolume, VolumeAttachment } from "../kube/types.ts";
 
 /** Marks VolumeAttachments attached without talking to a driver. */

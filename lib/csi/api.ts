@@ -5,6 +5,8 @@
  * @module
  */
 
+import { grpcCodeName } from "../wire/grpc/status.ts";
+
 /** `csi.v1.VolumeCapability.AccessMode.Mode` names. */
 export type AccessModeName =
   | "UNKNOWN"
@@ -79,37 +81,12 @@ export interface CsiClient {
   close(): void;
 }
 
-/** gRPC status code names as Go's `codes.Code.String()` spells them, indexed by number. */
-export const GRPC_CODE_NAMES = [
-  "OK",
-  "Canceled",
-  "Unknown",
-  "InvalidArgument",
-  "DeadlineExceeded",
-  "NotFound",
-  "AlreadyExists",
-  "PermissionDenied",
-  "ResourceExhausted",
-  "FailedPrecondition",
-  "Aborted",
-  "OutOfRange",
-  "Unimplemented",
-  "Internal",
-  "Unavailable",
-  "DataLoss",
-  "Unauthenticated",
-] as const;
-
-/** The Go name of a gRPC status code (`Code(17)` for unknown numbers, as Go prints them). */
-export function grpcCodeName(code: number): string {
-  return GRPC_CODE_NAMES[code] ?? `Code(${code})`;
-}
-
 /**
  * A failed CSI call. `message` reads as Go's `status.Error(...).Error()`:
  * `rpc error: code = DeadlineExceeded desc = context deadline exceeded`, so texts saved in
  * `attachError` match the Go attacher's. `code` is undefined when the failure was not a gRPC
- * status (the metrics label is then `unknown-non-grpc`).
+ * status (the metrics label is then `unknown-non-grpc`). The client makes one of every
+ * {@link import("../wire/grpc/status.ts").GrpcStatusError} the channel gives.
  */
 export class CsiError extends Error {
   readonly code: number | undefined;

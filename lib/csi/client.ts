@@ -13,15 +13,16 @@ import {
   type ControllerUnpublishVolumeRequest,
   type CsiClient,
   CsiError,
-  grpcCodeName,
   type ListedVolume,
 } from "./api.ts";
 import { type Clock, realClock } from "../clock.ts";
+import { errorText } from "../errors.ts";
 import { type CsiMethod, csiMethod, type CsiServiceName } from "./schema.ts";
 import { logGrpcRequest, logGrpcResult } from "./grpc_log.ts";
-import { GrpcChannel } from "../wire/grpc/channel.ts";
+import { DEADLINE_DETAILS, GrpcChannel } from "../wire/grpc/channel.ts";
 import type { Http2SessionOptions } from "../wire/http2/session.ts";
 import { decodeMessage, encodeMessage } from "../wire/grpc/protowire.ts";
+import { GrpcCode, grpcCodeName, GrpcStatusError } from "../wire/grpc/status.ts";
 import type { Logger } from "../observe/logger.ts";
 
 /** What a finished call reports to {@link GrpcCsiClientOptions.onCall} (for metrics). */
@@ -39,7 +40,10 @@ export interface CsiCallInfo {
 /** Dependencies of {@link GrpcCsiClient}. */
 export interface GrpcCsiClientDeps {
   log: Logger;
-  /** Measures call durations; {@link realClock} by default. Deadlines always use real time. */
+  /**
+   * Measures call durations and runs call deadlines and the reconnect backoff;
+   * {@link realClock} by default.
+   */
   clock?: Clock;
 }
 
@@ -60,8 +64,8 @@ export interface GrpcCsiClientOptions {
   http2?: Http2SessionOptions;
 }
 
-/** The text Go's gRPC gives a call whose client-side deadline expired. */
-const DEADLINE_DETAILS = "context deadline exceeded";
+/** The `grpc_status_code` of a call that failed without a gRPC status (csi-lib-utils). */
+const UNKNOWN_NON_GRPC = "unknown-non-grpc";
 
 /**
  * Turns `--csi-address` into a gRPC target as csi-lib-utils does: a path starting with `/`
@@ -83,8 +87,9 @@ export function csiTarget(address: string): string {
  *
  * Construction does no I/O: the channel connects on the first call or when
  * {@link import("./connection.ts").connect} asks it to. Every method rejects with
- * {@link CsiError}; a call whose deadline (`opts.timeoutMs`) expires rejects with code 4 and the
- * message `rpc error: code = DeadlineExceeded desc = context deadline exceeded`, as in Go.
+ * {@link CsiError}; a call whose deadline (`opts.timeoutMs`) expires rejects with code
+ * DeadlineExceeded and the message `rpc error: code = DeadlineExceeded desc = context deadline
+ * exceeded`, as in Go.
  *
  * @throws {Error} from the constructor when `options.address` is not a valid address.
  */
@@ -95,8 +100,6 @@ export class GrpcCsiClient implements CsiClient {
   #maxGrpcLogLength: number;
   #onCall: ((info: CsiCallInfo) => void) | undefined;
   #methods = new Map<string, CsiMethod>();
-  #activeCalls = 0;
-  #lastActivityMs: number;
   #closed = false;
 
   constructor(deps: GrpcCsiClientDeps, options: GrpcCsiClientOptions) {
@@ -106,24 +109,14 @@ export class GrpcCsiClient implements CsiClient {
     this.#onCall = options.onCall;
     this.#channel = new GrpcChannel(options.address, {
       backoffMs: options.reconnectBackoffMs ?? 1000,
+      clock: this.#clock,
       ...(options.http2 === undefined ? {} : { session: options.http2 }),
     });
-    this.#lastActivityMs = performance.now();
   }
 
   /** The underlying channel, for connectivity watching. */
   get channel(): GrpcChannel {
     return this.#channel;
-  }
-
-  /** Number of calls in flight. */
-  get activeCalls(): number {
-    return this.#activeCalls;
-  }
-
-  /** Monotonic time (ms, `performance.now()`) of the last call start or end, or of construction. */
-  get lastActivityMs(): number {
-    return this.#lastActivityMs;
   }
 
   /** True once {@link close} was called. */
@@ -229,7 +222,7 @@ export class GrpcCsiClient implements CsiClient {
     return { entries, nextToken: res.nextToken };
   }
 
-  /** Closes the channel; calls in flight fail with Unavailable (14). Idempotent. */
+  /** Closes the channel; calls in flight fail with Unavailable. Idempotent. */
   close(): void {
     this.#closed = true;
     this.#channel.close();
@@ -254,27 +247,22 @@ export class GrpcCsiClient implements CsiClient {
     const method = this.#method(service, name);
     logGrpcRequest(this.#log, method, request);
     const startedAt = this.#clock.now();
-    const deadlineMs = performance.now() + opts.timeoutMs;
-    this.#activeCalls++;
-    this.#lastActivityMs = performance.now();
+    const deadlineMs = startedAt + opts.timeoutMs;
     try {
       const response = await this.#invoke(method, request, opts.timeoutMs);
       this.#report(method, "OK", startedAt, opts);
       logGrpcResult(this.#log, method, { response }, this.#maxGrpcLogLength);
       return response as Res;
     } catch (err) {
-      const csiErr = toCsiError(err, deadlineMs);
+      const csiErr = toCsiError(err, this.#clock.now() >= deadlineMs - 5);
       this.#report(
         method,
-        csiErr.code === undefined ? "unknown-non-grpc" : grpcCodeName(csiErr.code),
+        csiErr.code === undefined ? UNKNOWN_NON_GRPC : grpcCodeName(csiErr.code),
         startedAt,
         opts,
       );
       logGrpcResult(this.#log, method, { error: csiErr }, this.#maxGrpcLogLength);
       throw csiErr;
-    } finally {
-      this.#activeCalls--;
-      this.#lastActivityMs = performance.now();
     }
   }
 
@@ -283,7 +271,7 @@ export class GrpcCsiClient implements CsiClient {
     try {
       bytes = encodeMessage(method.requestType, request);
     } catch (err) {
-      throw new CsiError(undefined, `cannot encode ${method.name} request: ${errorMessage(err)}`, {
+      throw new CsiError(undefined, `cannot encode ${method.name} request: ${errorText(err)}`, {
         cause: err,
       });
     }
@@ -293,8 +281,8 @@ export class GrpcCsiClient implements CsiClient {
     } catch (err) {
       // grpc-go: a response that does not parse is Internal.
       throw new CsiError(
-        13,
-        `grpc: failed to unmarshal the received message: ${errorMessage(err)}`,
+        GrpcCode.Internal,
+        `grpc: failed to unmarshal the received message: ${errorText(err)}`,
         { cause: err },
       );
     }
@@ -318,21 +306,17 @@ export class GrpcCsiClient implements CsiClient {
 
 /**
  * Makes any failure a {@link CsiError}: a gRPC status keeps its code and details, except that
- * DeadlineExceeded at or after our own deadline reads `context deadline exceeded` as in Go (the
- * server may answer DeadlineExceeded itself when the `grpc-timeout` we sent runs out; before our
- * deadline, its text is kept); anything else gets code undefined.
+ * DeadlineExceeded at or after our own deadline (`pastDeadline`) reads `context deadline
+ * exceeded` as in Go (the server may answer DeadlineExceeded itself when the `grpc-timeout` we
+ * sent runs out; before our deadline, its text is kept); anything else gets code undefined.
  */
-function toCsiError(err: unknown, deadlineMs: number): CsiError {
-  // deadlineMs is on performance.now().
-  if (err instanceof CsiError) {
-    if (err.code === 4 && err.details !== DEADLINE_DETAILS && performance.now() >= deadlineMs - 5) {
-      return new CsiError(4, DEADLINE_DETAILS);
+function toCsiError(err: unknown, pastDeadline: boolean): CsiError {
+  if (err instanceof GrpcStatusError) {
+    if (err.code === GrpcCode.DeadlineExceeded && pastDeadline) {
+      return new CsiError(GrpcCode.DeadlineExceeded, DEADLINE_DETAILS);
     }
-    return err;
+    return new CsiError(err.code, err.details);
   }
-  return new CsiError(undefined, errorMessage(err), { cause: err });
-}
-
-function errorMessage(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
+  if (err instanceof CsiError) return err;
+  return new CsiError(undefined, errorText(err), { cause: err });
 }

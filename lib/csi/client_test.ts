@@ -1,10 +1,6 @@
 import assert from "node:assert/strict";
-import {
-  type AccessModeName,
-  type ControllerPublishVolumeRequest,
-  CsiError,
-  GRPC_CODE_NAMES,
-} from "./api.ts";
+import { type AccessModeName, type ControllerPublishVolumeRequest, CsiError } from "./api.ts";
+import { GRPC_CODE_NAMES } from "../wire/grpc/status.ts";
 import { type CsiCallInfo, csiTarget, GrpcCsiClient, type GrpcCsiClientOptions } from "./client.ts";
 import { nullLogger } from "../observe/logger.ts";
 import { FakeLogger } from "../../testkit/fakes/fake_logger.ts";

@@ -16,9 +16,7 @@ import { type CsiCallInfo, GrpcCsiClient } from "./client.ts";
 import { type Clock, realClock } from "../clock.ts";
 import type { Logger } from "../observe/logger.ts";
 import type { GrpcChannel } from "../wire/grpc/channel.ts";
-
-/** gRPC DeadlineExceeded. */
-const DEADLINE_EXCEEDED = 4;
+import { GrpcCode } from "../wire/grpc/status.ts";
 
 /** Options of {@link connect}. */
 export interface ConnectOptions {
@@ -180,7 +178,7 @@ export async function probeForever(client: CsiClient, options: ProbeOptions): Pr
       if (res.ready === undefined || res.ready) return;
       log.info("CSI driver is not ready");
     } catch (err) {
-      if (!(err instanceof CsiError) || err.code !== DEADLINE_EXCEEDED) {
+      if (!(err instanceof CsiError) || err.code !== GrpcCode.DeadlineExceeded) {
         throw new Error(`CSI driver probe failed: ${errorText(err)}`, { cause: err });
       }
       log.info("CSI driver probe timed out");

@@ -9,6 +9,7 @@
 
 import type { FieldSchema, MessageSchema } from "./schema.ts";
 import type { Logger } from "../observe/logger.ts";
+import { errorText } from "../errors.ts";
 
 /** What a secret field's value is replaced with (protosanitizer's text). */
 export const STRIPPED = "***stripped***";
@@ -95,7 +96,7 @@ export function logGrpcResult(
     const err = result.error;
     log.v(GRPC_LOG_VERBOSITY).info("GRPC error", {
       method: method.path,
-      err: err instanceof Error ? err.message : String(err),
+      err: errorText(err),
     });
     return;
   }

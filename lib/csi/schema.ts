@@ -1,37 +1,25 @@
 /**
  * The CSI messages and methods the attacher speaks, as a small schema table: field names
- * (camelCase), numbers and types as in `proto/csi.proto` (CSI spec v1.12.0), which
- * `proto_test.ts` checks against the descriptor generated from that file. The wire codec
+ * (camelCase), numbers and types as in `proto/csi.proto` (CSI spec v1.13.0), which
+ * `schema_test.ts` checks against the descriptor generated from that file. The wire codec
  * ({@link import("../wire/grpc/protowire.ts")}) and log sanitizing ({@link import("./grpc_log.ts")}) are
  * driven by it.
  *
  * @module
  */
 
-/** What a field holds. `map` is `map<string, string>`, the only map type the CSI messages use. */
-export type FieldKind = "string" | "bool" | "int32" | "int64" | "enum" | "message" | "map";
+import type { FieldDescriptor, FieldKind, MessageDescriptor } from "../wire/grpc/descriptor.ts";
 
-/** One field of a message. */
-export interface FieldSchema {
-  /** camelCase name, as in JS objects. */
-  readonly name: string;
-  readonly number: number;
-  readonly kind: FieldKind;
-  readonly repeated: boolean;
-  /** Name of the member's oneof, e.g. `accessType`. */
-  readonly oneof?: string;
+/** One field of a CSI message: the codec's descriptor plus the `csi_secret` option. */
+export interface FieldSchema extends FieldDescriptor {
   /** Marked `[(csi_secret) = true]` in the spec. */
   readonly secret: boolean;
   /** For `message` fields: the message type. */
   readonly message?: MessageSchema;
-  /** For `enum` fields: value names by number. */
-  readonly enumValues?: readonly string[];
 }
 
-/** One message type. */
-export interface MessageSchema {
-  /** Fully qualified name without a leading dot, e.g. `csi.v1.ControllerPublishVolumeRequest`. */
-  readonly name: string;
+/** One CSI message type. */
+export interface MessageSchema extends MessageDescriptor {
   /** Fields in field-number order. */
   readonly fields: readonly FieldSchema[];
   /** Fields by camelCase name. */
@@ -63,34 +51,47 @@ const ACCESS_MODES = [
   "SINGLE_NODE_MULTI_WRITER",
 ];
 
+/**
+ * Value names by number from `NAME: number` pairs, as the proto writes an enum: a number the
+ * spec reserved (a removed value) is a hole, so it decodes as the number.
+ */
+function enumByNumber(values: Readonly<Record<string, number>>): readonly string[] {
+  const out: string[] = [];
+  for (const [name, n] of Object.entries(values)) out[n] = name;
+  return out;
+}
+
 const PLUGIN_SERVICE_TYPES = [
   "UNKNOWN",
   "CONTROLLER_SERVICE",
   "VOLUME_ACCESSIBILITY_CONSTRAINTS",
   "GROUP_CONTROLLER_SERVICE",
   "SNAPSHOT_METADATA_SERVICE",
+  "SNAPSHOT_ACCESSIBILITY_CONSTRAINTS",
 ];
 
 const VOLUME_EXPANSION_TYPES = ["UNKNOWN", "ONLINE", "OFFLINE"];
 
-const CONTROLLER_RPC_TYPES = [
-  "UNKNOWN",
-  "CREATE_DELETE_VOLUME",
-  "PUBLISH_UNPUBLISH_VOLUME",
-  "LIST_VOLUMES",
-  "GET_CAPACITY",
-  "CREATE_DELETE_SNAPSHOT",
-  "LIST_SNAPSHOTS",
-  "CLONE_VOLUME",
-  "PUBLISH_READONLY",
-  "EXPAND_VOLUME",
-  "LIST_VOLUMES_PUBLISHED_NODES",
-  "VOLUME_CONDITION",
-  "GET_VOLUME",
-  "SINGLE_NODE_MULTI_WRITER",
-  "MODIFY_VOLUME",
-  "GET_SNAPSHOT",
-];
+/** v1.13.0 reserved 11, the removed alpha VOLUME_CONDITION. */
+const CONTROLLER_RPC_TYPES = enumByNumber({
+  UNKNOWN: 0,
+  CREATE_DELETE_VOLUME: 1,
+  PUBLISH_UNPUBLISH_VOLUME: 2,
+  LIST_VOLUMES: 3,
+  GET_CAPACITY: 4,
+  CREATE_DELETE_SNAPSHOT: 5,
+  LIST_SNAPSHOTS: 6,
+  CLONE_VOLUME: 7,
+  PUBLISH_READONLY: 8,
+  EXPAND_VOLUME: 9,
+  LIST_VOLUMES_PUBLISHED_NODES: 10,
+  GET_VOLUME: 12,
+  SINGLE_NODE_MULTI_WRITER: 13,
+  MODIFY_VOLUME: 14,
+  GET_SNAPSHOT: 15,
+  GET_VOLUME_HEALTH: 16,
+  LIST_VOLUME_HEALTH: 17,
+});
 
 const str = (name: string, number: number, repeated = false): FieldSpec => ({
   name,
@@ -161,7 +162,6 @@ const SPECS: Readonly<Record<string, readonly FieldSpec[]>> = {
     msg("accessibleTopology", 5, "csi.v1.Topology", { repeated: true }),
   ],
   "csi.v1.Topology": [map("segments", 1)],
-  "csi.v1.VolumeCondition": [{ name: "abnormal", number: 1, kind: "bool" }, str("message", 2)],
   "csi.v1.ControllerPublishVolumeRequest": [
     str("volumeId", 1),
     str("nodeId", 2),
@@ -185,10 +185,8 @@ const SPECS: Readonly<Record<string, readonly FieldSpec[]>> = {
     msg("entries", 1, "csi.v1.ListVolumesResponse.Entry", { repeated: true }),
     str("nextToken", 2),
   ],
-  "csi.v1.ListVolumesResponse.VolumeStatus": [
-    str("publishedNodeIds", 1, true),
-    msg("volumeCondition", 2, "csi.v1.VolumeCondition"),
-  ],
+  // Field 2, the alpha VolumeCondition, was removed in v1.13.0 and is reserved.
+  "csi.v1.ListVolumesResponse.VolumeStatus": [str("publishedNodeIds", 1, true)],
   "csi.v1.ListVolumesResponse.Entry": [
     msg("volume", 1, "csi.v1.Volume"),
     msg("status", 2, "csi.v1.ListVolumesResponse.VolumeStatus"),

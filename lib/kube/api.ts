@@ -1,9 +1,9 @@
 /**
  * The narrow seam between the attacher and the Kubernetes API server.
  *
- * Production uses {@link import("./client.ts").KubeClient} (REST over client-node's
- * KubeConfig); tests use the same client against the fake API server, so every request is real
- * HTTP.
+ * Production uses {@link import("./client.ts").KubeClient} (REST over the HTTP/1.1 transport of
+ * `../wire/http1/`, with the connection `./config.ts` loads); tests use the same client against
+ * the in-memory API server of the test kit, so every request is real HTTP.
  *
  * @module
  */

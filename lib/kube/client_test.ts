@@ -1,17 +1,18 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { ApiError, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS, type WatchEvent } from "./api.ts";
-import {
-  connectionFailureText,
-  errorFromResponse,
-  isBrokenConnection,
-  KubeClient,
-  WatchFrameSplitter,
-} from "./client.ts";
+import { KubeClient } from "./client.ts";
+import { isBrokenConnection } from "./connection_errors.ts";
+import { errorFromResponse } from "./status_errors.ts";
+import { WatchFrameSplitter } from "./watch_stream.ts";
+import { fetchTransportError } from "./fetch_transport.ts";
+import { nodeTransportError } from "./node_transport.ts";
 import { type ClusterConnection, connectionFromKubeconfigs, loadConnection } from "./config.ts";
 import type { Fields, Logger } from "../observe/logger.ts";
 import type { KubeObject } from "./types.ts";
 import { hasOpenssl, makePki } from "../../testkit/pki.ts";
+import { ok, RawHttpServer } from "../../testkit/http1/raw_server.ts";
+import { plainConnection } from "../../testkit/harness/client_fixtures.ts";
 
 interface TestServer extends AsyncDisposable {
   url: string;
@@ -563,10 +564,11 @@ Deno.test("isBrokenConnection recognises broken connections, not a refused one o
   assert.ok(!isBrokenConnection(refused), String(refused));
   assert.ok(/Connection refused/i.test(refused.message), refused.message);
 
-  // The shapes of fetch's errors (a TypeError with the reason as its cause) and node's codes.
+  // The shapes of fetch's errors (a TypeError with the reason as its cause) and node's codes,
+  // mapped to transport error kinds where those transports hand them over.
   const fetchError = (reason: string) =>
     new ApiError(0, "ConnectionError", "Get", {
-      cause: new TypeError("fetch failed", { cause: new Error(reason) }),
+      cause: fetchTransportError(new TypeError("fetch failed", { cause: new Error(reason) })),
     });
   assert.ok(isBrokenConnection(fetchError(
     "error sending request for url (https://h/): client error (SendRequest): connection error: " +
@@ -583,22 +585,26 @@ Deno.test("isBrokenConnection recognises broken connections, not a refused one o
     )),
   );
   const nodeReset = Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" });
-  assert.ok(isBrokenConnection(new ApiError(0, "ConnectionError", "Get", { cause: nodeReset })));
+  assert.ok(
+    isBrokenConnection(
+      new ApiError(0, "ConnectionError", "Get", { cause: nodeTransportError(nodeReset) }),
+    ),
+  );
   assert.ok(!isBrokenConnection(new ApiError(0, "Timeout", "request timed out")));
   assert.ok(!isBrokenConnection(new Error("connection reset")));
 
   assert.equal(
-    connectionFailureText(
+    fetchTransportError(
       new TypeError("fetch failed", {
         cause: new Error(
           "error sending request from 127.0.0.1:1 for http://127.0.0.1:2/ (127.0.0.1:2): client " +
             "error (SendRequest): connection closed before message completed",
         ),
       }),
-    ),
+    ).message,
     "client error (SendRequest): connection closed before message completed",
   );
-  assert.equal(connectionFailureText(new Error("socket hang up")), "socket hang up");
+  assert.equal(nodeTransportError(new Error("socket hang up")).message, "socket hang up");
 });
 
 Deno.test("KubeClient.close() ends the watches and requests under way", async () => {
@@ -630,4 +636,48 @@ Deno.test("KubeClient.close() ends the watches and requests under way", async ()
   await assert.rejects(watching, closed);
   await assert.rejects(getting, closed);
   await assert.rejects(client.get(PERSISTENT_VOLUMES, "pv1"), closed);
+});
+
+Deno.test("KubeClient.close() closes every connection: pooled, watching and waiting for a body", async () => {
+  // Three answers fill the pool; later requests get answers that trickle without end, so the
+  // server sees the client close each connection (its next write fails).
+  await using server = RawHttpServer.start(async (ex) => {
+    if (ex.index < 3) {
+      await ex.write(ok(JSON.stringify(PV)));
+      return "keep";
+    }
+    if (ex.request.includes("watch=true")) {
+      await ex.write("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+      await ex.flood("1\r\n\n\r\n", { delayMs: 20 });
+    } else {
+      await ex.write("HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n");
+      await ex.flood(" ", { delayMs: 20 });
+    }
+    return "close";
+  });
+  const client = new KubeClient({ connection: plainConnection(server.url) });
+  await Promise.all([1, 2, 3].map(() => client.get(PERSISTENT_VOLUMES, "pv1")));
+  assert.equal(server.connections, 3);
+  const watching = (async () => {
+    for await (
+      const _ of client.watch(VOLUME_ATTACHMENTS, {
+        resourceVersion: "1",
+        timeoutSeconds: 600,
+        allowWatchBookmarks: true,
+        signal: new AbortController().signal,
+      })
+    ) assert.fail("no event expected");
+  })().catch((err) => err);
+  const getting = client.get(PERSISTENT_VOLUMES, "pv1").catch((err) => err);
+  for (let i = 0; i < 500 && server.requests.length < 5; i++) {
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  assert.equal(server.connections, 3, "the watch and the GET went out on pooled connections");
+  await client.close();
+  assert.ok((await watching) instanceof ApiError);
+  assert.ok((await getting) instanceof ApiError);
+  for (let i = 0; i < 500 && server.clientClosed < 3; i++) {
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  assert.equal(server.clientClosed, 3, "every connection closed by the client");
 });

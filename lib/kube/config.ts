@@ -28,6 +28,11 @@
 
 import type { Logger } from "../observe/logger.ts";
 import { dirname, isAbsolute, join, resolve } from "./posix_path.ts";
+import type { TlsMaterial } from "../wire/http1/api.ts";
+import { errorText } from "../errors.ts";
+import { type Clock, realClock } from "../clock.ts";
+
+export type { TlsMaterial } from "../wire/http1/api.ts";
 
 /** Where the service account files are mounted in a pod. */
 export const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -37,17 +42,6 @@ export const TOKEN_FILE_PERIOD_MS = 60_000;
 
 /** After a failed re-read of a token file, how long the last token is used before trying again. */
 export const TOKEN_FILE_RETRY_MS = 10_000;
-
-/** TLS settings of the connection; `ca`, `cert` and `key` are PEM. */
-export interface TlsMaterial {
-  ca?: Uint8Array;
-  cert?: Uint8Array;
-  key?: Uint8Array;
-  /** `insecure-skip-tls-verify`: the server certificate is not checked. */
-  insecureSkipTlsVerify: boolean;
-  /** `tls-server-name`: the name the server certificate is checked against. */
-  serverName?: string;
-}
 
 /** Request headers carrying credentials; a list is sent as repeated headers. */
 export type CredentialHeaders = Record<string, string | string[]>;
@@ -103,8 +97,8 @@ export interface LoadConnectionOptions {
 export interface LoadConnectionDeps {
   /** Where a failed token re-read is reported; default: nowhere. */
   log?: Logger;
-  /** Monotonic milliseconds, for the token file period; default `performance.now()`. */
-  now?: () => number;
+  /** Times the token file period (its monotonic reading only). @default realClock */
+  clock?: Pick<Clock, "now">;
 }
 
 /**
@@ -417,7 +411,8 @@ export class FileTokenSource {
     this.#file = file;
     this.#field = field;
     this.#log = deps.log;
-    this.#now = deps.now ?? (() => performance.now());
+    const clock = deps.clock ?? realClock;
+    this.#now = () => clock.now();
     this.#token = token;
     this.#nextRead = this.#now() + TOKEN_FILE_PERIOD_MS;
   }
@@ -588,8 +583,7 @@ function reasonOf(err: unknown): string {
   if (err instanceof Deno.errors.NotFound) return "no such file";
   if (err instanceof Deno.errors.PermissionDenied) return "permission denied";
   if (err instanceof Deno.errors.IsADirectory) return "is a directory";
-  if (err instanceof Error) return err.message.split("\n")[0] ?? err.name;
-  return String(err);
+  return errorText(err).split("\n")[0]!;
 }
 
 /** The separator of the `KUBECONFIG` path list (client-go: `filepath.ListSeparator`, POSIX). */

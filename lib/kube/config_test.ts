@@ -301,7 +301,7 @@ Deno.test("loadConnection() in cluster re-reads the rotated token after a minute
   let now = 1_000;
   const c = await loadConnection(
     { inCluster: { host: "10.96.0.1", port: "443", serviceAccountDir: dir.path } },
-    { now: () => now },
+    { clock: { now: () => now } },
   );
   await Deno.writeTextFile(join(dir.path, "token"), "token-2");
   now += TOKEN_FILE_PERIOD_MS - 1;
@@ -317,7 +317,7 @@ Deno.test("FileTokenSource keeps the last token while the file is gone, logs it,
   let now = 0;
   const log = recordingLogger();
   const source = await FileTokenSource.open(file, 'kubeconfig K: users[0] "u" user.tokenFile', {
-    now: () => now,
+    clock: { now: () => now },
     log,
   });
   await Deno.remove(file);

@@ -11,6 +11,7 @@
  */
 
 import { type Clock, realClock, type Timer } from "../clock.ts";
+import { errorText } from "../errors.ts";
 import {
   ApiError,
   type KubeApi,
@@ -200,7 +201,14 @@ function keyOf(obj: KubeObject): string | undefined {
  *
  * @example
  * ```ts
- * const vas = new Informer<VolumeAttachment>({ api, log }, { resource: VOLUME_ATTACHMENTS, resyncMs: 600_000 });
+ * import { type KubeApi, VOLUME_ATTACHMENTS } from "./api.ts";
+ * import type { VolumeAttachment } from "./types.ts";
+ * declare const api: KubeApi, signal: AbortSignal, queue: { add(key: string): void };
+ *
+ * const vas = new Informer<VolumeAttachment>({ api }, {
+ *   resource: VOLUME_ATTACHMENTS,
+ *   resyncMs: 600_000,
+ * });
  * vas.addHandlers({ add: (va) => queue.add(va.metadata.name) });
  * const done = vas.run(signal);
  * await vas.waitForSync(signal);
@@ -308,11 +316,6 @@ export class Informer<T extends KubeObject> implements ObjectStore<T> {
     });
   }
 
-  /** The resourceVersion the next watch starts from (last list, event or bookmark). */
-  lastSyncResourceVersion(): string {
-    return this.#resourceVersion;
-  }
-
   /**
    * Adds callbacks; they get every later event. Added after objects are cached, the handler first
    * gets (synchronously, before this returns) an `add` for each cached object, as client-go does.
@@ -353,7 +356,7 @@ export class Informer<T extends KubeObject> implements ObjectStore<T> {
           }
           this.#log.info(
             "The watch list ended before its initial events were complete, falling back to a list",
-            { error: outcome.err === undefined ? undefined : String(outcome.err) },
+            { error: outcome.err === undefined ? undefined : errorText(outcome.err) },
           );
         }
         if (needList) {

@@ -3,6 +3,9 @@
  * `insecure-skip-tls-verify` or `tls-server-name`, or one behind a `proxy-url` (client-node's
  * agent). `./transport.ts` imports this module dynamically, only for such a connection.
  *
+ * Node's failures are mapped here, once, to the kinds of {@link TransportError} by their `code`
+ * (`ECONNRESET`, `ECONNREFUSED`, a certificate code, an `HPE_` parser code).
+ *
  * @module
  */
 
@@ -11,6 +14,36 @@ import http from "node:http";
 import https from "node:https";
 import type { ClusterConnection } from "./config.ts";
 import type { Transport, TransportRequest, TransportResponse } from "./transport.ts";
+import { TransportError, type TransportErrorKind } from "../wire/http1/errors.ts";
+import { errorText } from "../errors.ts";
+
+/** Node's codes of a connection that was never made. */
+const CONNECT_CODES = new Set([
+  "ECONNREFUSED",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ETIMEDOUT",
+  "EADDRNOTAVAIL",
+]);
+
+/**
+ * A `node:http(s)` failure as a {@link TransportError}, by the error's `code`: a refused or
+ * unresolved connection is `connect`, a reset or broken pipe `reset` (node's "socket hang up",
+ * a connection closed before the answer, carries `ECONNRESET`), a certificate or TLS code `tls`,
+ * an HTTP parser code (`HPE_…`) `protocol`. An error without a known code is `protocol`: it is
+ * not a broken connection a GET may be retried after.
+ */
+export function nodeTransportError(err: unknown): TransportError {
+  if (err instanceof TransportError) return err;
+  const code = typeof err === "object" && err !== null && "code" in err ? String(err.code) : "";
+  let kind: TransportErrorKind = "protocol";
+  if (code === "ECONNRESET" || code === "EPIPE" || code === "ECONNABORTED") kind = "reset";
+  else if (CONNECT_CODES.has(code)) kind = "connect";
+  else if (/CERT|SSL|TLS|SELF_SIGNED|UNABLE_TO|ALTNAME/.test(code)) kind = "tls";
+  return new TransportError(kind, errorText(err), { cause: err });
+}
 
 /** One keep-alive agent; {@link NodeTransport.renew} closes its idle sockets. */
 export class NodeTransport implements Transport {
@@ -49,7 +82,9 @@ export class NodeTransport implements Transport {
 
   send(url: URL, request: TransportRequest): Promise<TransportResponse> {
     const { signal } = request;
-    if (this.#closed) return Promise.reject(new TypeError("the transport is closed"));
+    if (this.#closed) {
+      return Promise.reject(new TransportError("closed", "the transport is closed"));
+    }
     if (signal.aborted) return Promise.reject(signal.reason);
     const headers: Record<string, string | string[]> = {};
     for (const [name, value] of request.headers) {
@@ -71,7 +106,7 @@ export class NodeTransport implements Transport {
       signal.addEventListener("abort", onAbort, { once: true });
       req.on("error", (err: Error) => {
         if (!answered) signal.removeEventListener("abort", onAbort);
-        fail(err);
+        fail(nodeTransportError(err));
       });
       req.on("response", (response: http.IncomingMessage) => {
         answered = true;
@@ -97,10 +132,12 @@ export class NodeTransport implements Transport {
               if ((controller.desiredSize ?? 1) <= 0) response.pause();
             });
             response.on("end", () => finish());
-            response.on("error", (err: Error) => finish(err));
+            response.on("error", (err: Error) => finish(nodeTransportError(err)));
             // A connection that closes before the end of the body is an error, not an end.
             response.on("close", () => {
-              if (!response.complete) finish(new Error("socket hang up: the body ended early"));
+              if (!response.complete) {
+                finish(new TransportError("eof", "socket hang up: the body ended early"));
+              }
             });
           },
           pull() {

@@ -25,7 +25,7 @@ Deno.test("startHttpServer() serves metrics, the leader-election check and /heal
   const metrics = createMetrics({ driverName: "csi.example.com" });
   metrics.observeCsiCall({
     method: "/csi.v1.Controller/ControllerPublishVolume",
-    code: 0,
+    code: "OK",
     seconds: 1,
   });
   let leaderError: Error | undefined;

@@ -11,7 +11,10 @@
  * - component-base's leader-election metrics (`leader_election_master_status{name}`,
  *   `leader_election_slowpath_total{name}`);
  * - client-go's REST client counters `rest_client_requests_total{code,host,method}` (every try)
- *   and `rest_client_request_retries_total{code,host,verb}` (every retry), fed by the API client.
+ *   and `rest_client_request_retries_total{code,host,verb}` (every retry), and its histograms
+ *   `rest_client_request_duration_seconds{verb,host}` (every request, retries included) and
+ *   `rest_client_rate_limiter_duration_seconds{verb,host}` (every wait for the client's rate
+ *   limiter), fed by the API client.
  *
  * Beyond the Go attacher (README "Metrics"):
  * - `csi_attacher_attach_duration_seconds{driver_name}` and
@@ -31,7 +34,6 @@
  */
 
 import { Counter, Gauge, Histogram, Registry } from "../wire/prometheus/registry.ts";
-import { grpcCodeName } from "../csi/api.ts";
 import type { QueueMetricsProvider } from "../workqueue/metrics.ts";
 import { registerProcessMetrics } from "./process_metrics.ts";
 
@@ -40,6 +42,25 @@ export const UNKNOWN_DRIVER_NAME = "unknown-driver";
 
 /** The `grpc_status_code` label value of a call that failed without a gRPC status. */
 export const UNKNOWN_NON_GRPC_CODE = "unknown-non-grpc";
+
+/**
+ * Buckets (seconds) of client-go's REST client latency histograms, as component-base defines them
+ * (`metrics/prometheus/restclient/metrics.go`).
+ */
+export const REST_CLIENT_LATENCY_BUCKETS: readonly number[] = Object.freeze([
+  0.005,
+  0.025,
+  0.1,
+  0.25,
+  0.5,
+  1,
+  2,
+  4,
+  8,
+  15,
+  30,
+  60,
+]);
 
 /** Buckets (seconds) of `csi_sidecar_operations_seconds`, as csi-lib-utils defines them. */
 export const CSI_OPERATION_BUCKETS: readonly number[] = Object.freeze([
@@ -103,6 +124,10 @@ export const METRIC_HELP: Readonly<Record<string, string>> = Object.freeze({
     "Number of HTTP requests, partitioned by status code, method, and host.",
   rest_client_request_retries_total: ALPHA +
     "Number of request retries, partitioned by status code, verb, and host.",
+  rest_client_request_duration_seconds: ALPHA +
+    "Request latency in seconds. Broken down by verb, and host.",
+  rest_client_rate_limiter_duration_seconds: ALPHA +
+    "Client side rate limiter latency in seconds. Broken down by verb, and host.",
   leader_election_slowpath_total: ALPHA +
     "Total number of slow path exercised in renewing leader leases. 'name' is the string " +
     "used to identify the lease. Please make sure to group by name.",
@@ -152,11 +177,11 @@ export interface CsiCallObservation {
   /** The full gRPC method, e.g. `/csi.v1.Controller/ControllerPublishVolume`. */
   method: string;
   /**
-   * The outcome: a gRPC status code number (0 for success; written with Go's name, e.g.
-   * `DeadlineExceeded`), a code name already spelled the Go way, or undefined when the call
-   * failed without a gRPC status ({@link UNKNOWN_NON_GRPC_CODE}).
+   * The outcome: the Go name of the gRPC status code (`OK`, `DeadlineExceeded`, `Code(17)`, as
+   * the caller spells it), or undefined when the call failed without a gRPC status
+   * ({@link UNKNOWN_NON_GRPC_CODE}).
    */
-  code: number | string | undefined;
+  code: string | undefined;
   /** How long the call took, in seconds. */
   seconds: number;
   /**
@@ -174,6 +199,16 @@ export interface ApiRequestObservation {
   host: string;
   /** HTTP status code; 0 when no answer came (written `<error>`, as client-go does). */
   code: number;
+}
+
+/** One duration of an API request, for the REST client histograms. */
+export interface ApiLatencyObservation {
+  /** HTTP method, e.g. `PATCH` (client-go's `verb` label). */
+  method: string;
+  /** `host:port` of the API server. */
+  host: string;
+  /** The duration in seconds. */
+  seconds: number;
 }
 
 /** The attacher's metrics; see the module documentation. */
@@ -209,6 +244,10 @@ export interface Metrics {
   observeApiRequest(req: ApiRequestObservation): void;
   /** Counts one retry of an API request in `rest_client_request_retries_total`. */
   observeApiRetry(req: ApiRequestObservation): void;
+  /** Records one API request's duration in `rest_client_request_duration_seconds`. */
+  observeApiRequestDuration(obs: ApiLatencyObservation): void;
+  /** Records one wait for the API client's rate limiter in `rest_client_rate_limiter_duration_seconds`. */
+  observeRateLimiterWait(obs: ApiLatencyObservation): void;
   /** The text exposition of every metric. */
   metricsText(): Promise<string>;
 }
@@ -222,7 +261,7 @@ export interface Metrics {
  * const metrics = createMetrics({ driverName: "csi.example.com" });
  * metrics.observeCsiCall({
  *   method: "/csi.v1.Controller/ControllerPublishVolume",
- *   code: 0,
+ *   code: "OK",
  *   seconds: 0.3,
  * });
  * const text = await metrics.metricsText();
@@ -299,6 +338,16 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     labelNames: ["code", "host", "verb"],
     registry,
   });
+  const restClientHistogram = (name: string) =>
+    new Histogram({
+      name,
+      help: METRIC_HELP[name]!,
+      labelNames: ["verb", "host"],
+      buckets: [...REST_CLIENT_LATENCY_BUCKETS],
+      registry,
+    });
+  const apiDuration = restClientHistogram("rest_client_request_duration_seconds");
+  const rateLimiterWait = restClientHistogram("rest_client_rate_limiter_duration_seconds");
 
   return {
     registry,
@@ -341,6 +390,12 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     },
     observeApiRetry(req: ApiRequestObservation): void {
       apiRetries.inc({ code: httpCodeLabel(req.code), host: req.host, verb: req.method });
+    },
+    observeApiRequestDuration(obs: ApiLatencyObservation): void {
+      apiDuration.observe({ verb: obs.method, host: obs.host }, Math.max(0, obs.seconds));
+    },
+    observeRateLimiterWait(obs: ApiLatencyObservation): void {
+      rateLimiterWait.observe({ verb: obs.method, host: obs.host }, Math.max(0, obs.seconds));
     },
     metricsText(): Promise<string> {
       try {
@@ -425,7 +480,6 @@ function httpCodeLabel(code: number): string {
   return code > 0 ? String(code) : "<error>";
 }
 
-function codeLabel(code: number | string | undefined): string {
-  if (code === undefined) return UNKNOWN_NON_GRPC_CODE;
-  return typeof code === "number" ? grpcCodeName(code) : code;
+function codeLabel(code: string | undefined): string {
+  return code ?? UNKNOWN_NON_GRPC_CODE;
 }

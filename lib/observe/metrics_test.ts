@@ -47,9 +47,9 @@ function header(text: string, name: string): string[] {
 
 Deno.test("createMetrics() exposes csi_sidecar_operations_seconds with csi-lib-utils' labels and buckets", async () => {
   const metrics = createMetrics({ driverName: "csi.example.com", processStartTimeSeconds: 1234.5 });
-  metrics.observeCsiCall({ method: PUBLISH, code: 0, seconds: 0.3 });
-  metrics.observeCsiCall({ method: PUBLISH, code: 0, seconds: 12 });
-  metrics.observeCsiCall({ method: PUBLISH, code: 4, seconds: 15 });
+  metrics.observeCsiCall({ method: PUBLISH, code: "OK", seconds: 0.3 });
+  metrics.observeCsiCall({ method: PUBLISH, code: "OK", seconds: 12 });
+  metrics.observeCsiCall({ method: PUBLISH, code: "DeadlineExceeded", seconds: 15 });
   metrics.observeCsiCall({ method: "/csi.v1.Identity/Probe", code: undefined, seconds: 0.01 });
   metrics.observeCsiCall({ method: PUBLISH, code: "Unavailable", seconds: 1000 });
   const text = await metrics.metricsText();
@@ -106,11 +106,11 @@ Deno.test("createMetrics() exposes csi_sidecar_operations_seconds with csi-lib-u
 
 Deno.test("createMetrics() reports unknown-driver until setDriverName()", async () => {
   const metrics = createMetrics();
-  metrics.observeCsiCall({ method: "/csi.v1.Identity/GetPluginInfo", code: 0, seconds: 0.001 });
+  metrics.observeCsiCall({ method: "/csi.v1.Identity/GetPluginInfo", code: "OK", seconds: 0.001 });
   metrics.setDriverName("csi.example.com");
-  metrics.observeCsiCall({ method: PUBLISH, code: 0, seconds: 0.001 });
+  metrics.observeCsiCall({ method: PUBLISH, code: "OK", seconds: 0.001 });
   metrics.setDriverName("");
-  metrics.observeCsiCall({ method: PUBLISH, code: 5, seconds: 0.001 });
+  metrics.observeCsiCall({ method: PUBLISH, code: "NotFound", seconds: 0.001 });
   const s = samples(await metrics.metricsText());
   const count = (driver: string, method: string, code: string) =>
     s.get(series("csi_sidecar_operations_seconds_count", {
@@ -126,8 +126,8 @@ Deno.test("createMetrics() reports unknown-driver until setDriverName()", async 
 
 Deno.test("createMetrics({ migrated: true }) adds the migrated label", async () => {
   const metrics = createMetrics({ driverName: "pd.csi.storage.gke.io", migrated: true });
-  metrics.observeCsiCall({ method: PUBLISH, code: 0, seconds: 1, migrated: true });
-  metrics.observeCsiCall({ method: PUBLISH, code: 0, seconds: 1 });
+  metrics.observeCsiCall({ method: PUBLISH, code: "OK", seconds: 1, migrated: true });
+  metrics.observeCsiCall({ method: PUBLISH, code: "OK", seconds: 1 });
   const s = samples(await metrics.metricsText());
   const labels = {
     driver_name: "pd.csi.storage.gke.io",
@@ -148,11 +148,11 @@ Deno.test("createMetrics({ migrated: true }) adds the migrated label", async () 
 Deno.test("observeCsiCall() rejects durations that are not seconds", () => {
   const metrics = createMetrics();
   assert.throws(
-    () => metrics.observeCsiCall({ method: PUBLISH, code: 0, seconds: -1 }),
+    () => metrics.observeCsiCall({ method: PUBLISH, code: "OK", seconds: -1 }),
     RangeError,
   );
   assert.throws(
-    () => metrics.observeCsiCall({ method: PUBLISH, code: 0, seconds: NaN }),
+    () => metrics.observeCsiCall({ method: PUBLISH, code: "OK", seconds: NaN }),
     RangeError,
   );
 });
@@ -181,7 +181,7 @@ Deno.test("createMetrics() exposes the leader-election metrics per lease name", 
 Deno.test("createMetrics() gives independent registries", async () => {
   const a = createMetrics({ driverName: "a" });
   const b = createMetrics({ driverName: "b" });
-  a.observeCsiCall({ method: PUBLISH, code: 0, seconds: 1 });
+  a.observeCsiCall({ method: PUBLISH, code: "OK", seconds: 1 });
   assert.ok((await a.metricsText()).includes('driver_name="a"'));
   assert.ok(!(await b.metricsText()).includes("driver_name="));
   assert.notEqual(a.registry, b.registry);

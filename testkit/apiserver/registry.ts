@@ -17,13 +17,9 @@
 
 import type { Clock } from "../../lib/clock.ts";
 import type { KubeObject, ObjectMeta } from "../../lib/kube/types.ts";
-import {
-  applyJsonPatch,
-  jsonEqual,
-  JsonPatchError,
-  parseJsonPatch,
-} from "../../lib/kube/json_patch.ts";
-import { applyMergePatch } from "../../lib/kube/merge_patch.ts";
+import { applyJsonPatch, JsonPatchError, parseJsonPatch } from "./json_patch.ts";
+import { jsonEqual } from "../../lib/kube/patches.ts";
+import { applyMergePatch } from "./merge_patch.ts";
 import { microTimeParseError } from "./micro_time.ts";
 import { apiVersionOf, type ServedResource } from "./resources.ts";
 import { validateObjectName } from "./validation.ts";

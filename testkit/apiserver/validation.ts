@@ -14,7 +14,7 @@
  * @module
  */
 
-import { jsonEqual } from "../../lib/kube/json_patch.ts";
+import { jsonEqual } from "../../lib/kube/patches.ts";
 import type { FieldCause } from "./status_errors.ts";
 
 /** `IsDNS1123Subdomain`'s regular-expression error for a value that is not a subdomain. */

@@ -21,6 +21,7 @@ import { isDeepStrictEqual } from "node:util";
 import { type CsiServiceName, isSecretField } from "../../lib/csi/schema.ts";
 import { CSI_SERVER_LOADER_OPTIONS, loadCsiProto } from "./proto_loader.ts";
 import {
+  type CallContext,
   type ControllerHandlers,
   type CsiDriverServer,
   CsiStatusError,
@@ -73,6 +74,8 @@ export interface RecordedCall {
   method: FakeCsiMethod;
   /** The request as decoded, secrets included. */
   request: Record<string, unknown>;
+  /** Milliseconds from its arrival to the deadline the client sent; `Infinity` without one. */
+  timeoutMs: number;
 }
 
 /** Options of {@link FakeCsiDriver}. */
@@ -194,19 +197,34 @@ export class FakeCsiDriver {
   #identity(): IdentityHandlers {
     const o = this.#options;
     return {
-      getPluginInfo: (req) =>
-        this.#handle("GetPluginInfo", req, () => ({
-          name: o.pluginName ?? "csi/test",
-          vendorVersion: "0.0.0",
-        })) as Promise<{ name: string; vendorVersion: string }>,
-      getPluginCapabilities: (req) =>
-        this.#handle("GetPluginCapabilities", req, () => ({
-          capabilities: (o.pluginCapabilities ?? ["CONTROLLER_SERVICE"]).map((type) => ({
-            service: { type },
-          })),
-        })) as Promise<{ capabilities: { service: { type: string } }[] }>,
-      probe: (req) =>
-        this.#handle("Probe", req, () => ({ ready: { value: true } })) as Promise<
+      getPluginInfo: (req, call) =>
+        this.#handle(
+          "GetPluginInfo",
+          req,
+          call,
+          () => ({
+            name: o.pluginName ?? "csi/test",
+            vendorVersion: "0.0.0",
+          }),
+        ) as Promise<{ name: string; vendorVersion: string }>,
+      getPluginCapabilities: (req, call) =>
+        this.#handle(
+          "GetPluginCapabilities",
+          req,
+          call,
+          () => ({
+            capabilities: (o.pluginCapabilities ?? ["CONTROLLER_SERVICE"]).map((type) => ({
+              service: { type },
+            })),
+          }),
+        ) as Promise<{ capabilities: { service: { type: string } }[] }>,
+      probe: (req, call) =>
+        this.#handle(
+          "Probe",
+          req,
+          call,
+          () => ({ ready: { value: true } }),
+        ) as Promise<
           { ready: { value: boolean } }
         >,
     };
@@ -216,30 +234,44 @@ export class FakeCsiDriver {
     const o = this.#options;
     const permissive = o.permissive;
     return {
-      controllerGetCapabilities: (req) =>
-        this.#handle("ControllerGetCapabilities", req, () => ({
-          capabilities: (o.controllerCapabilities ?? ["PUBLISH_UNPUBLISH_VOLUME"]).map((type) => ({
-            rpc: { type },
-          })),
-        })) as Promise<{ capabilities: { rpc: { type: string } }[] }>,
-      controllerPublishVolume: (req) =>
+      controllerGetCapabilities: (req, call) =>
+        this.#handle(
+          "ControllerGetCapabilities",
+          req,
+          call,
+          () => ({
+            capabilities: (o.controllerCapabilities ?? ["PUBLISH_UNPUBLISH_VOLUME"]).map((
+              type,
+            ) => ({
+              rpc: { type },
+            })),
+          }),
+        ) as Promise<{ capabilities: { rpc: { type: string } }[] }>,
+      controllerPublishVolume: (req, call) =>
         this.#handle(
           "ControllerPublishVolume",
           req,
+          call,
           permissive && (() => permissive.publish(req)),
         ) as Promise<{ publishContext?: Record<string, string> }>,
-      controllerUnpublishVolume: async (req) => {
+      controllerUnpublishVolume: async (req, call) => {
         await this.#handle(
           "ControllerUnpublishVolume",
           req,
+          call,
           permissive && (() => {
             permissive.unpublish(req);
             return {};
           }),
         );
       },
-      listVolumes: (req) =>
-        this.#handle("ListVolumes", req, permissive && (() => permissive.list(req))) as Promise<
+      listVolumes: (req, call) =>
+        this.#handle(
+          "ListVolumes",
+          req,
+          call,
+          permissive && (() => permissive.list(req)),
+        ) as Promise<
           ReturnType<ExampleDriver["list"]>
         >,
     };
@@ -248,10 +280,11 @@ export class FakeCsiDriver {
   async #handle(
     method: FakeCsiMethod,
     request: object,
+    call: CallContext | undefined,
     fallback: (() => object) | undefined,
   ): Promise<object> {
     const req = request as Record<string, unknown>;
-    this.#calls.push({ method, request: req });
+    this.#calls.push({ method, request: req, timeoutMs: call?.timeoutMs ?? Infinity });
     const scripted = this.#pending.get(method)?.shift();
     if (scripted === undefined) {
       if (fallback) return fallback();

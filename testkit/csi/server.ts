@@ -71,33 +71,52 @@ export interface ListVolumesEntryMessage {
   } | null;
   status?: {
     publishedNodeIds: string[];
-    volumeCondition?: { abnormal: boolean; message: string } | null;
   } | null;
+}
+
+/** What a handler learns about the call besides its request. */
+export interface CallContext {
+  /**
+   * Milliseconds from the call's arrival to the deadline the client sent (`grpc-timeout`), or
+   * `Infinity` when it sent none.
+   */
+  timeoutMs: number;
 }
 
 /** Identity service handlers. A missing handler answers Unimplemented (12). */
 export interface IdentityHandlers {
   getPluginInfo?(
     request: Record<string, never>,
+    call?: CallContext,
   ): Promise<{ name: string; vendorVersion: string; manifest?: Record<string, string> }>;
   getPluginCapabilities?(
     request: Record<string, never>,
+    call?: CallContext,
   ): Promise<{ capabilities: PluginCapabilityMessage[] }>;
   /** `ready` is a `google.protobuf.BoolValue`: omit it or send `null` for "absent". */
-  probe?(request: Record<string, never>): Promise<{ ready?: { value: boolean } | null }>;
+  probe?(
+    request: Record<string, never>,
+    call?: CallContext,
+  ): Promise<{ ready?: { value: boolean } | null }>;
 }
 
 /** Controller service handlers. A missing handler answers Unimplemented (12). */
 export interface ControllerHandlers {
   controllerPublishVolume?(
     request: DriverPublishRequest,
+    call?: CallContext,
   ): Promise<{ publishContext?: Record<string, string> }>;
-  controllerUnpublishVolume?(request: ControllerUnpublishVolumeRequest): Promise<void>;
+  controllerUnpublishVolume?(
+    request: ControllerUnpublishVolumeRequest,
+    call?: CallContext,
+  ): Promise<void>;
   listVolumes?(
     request: { maxEntries: number; startingToken: string },
+    call?: CallContext,
   ): Promise<{ entries: ListVolumesEntryMessage[]; nextToken?: string }>;
   controllerGetCapabilities?(
     request: Record<string, never>,
+    call?: CallContext,
   ): Promise<{ capabilities: ControllerCapabilityMessage[] }>;
 }
 
@@ -206,7 +225,7 @@ function implementation(
     ) => {
       let result: Promise<unknown>;
       try {
-        result = Promise.resolve(handler.call(handlers, call.request));
+        result = Promise.resolve(handler.call(handlers, call.request, callContext(call)));
       } catch (err) {
         result = Promise.reject(err);
       }
@@ -217,6 +236,12 @@ function implementation(
     };
   }
   return impl;
+}
+
+function callContext(call: grpc.ServerUnaryCall<unknown, unknown>): CallContext {
+  const deadline = call.getDeadline();
+  const at = deadline instanceof Date ? deadline.getTime() : deadline;
+  return { timeoutMs: Number.isFinite(at) ? at - Date.now() : Infinity };
 }
 
 function toStatus(err: unknown): Partial<grpc.StatusObject> {

@@ -25,7 +25,8 @@ import type {
   CsiClient,
   ListedVolume,
 } from "../../lib/csi/api.ts";
-import { CsiError, grpcCodeName } from "../../lib/csi/api.ts";
+import { CsiError } from "../../lib/csi/api.ts";
+import { grpcCodeName } from "../../lib/wire/grpc/status.ts";
 import { CsiStatusError, type DriverVolumeCapability } from "../../testkit/csi/server.ts";
 import { ExampleDriver } from "../../testkit/csi/example_driver.ts";
 import type { Journal } from "./journal.ts";

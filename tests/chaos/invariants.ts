@@ -22,7 +22,7 @@
 import type { CapturedLine } from "../../testkit/fakes/fake_logger.ts";
 import type { ExampleDriver } from "../../testkit/csi/example_driver.ts";
 import { errorText } from "../../lib/errors.ts";
-import { jsonEqual } from "../../lib/kube/json_patch.ts";
+import { jsonEqual } from "../../lib/kube/patches.ts";
 import { finalizerName, NODE_ID_ANNOTATION } from "../../lib/controller/names.ts";
 import type {
   CsiNode,

@@ -1,7 +1,8 @@
 /**
- * main.ts under a 429 storm: the fake API server answers the attacher's writes `429` with
- * `Retry-After: 1`; every VA still attaches without a single `attachError` write, and the
- * retries show in `rest_client_request_retries_total`.
+ * main.ts throttled: under a 429 storm (the fake API server answers the attacher's writes `429`
+ * with `Retry-After: 1`) every VA still attaches without a single `attachError` write, and the
+ * retries show in `rest_client_request_retries_total`; at `--kube-api-qps=1` the client's own
+ * throttling shows in the log and in `rest_client_rate_limiter_duration_seconds`.
  */
 
 import assert from "node:assert/strict";
@@ -141,6 +142,60 @@ Deno.test("main.ts under a 429 storm: every VA attached, no attachError written,
     attacher.kill("SIGTERM");
     await attacher.status;
     await reading;
+    driver.kill("SIGKILL");
+    await driver.status;
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("main.ts at --v=0, --kube-api-qps=1 --kube-api-burst=1: client-go's throttling line and rate limiter histogram", async () => {
+  await using server = await MemoryApiServer.start();
+  const dir = await Deno.makeTempDir({ prefix: "attacher-qps1-" });
+  const socket = `${dir}/csi.sock`;
+  const kubeconfig = `${dir}/kubeconfig`;
+  await Deno.writeTextFile(kubeconfig, server.kubeconfig());
+  server.create(CSI_NODES, {
+    apiVersion: "storage.k8s.io/v1",
+    kind: "CSINode",
+    metadata: { name: "node1" },
+    spec: { drivers: [{ name: DRIVER, nodeID: "node-1" }] },
+  });
+  const handles = ["vol-0", "vol-1"];
+  for (const [i, h] of handles.entries()) {
+    server.create(PERSISTENT_VOLUMES, pv(`pv-${i}`, h));
+    server.create(VOLUME_ATTACHMENTS, va(`va-${i}`, `pv-${i}`));
+  }
+  const driver = await spawnExampleDriver(socket, handles);
+  const run = spawnMain([
+    `--kubeconfig=${kubeconfig}`,
+    `--csi-address=${socket}`,
+    "--http-endpoint=127.0.0.1:0",
+    "--kube-api-qps=1",
+    "--kube-api-burst=1",
+    "--v=0",
+  ]);
+  try {
+    // Two attaches make six writes, two at a time: they wait up to 2 s for the bucket.
+    const line =
+      /"Waited before sending request" delay="[0-9.]+m?s" reason="client-side throttling, not priority and fairness" verb="[A-Z]+" URL="http:\/\/127\.0\.0\.1:\d+\/[^"]+"/;
+    await until(server, "the throttling line", () => line.test(run.log), 30_000);
+    await until(server, "HTTP server", () => /"Serving HTTP".*port=\d+/.test(run.log));
+    const port = run.log.match(/"Serving HTTP".*port=(\d+)/)![1];
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    const waits = metric(text, "rest_client_rate_limiter_duration_seconds_count", {
+      verb: "PATCH",
+    });
+    assert.ok(waits >= 2, `${waits} waits counted`);
+    const short = metric(text, "rest_client_rate_limiter_duration_seconds_bucket", {
+      verb: "PATCH",
+      le: "0.5",
+    });
+    assert.ok(short < waits, "some waits were over half a second");
+    assert.ok(metric(text, "rest_client_request_duration_seconds_count", { verb: "PATCH" }) >= 2);
+  } finally {
+    run.child.kill("SIGTERM");
+    await run.child.status;
+    await run.drained;
     driver.kill("SIGKILL");
     await driver.status;
     await Deno.remove(dir, { recursive: true });

@@ -18,6 +18,7 @@ import { KubeClient } from "../../lib/kube/client.ts";
 import { connectionFromKubeconfigs } from "../../lib/kube/config.ts";
 import { Informer } from "../../lib/kube/informer.ts";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
+import { FakeLogger } from "../../testkit/fakes/fake_logger.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import type { KubeObject, PersistentVolume } from "../../lib/kube/types.ts";
 
@@ -60,9 +61,10 @@ async function withInformer(
   api: KubeApi,
   clock: FakeClock,
   opts: { watchList?: boolean; pageSize?: number },
-  check: (informer: Informer<PersistentVolume>) => Promise<void>,
+  check: (informer: Informer<PersistentVolume>, log: FakeLogger) => Promise<void>,
 ): Promise<void> {
-  const informer = new Informer<PersistentVolume>({ api, clock }, {
+  const log = new FakeLogger();
+  const informer = new Informer<PersistentVolume>({ api, clock, log }, {
     resource: PERSISTENT_VOLUMES,
     resyncMs: 0,
     ...opts,
@@ -71,11 +73,16 @@ async function withInformer(
   const running = informer.run(ac.signal);
   try {
     await informer.waitForSync(AbortSignal.timeout(10_000));
-    await check(informer);
+    await check(informer, log);
   } finally {
     ac.abort();
     await running;
   }
+}
+
+/** The resourceVersion of the informer's last cache replacement (list or watch list). */
+function listedResourceVersion(log: FakeLogger): unknown {
+  return log.withMessage("Listed").at(-1)?.fields.resourceVersion;
 }
 
 function names(informer: Informer<PersistentVolume>): string[] {
@@ -84,9 +91,9 @@ function names(informer: Informer<PersistentVolume>): string[] {
 
 Deno.test("an informer starts with a watch list and keeps watching on the same stream", async () => {
   await using e = await env(3);
-  await withInformer(e.client, e.clock, { watchList: true }, async (informer) => {
+  await withInformer(e.client, e.clock, { watchList: true }, async (informer, log) => {
     assert.deepEqual(names(informer), ["pv0", "pv1", "pv2"]);
-    assert.equal(informer.lastSyncResourceVersion(), e.server.resourceVersion);
+    assert.equal(listedResourceVersion(log), e.server.resourceVersion);
     e.server.create(PERSISTENT_VOLUMES, pv("pv3"));
     for (let i = 0; i < 500 && informer.get("pv3") === undefined; i++) {
       await new Promise((r) => setTimeout(r, 5));
@@ -164,9 +171,9 @@ class CompactAfterFirstPage implements KubeApi {
 Deno.test("a list whose continue token expired starts over in one answer", async () => {
   await using e = await env(5);
   const api = new CompactAfterFirstPage(e.client, e.server);
-  await withInformer(api, e.clock, { pageSize: 2 }, (informer) => {
+  await withInformer(api, e.clock, { pageSize: 2 }, (informer, log) => {
     assert.deepEqual(names(informer), ["pv-late", "pv0", "pv1", "pv2", "pv3", "pv4"]);
-    assert.equal(informer.lastSyncResourceVersion(), e.server.resourceVersion);
+    assert.equal(listedResourceVersion(log), e.server.resourceVersion);
     return Promise.resolve();
   });
   const lists = e.server.requests.filter((r) => r.verb === "list");

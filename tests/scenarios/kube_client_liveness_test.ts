@@ -11,7 +11,8 @@ import {
   VOLUME_ATTACHMENTS,
   type WatchEvent,
 } from "../../lib/kube/api.ts";
-import { IdleWatchdog, KubeClient } from "../../lib/kube/client.ts";
+import { KubeClient } from "../../lib/kube/client.ts";
+import { IdleWatchdog } from "../../lib/kube/watch_stream.ts";
 import { Informer } from "../../lib/kube/informer.ts";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
@@ -158,8 +159,12 @@ Deno.test("a request that times out closes the pooled connections, so the next o
   await using e = await env(300);
   await pooledConnections(e);
   e.proxy.silenceExisting();
+  const getting = e.client.get(PERSISTENT_VOLUMES, "pv1");
+  // The request timeout runs on the client's clock.
+  await until(() => e.clock.pendingTimers() > 0, "the request timer");
+  e.clock.advance(300);
   await assert.rejects(
-    e.client.get(PERSISTENT_VOLUMES, "pv1"),
+    getting,
     (err: unknown) => err instanceof ApiError && err.reason === "Timeout",
   );
   const got = await e.client.get<PersistentVolume>(PERSISTENT_VOLUMES, "pv1");
@@ -180,7 +185,9 @@ Deno.test("an informer whose watch went silent resumes from its resourceVersion 
   const running = informer.run(ac.signal);
   await informer.waitForSync(ac.signal);
   await until(() => e.server.watchCount === 1, "the watch");
-  const rv = informer.lastSyncResourceVersion();
+  // The resourceVersion the informer watches from: no event came since its list.
+  const rv = e.server.requests.find((r) => r.watch)?.query.resourceVersion;
+  assert.equal(rv, e.server.resourceVersion);
 
   e.proxy.silenceExisting();
   e.server.create(VOLUME_ATTACHMENTS, va("va1"));

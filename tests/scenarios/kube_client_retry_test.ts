@@ -5,14 +5,9 @@
 
 import assert from "node:assert/strict";
 import { ApiError, LEASES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
-import {
-  isBrokenConnection,
-  KubeClient,
-  MAX_RETRIES,
-  type RequestInfo,
-  retryAfterMs,
-  type RetryInfo,
-} from "../../lib/kube/client.ts";
+import { KubeClient, type RequestInfo, type RetryInfo } from "../../lib/kube/client.ts";
+import { isBrokenConnection } from "../../lib/kube/connection_errors.ts";
+import { MAX_RETRIES, retryAfterMs } from "../../lib/kube/retry.ts";
 import { type Clock, type Timer } from "../../lib/clock.ts";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";

@@ -263,3 +263,25 @@ Deno.test("proxyVariable: the proxy variable of the server's scheme, either case
   };
   assert.equal(proxyVariable(https, denied), undefined);
 });
+
+Deno.test("KubeClient goes through fetch only when its proxy environment names a proxy for the scheme", async () => {
+  // fetch asks for compressed answers; the HTTP/1.1 transport never does. fetch itself reads the
+  // proxy from the process environment, where this test sets none, so it connects directly.
+  const encodings: (string | null)[] = [];
+  await using server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (req) => {
+    encodings.push(req.headers.get("accept-encoding"));
+    return Response.json(PV);
+  });
+  const url = `http://127.0.0.1:${server.addr.port}`;
+  const proxied = async (proxyEnvironment: Record<string, string>) => {
+    await using client = new KubeClient(
+      { connection: await connection({ server: url }) },
+      { proxyEnvironment },
+    );
+    await client.get(PERSISTENT_VOLUMES, "pv1");
+    return encodings.at(-1) !== null;
+  };
+  assert.equal(await proxied({}), false, "no proxy: HTTP/1.1");
+  assert.equal(await proxied({ HTTPS_PROXY: "http://proxy:3128" }), false, "https only: HTTP/1.1");
+  assert.equal(await proxied({ http_proxy: "http://proxy:3128" }), true, "http proxy: fetch");
+});

@@ -7,28 +7,26 @@
  * attempt's error, as without wait-for-ready); IDLE again when a READY connection is lost;
  * SHUTDOWN after {@link GrpcChannel.close}.
  *
- * Errors are {@link CsiError}s worded as grpc-go words them.
+ * A call fails with a {@link GrpcStatusError} worded as grpc-go words it, or with a
+ * {@link ChannelClosedError} once the channel is closed (not a gRPC status).
+ *
+ * The subset: unary calls only (one request message, one response message), cleartext HTTP/2 on
+ * a unix socket or TCP (no TLS, no credentials), no compression (we send no
+ * `grpc-accept-encoding`), no name resolution or load balancing beyond one address, no retries,
+ * service config or keepalive pings. The limits of a response are those of `./response.ts` and
+ * of the HTTP/2 session. Tested against grpc-js (`lib/csi/client_test.ts`) and grpc-go (the CSI
+ * mock driver in `deno task e2e`).
  *
  * @module
  */
 
-import { CsiError } from "../../csi/api.ts";
-import { Http2Session, type Http2SessionOptions, StreamError } from "../http2/session.ts";
-import { ErrorCode } from "../http2/frames.ts";
-import type { HeaderField } from "../http2/hpack.ts";
-
-/** gRPC status codes used here. */
-const Code = {
-  CANCELLED: 1,
-  UNKNOWN: 2,
-  DEADLINE_EXCEEDED: 4,
-  PERMISSION_DENIED: 7,
-  RESOURCE_EXHAUSTED: 8,
-  UNIMPLEMENTED: 12,
-  INTERNAL: 13,
-  UNAVAILABLE: 14,
-  UNAUTHENTICATED: 16,
-} as const;
+import { type Clock, realClock, type Timer } from "../../clock.ts";
+import { errorText } from "../../errors.ts";
+import { GrpcCode, GrpcStatusError } from "./status.ts";
+import { Http2Session, type Http2SessionOptions } from "../http2/session.ts";
+import { type ChannelAddress, parseAddress } from "./address.ts";
+import { frameMessage, requestHeaders } from "./request.ts";
+import { MAX_RECEIVE_MESSAGE_BYTES, parseResponse, streamErrorToStatus } from "./response.ts";
 
 /** Connectivity states. */
 export type ChannelState = "IDLE" | "CONNECTING" | "READY" | "TRANSIENT_FAILURE" | "SHUTDOWN";
@@ -36,45 +34,15 @@ export type ChannelState = "IDLE" | "CONNECTING" | "READY" | "TRANSIENT_FAILURE"
 /** The text Go's gRPC gives a call whose client-side deadline expired. */
 export const DEADLINE_DETAILS = "context deadline exceeded";
 
-/** The largest response message accepted (grpc-go's default receive limit, 4 MiB). */
-export const MAX_RECEIVE_MESSAGE_BYTES = 4 * 1024 * 1024;
-
-/** What a call on a closed channel fails with (not a gRPC status: code undefined). */
+/** The text of {@link ChannelClosedError}, grpc-go's `ErrClientConnClosing`. */
 export const CLOSED_TEXT = "grpc: the client connection is closing";
 
-/** Where to connect: a unix socket path or a TCP host and port. */
-export type ChannelAddress =
-  | { transport: "unix"; path: string }
-  | { transport: "tcp"; hostname: string; port: number };
-
-/**
- * Parses `--csi-address` as csi-lib-utils accepts it: an absolute path, `unix:///path`,
- * `unix:/path` or `host:port` (`[v6]:port`).
- *
- * @throws {Error} for anything else.
- */
-export function parseAddress(address: string): ChannelAddress {
-  if (address.startsWith("/")) return { transport: "unix", path: address };
-  if (address.startsWith("unix://")) {
-    const path = address.slice("unix://".length);
-    if (path.startsWith("/")) return { transport: "unix", path };
-  } else if (address.startsWith("unix:")) {
-    const path = address.slice("unix:".length);
-    if (path !== "") return { transport: "unix", path };
-  } else {
-    const m = /^(?:\[([^\]]+)\]|([^:/]*)):(\d{1,5})$/.exec(address);
-    if (m !== null && Number(m[3]) <= 65535) {
-      const hostname = m[1] ?? m[2] ?? "";
-      return {
-        transport: "tcp",
-        hostname: hostname === "" ? "localhost" : hostname,
-        port: Number(m[3]),
-      };
-    }
+/** What a call on a closed channel fails with: not a gRPC status. */
+export class ChannelClosedError extends Error {
+  constructor() {
+    super(CLOSED_TEXT);
+    this.name = "ChannelClosedError";
   }
-  throw new Error(
-    `invalid CSI address ${JSON.stringify(address)}: want a path, unix:// or host:port`,
-  );
 }
 
 /** Options of {@link GrpcChannel}. */
@@ -83,6 +51,11 @@ export interface GrpcChannelOptions {
   backoffMs: number;
   /** HTTP/2 window sizes (tests use small ones). */
   session?: Http2SessionOptions;
+  /**
+   * Runs call deadlines, the reconnect backoff and the HTTP/2 handshake timeout;
+   * {@link realClock} by default.
+   */
+  clock?: Clock;
 }
 
 /** A channel to one gRPC server. Construction does no I/O. */
@@ -90,11 +63,12 @@ export class GrpcChannel {
   readonly #address: ChannelAddress;
   readonly #authority: string;
   readonly #options: GrpcChannelOptions;
+  readonly #clock: Clock;
   #state: ChannelState = "IDLE";
   #session: Http2Session | undefined;
   #attempt: Promise<Http2Session> | undefined;
-  #lastError: CsiError | undefined;
-  #retryTimer: ReturnType<typeof setTimeout> | undefined;
+  #lastError: GrpcStatusError | undefined;
+  #retryTimer: Timer | undefined;
   #listeners = new Set<(state: ChannelState, previous: ChannelState) => void>();
 
   /** @throws {Error} when `address` is not a valid address (see {@link parseAddress}). */
@@ -108,6 +82,7 @@ export class GrpcChannel {
           : this.#address.hostname
       }:${this.#address.port}`;
     this.#options = options;
+    this.#clock = options.clock ?? realClock;
   }
 
   get state(): ChannelState {
@@ -128,7 +103,7 @@ export class GrpcChannel {
   /** Closes the connection; calls in flight fail with Unavailable. Idempotent. */
   close(): void {
     if (this.#state === "SHUTDOWN") return;
-    clearTimeout(this.#retryTimer);
+    this.#retryTimer?.cancel();
     this.#retryTimer = undefined;
     this.#setState("SHUTDOWN");
     this.#session?.close(CLOSED_TEXT);
@@ -149,7 +124,7 @@ export class GrpcChannel {
       (session) => {
         if (this.#state === "SHUTDOWN") {
           session.close(CLOSED_TEXT);
-          throw new CsiError(undefined, CLOSED_TEXT);
+          throw new ChannelClosedError();
         }
         this.#attempt = undefined;
         this.#session = session;
@@ -159,14 +134,16 @@ export class GrpcChannel {
       },
       (err: unknown) => {
         this.#attempt = undefined;
-        if (this.#state === "SHUTDOWN") throw new CsiError(undefined, CLOSED_TEXT);
-        const error = err instanceof CsiError ? err : new CsiError(Code.UNAVAILABLE, String(err));
+        if (this.#state === "SHUTDOWN") throw new ChannelClosedError();
+        const error = err instanceof GrpcStatusError
+          ? err
+          : new GrpcStatusError(GrpcCode.Unavailable, errorText(err));
         this.#lastError = error;
         this.#setState("TRANSIENT_FAILURE");
-        this.#retryTimer = setTimeout(() => {
+        this.#retryTimer = this.#clock.setTimer(this.#options.backoffMs, () => {
           this.#retryTimer = undefined;
           if (this.#state === "TRANSIENT_FAILURE") this.#startAttempt().catch(() => {});
-        }, this.#options.backoffMs);
+        });
         throw error;
       },
     );
@@ -183,8 +160,8 @@ export class GrpcChannel {
         : await Deno.connect({ transport: "tcp", hostname: a.hostname, port: a.port });
     } catch (err) {
       const target = a.transport === "unix" ? `unix ${a.path}` : `tcp ${this.#authority}`;
-      throw new CsiError(
-        Code.UNAVAILABLE,
+      throw new GrpcStatusError(
+        GrpcCode.Unavailable,
         `connection error: desc = "transport: Error while dialing: dial ${target}: connect: ${
           dialErrorText(err)
         }"`,
@@ -193,11 +170,14 @@ export class GrpcChannel {
     let session: Http2Session | undefined;
     try {
       session = await Http2Session.start(conn, (reason) => this.#onGone(session, reason), {
+        clock: this.#clock,
         ...this.#options.session,
       });
     } catch (err) {
-      const message = err instanceof Error ? err.message : String(err);
-      throw new CsiError(Code.UNAVAILABLE, `connection error: desc = "transport: ${message}"`);
+      throw new GrpcStatusError(
+        GrpcCode.Unavailable,
+        `connection error: desc = "transport: ${errorText(err)}"`,
+      );
     }
     return session;
   }
@@ -211,7 +191,7 @@ export class GrpcChannel {
   async #ready(): Promise<Http2Session> {
     switch (this.#state) {
       case "SHUTDOWN":
-        throw new CsiError(undefined, CLOSED_TEXT);
+        throw new ChannelClosedError();
       case "READY":
         if (this.#session?.usable) return this.#session;
         this.#session = undefined;
@@ -220,7 +200,7 @@ export class GrpcChannel {
       case "CONNECTING":
         return await this.#attempt!;
       case "TRANSIENT_FAILURE":
-        throw this.#lastError ?? new CsiError(Code.UNAVAILABLE, "connection failed");
+        throw this.#lastError ?? new GrpcStatusError(GrpcCode.Unavailable, "connection failed");
       case "IDLE":
         return await this.#startAttempt();
     }
@@ -228,33 +208,34 @@ export class GrpcChannel {
 
   /**
    * Makes one unary call: `message` is the serialized request. Resolves with the serialized
-   * response; rejects with {@link CsiError}: the server's status, code 4 `context deadline
-   * exceeded` when `timeoutMs` passes first (the stream is then reset with CANCEL), Unavailable
-   * when there is no connection or it ends, or code undefined when the channel is closed.
+   * response; rejects with {@link GrpcStatusError}: the server's status, DeadlineExceeded
+   * `context deadline exceeded` when `timeoutMs` passes first (the stream is then reset with
+   * CANCEL), Unavailable when there is no connection or it ends; or with
+   * {@link ChannelClosedError} when the channel is closed.
    */
   unary(path: string, message: Uint8Array, timeoutMs: number): Promise<Uint8Array> {
-    if (this.#state === "SHUTDOWN") return Promise.reject(new CsiError(undefined, CLOSED_TEXT));
-    const deadline = performance.now() + timeoutMs;
+    if (this.#state === "SHUTDOWN") return Promise.reject(new ChannelClosedError());
+    const deadline = this.#clock.now() + timeoutMs;
     if (timeoutMs <= 0) {
-      return Promise.reject(new CsiError(Code.DEADLINE_EXCEEDED, DEADLINE_DETAILS));
+      return Promise.reject(new GrpcStatusError(GrpcCode.DeadlineExceeded, DEADLINE_DETAILS));
     }
     return new Promise<Uint8Array>((resolve, reject) => {
       let settled = false;
       let cancel: (() => void) | undefined;
-      const finish = (err: CsiError | undefined, value?: Uint8Array) => {
+      const finish = (err: Error | undefined, value?: Uint8Array) => {
         if (settled) return;
         settled = true;
-        clearTimeout(timer);
+        timer.cancel();
         if (err) reject(err);
         else resolve(value!);
       };
-      const timer = setTimeout(() => {
+      const timer = this.#clock.setTimer(timeoutMs, () => {
         cancel?.();
-        finish(new CsiError(Code.DEADLINE_EXCEEDED, DEADLINE_DETAILS));
-      }, timeoutMs);
+        finish(new GrpcStatusError(GrpcCode.DeadlineExceeded, DEADLINE_DETAILS));
+      });
       this.#ready().then((session) => {
         if (settled) return;
-        const remaining = Math.max(1, Math.ceil(deadline - performance.now()));
+        const remaining = Math.max(1, Math.ceil(deadline - this.#clock.now()));
         const stream = session.request(
           requestHeaders(path, this.#authority, remaining),
           frameMessage(message),
@@ -264,13 +245,17 @@ export class GrpcChannel {
         return stream.response.then(
           (response) => {
             const result = parseResponse(response);
-            if (result instanceof CsiError) finish(result);
+            if (result instanceof GrpcStatusError) finish(result);
             else finish(undefined, result);
           },
           (err: unknown) => finish(streamErrorToStatus(err)),
         );
       }).catch((err: unknown) => {
-        finish(err instanceof CsiError ? err : new CsiError(Code.UNAVAILABLE, String(err)));
+        finish(
+          err instanceof GrpcStatusError || err instanceof ChannelClosedError
+            ? err
+            : new GrpcStatusError(GrpcCode.Unavailable, errorText(err)),
+        );
       });
     });
   }
@@ -280,221 +265,5 @@ function dialErrorText(err: unknown): string {
   if (err instanceof Deno.errors.NotFound) return "no such file or directory";
   if (err instanceof Deno.errors.ConnectionRefused) return "connection refused";
   if (err instanceof Deno.errors.PermissionDenied) return "permission denied";
-  const message = err instanceof Error ? err.message : String(err);
-  return message.replace(/ \(os error \d+\)$/, "").replace(/^./, (c) => c.toLowerCase());
-}
-
-/** The request headers of a call (PROTOCOL-HTTP2.md "Requests"). */
-export function requestHeaders(path: string, authority: string, timeoutMs: number): HeaderField[] {
-  return [
-    [":method", "POST"],
-    [":scheme", "http"],
-    [":path", path],
-    [":authority", authority],
-    ["content-type", "application/grpc"],
-    ["te", "trailers"],
-    ["grpc-timeout", grpcTimeout(timeoutMs)],
-  ];
-}
-
-/** `grpc-timeout`: at most 8 digits, in milliseconds or, when longer, seconds. */
-export function grpcTimeout(ms: number): string {
-  const whole = Math.max(0, Math.ceil(ms));
-  if (whole < 100_000_000) return `${whole}m`;
-  const seconds = Math.ceil(whole / 1000);
-  if (seconds < 100_000_000) return `${seconds}S`;
-  return `${Math.min(99_999_999, Math.ceil(seconds / 3600))}H`;
-}
-
-/** A message with the gRPC length prefix (uncompressed). */
-export function frameMessage(message: Uint8Array): Uint8Array {
-  const out = new Uint8Array(5 + message.length);
-  new DataView(out.buffer).setUint32(1, message.length);
-  out.set(message, 5);
-  return out;
-}
-
-/** HTTP status → gRPC code (grpc `doc/http-grpc-status-mapping.md`). */
-function httpStatusToCode(status: number): number {
-  switch (status) {
-    case 400:
-      return Code.INTERNAL;
-    case 401:
-      return Code.UNAUTHENTICATED;
-    case 403:
-      return Code.PERMISSION_DENIED;
-    case 404:
-      return Code.UNIMPLEMENTED;
-    case 429:
-    case 502:
-    case 503:
-    case 504:
-      return Code.UNAVAILABLE;
-    default:
-      return Code.UNKNOWN;
-  }
-}
-
-const HTTP_STATUS_TEXT: Readonly<Record<number, string>> = {
-  400: "Bad Request",
-  401: "Unauthorized",
-  403: "Forbidden",
-  404: "Not Found",
-  405: "Method Not Allowed",
-  415: "Unsupported Media Type",
-  429: "Too Many Requests",
-  500: "Internal Server Error",
-  502: "Bad Gateway",
-  503: "Service Unavailable",
-  504: "Gateway Timeout",
-};
-
-function header(fields: readonly HeaderField[] | undefined, name: string): string | undefined {
-  return fields?.find(([n]) => n === name)?.[1];
-}
-
-/**
- * Decodes `grpc-message` (PROTOCOL-HTTP2.md: percent-encoded UTF-8). A `%` not followed by two
- * hex digits is kept as it is, as grpc-go does.
- */
-export function decodeGrpcMessage(value: string): string {
-  if (!value.includes("%")) return utf8(value);
-  let bytes = "";
-  for (let i = 0; i < value.length; i++) {
-    const c = value[i]!;
-    const hex = value.slice(i + 1, i + 3);
-    if (c === "%" && /^[0-9A-Fa-f]{2}$/.test(hex)) {
-      bytes += String.fromCharCode(parseInt(hex, 16));
-      i += 2;
-    } else {
-      bytes += c;
-    }
-  }
-  return utf8(bytes);
-}
-
-/** A binary string (one char per octet) read as UTF-8. */
-function utf8(binary: string): string {
-  if (!/[\x80-\xff]/.test(binary)) return binary;
-  const bytes = new Uint8Array(binary.length);
-  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
-  return new TextDecoder().decode(bytes);
-}
-
-/**
- * The outcome of a complete response: the message bytes, or the status as {@link CsiError}
- * (grpc-go `http2_client.go` operateHeaders and `rpc_util.go` recvMsg for the texts).
- */
-export function parseResponse(
-  res: {
-    headers: readonly HeaderField[];
-    data: Uint8Array;
-    trailers: readonly HeaderField[] | undefined;
-    headersOnly: boolean;
-  },
-): Uint8Array | CsiError {
-  const statusText = header(res.headers, ":status");
-  if (statusText === undefined) {
-    return new CsiError(Code.INTERNAL, "malformed header: missing HTTP status");
-  }
-  const httpStatus = Number(statusText);
-  const contentType = header(res.headers, "content-type");
-  const isGrpc = contentType !== undefined && /^application\/grpc(?:$|[+;])/.test(contentType);
-  if (httpStatus !== 200 || !isGrpc) {
-    const errs: string[] = [];
-    if (httpStatus !== 200) {
-      const text = HTTP_STATUS_TEXT[httpStatus] ?? "";
-      errs.push(`unexpected HTTP status code received from server: ${httpStatus} (${text})`);
-    }
-    if (contentType === undefined) errs.push("malformed header: missing HTTP content-type");
-    else if (!isGrpc) {
-      errs.push(`transport: received unexpected content-type ${JSON.stringify(contentType)}`);
-    }
-    return new CsiError(httpStatusToCode(httpStatus), errs.join("; "));
-  }
-  // The status comes in the trailers, or in the headers of a trailers-only response.
-  let fields: readonly HeaderField[];
-  if (res.trailers !== undefined) fields = res.trailers;
-  else if (res.headersOnly) fields = res.headers;
-  else return new CsiError(Code.INTERNAL, "server closed the stream without sending trailers");
-  const rawCode = header(fields, "grpc-status");
-  let code: number = Code.UNKNOWN;
-  if (rawCode !== undefined) {
-    if (!/^\d+$/.test(rawCode)) {
-      return new CsiError(Code.INTERNAL, `transport: malformed grpc-status: ${rawCode}`);
-    }
-    code = Number(rawCode);
-  }
-  const message = decodeGrpcMessage(header(fields, "grpc-message") ?? "");
-  if (code !== 0) return new CsiError(code, message);
-  return unframeMessage(res.data);
-}
-
-/** The one message of a unary response, or the error grpc-go reports. */
-function unframeMessage(data: Uint8Array): Uint8Array | CsiError {
-  if (data.length === 0) {
-    return new CsiError(Code.INTERNAL, "cardinality violation: expected <{}> but got <EOF>");
-  }
-  if (data.length < 5) return new CsiError(Code.INTERNAL, "unexpected EOF");
-  const flag = data[0]!;
-  const length = new DataView(data.buffer, data.byteOffset, data.byteLength).getUint32(1);
-  if (flag !== 0) {
-    return new CsiError(
-      Code.INTERNAL,
-      "grpc: compressed flag set with identity or empty encoding",
-    );
-  }
-  if (length > MAX_RECEIVE_MESSAGE_BYTES) {
-    return new CsiError(
-      Code.RESOURCE_EXHAUSTED,
-      `grpc: received message larger than max (${length} vs. ${MAX_RECEIVE_MESSAGE_BYTES})`,
-    );
-  }
-  if (data.length < 5 + length) return new CsiError(Code.INTERNAL, "unexpected EOF");
-  if (data.length > 5 + length) {
-    return new CsiError(
-      Code.INTERNAL,
-      "cardinality violation: expected <EOF> for non server-streaming RPCs, but received another message",
-    );
-  }
-  return data.subarray(5, 5 + length);
-}
-
-/** HTTP/2 error code of RST_STREAM → gRPC code (grpc-go `http_util.go` http2ErrConvTab). */
-function resetCode(h2code: number): number {
-  switch (h2code) {
-    case ErrorCode.FLOW_CONTROL_ERROR:
-    case ErrorCode.ENHANCE_YOUR_CALM:
-      return Code.RESOURCE_EXHAUSTED;
-    case ErrorCode.REFUSED_STREAM:
-      return Code.UNAVAILABLE;
-    case ErrorCode.CANCEL:
-      return Code.CANCELLED;
-    case ErrorCode.INADEQUATE_SECURITY:
-      return Code.PERMISSION_DENIED;
-    default:
-      return Code.INTERNAL;
-  }
-}
-
-function streamErrorToStatus(err: unknown): CsiError {
-  if (err instanceof CsiError) return err;
-  if (!(err instanceof StreamError)) {
-    return new CsiError(Code.UNAVAILABLE, err instanceof Error ? err.message : String(err));
-  }
-  const f = err.failure;
-  switch (f.kind) {
-    case "reset":
-      return new CsiError(resetCode(f.code), f.message);
-    case "refused":
-    case "connection":
-      return new CsiError(Code.UNAVAILABLE, f.message);
-    case "too-large":
-      return new CsiError(
-        Code.RESOURCE_EXHAUSTED,
-        `grpc: received message larger than max (${f.size - 5} vs. ${MAX_RECEIVE_MESSAGE_BYTES})`,
-      );
-    case "cancelled":
-      return new CsiError(Code.CANCELLED, "context canceled");
-  }
+  return errorText(err).replace(/ \(os error \d+\)$/, "").replace(/^./, (c) => c.toLowerCase());
 }

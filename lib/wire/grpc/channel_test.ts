@@ -1,12 +1,11 @@
 import assert from "node:assert/strict";
-import { CsiError } from "../../csi/api.ts";
-import {
-  decodeGrpcMessage,
-  GrpcChannel,
-  grpcTimeout,
-  parseAddress,
-  parseResponse,
-} from "./channel.ts";
+import { GrpcStatusError } from "./status.ts";
+import type { Clock } from "../../clock.ts";
+import { FakeClock } from "../../../testkit/fakes/fake_clock.ts";
+import { ChannelClosedError, GrpcChannel } from "./channel.ts";
+import { parseAddress } from "./address.ts";
+import { grpcTimeout } from "./request.ts";
+import { decodeGrpcMessage, parseResponse } from "./response.ts";
 import {
   encodeFrame,
   ErrorCode,
@@ -18,7 +17,7 @@ import {
   Setting,
   windowUpdateFrame,
 } from "../http2/frames.ts";
-import { encodeHeaders } from "../http2/hpack.ts";
+import { encodeHeaders, type HeaderField } from "../http2/hpack.ts";
 import {
   GRPC_OK_HEADERS,
   grpcDataFrame,
@@ -40,11 +39,12 @@ function grpcStatus(code: number, message?: string): [string, string][] {
 async function withServer(
   script: (conn: RawH2Conn, index: number) => Promise<void>,
   fn: (channel: GrpcChannel) => Promise<void>,
-  options: { backoffMs?: number; window?: number } = {},
+  options: { backoffMs?: number; window?: number; clock?: Clock } = {},
 ): Promise<void> {
   const server = await startRawH2Server(script);
   const channel = new GrpcChannel(server.address, {
     backoffMs: options.backoffMs ?? 50,
+    ...(options.clock === undefined ? {} : { clock: options.clock }),
     ...(options.window === undefined ? {} : {
       session: { initialWindowSize: options.window, connectionWindowSize: options.window },
     }),
@@ -61,9 +61,9 @@ async function withServer(
   if (failure !== undefined) throw failure;
 }
 
-async function rejection(p: Promise<unknown>): Promise<CsiError> {
+async function rejection(p: Promise<unknown>): Promise<GrpcStatusError> {
   const err = await p.then(() => undefined, (e: unknown) => e);
-  assert.ok(err instanceof CsiError, `expected a CsiError, got ${err}`);
+  assert.ok(err instanceof GrpcStatusError, `expected a GrpcStatusError, got ${err}`);
   return err;
 }
 
@@ -163,7 +163,7 @@ Deno.test("parseResponse() maps HTTP status, content type, missing trailers and 
   ];
   for (const [res, code, message] of cases) {
     const out = parseResponse(res);
-    assert.ok(out instanceof CsiError, message);
+    assert.ok(out instanceof GrpcStatusError, message);
     assert.equal(out.code, code, message);
     assert.equal(out.details, message);
   }
@@ -174,6 +174,76 @@ Deno.test("parseResponse() maps HTTP status, content type, missing trailers and 
     headersOnly: false,
   });
   assert.deepEqual(good, Uint8Array.of(8, 1));
+});
+
+Deno.test("parseResponse() reads grpc-status, :status and the payload format as grpc-go v1.72", () => {
+  const ok = GRPC_OK_HEADERS;
+  const res = (
+    trailers: readonly HeaderField[] | undefined,
+    data = new Uint8Array(),
+    headers: readonly HeaderField[] = ok,
+  ) => ({ headers, data, trailers, headersOnly: false });
+  const cases: [ReturnType<typeof res>, number, string][] = [
+    // grpc-status must be an int32 (strconv.ParseInt(v, 10, 32)); it is then a uint32 code.
+    [
+      res([["grpc-status", "100000000000000000000"]]),
+      13,
+      "transport: malformed grpc-status: 100000000000000000000",
+    ],
+    [res([["grpc-status", "1e20"]]), 13, "transport: malformed grpc-status: 1e20"],
+    [res([["grpc-status", "2147483648"]]), 13, "transport: malformed grpc-status: 2147483648"],
+    [res([["grpc-status", ""]]), 13, "transport: malformed grpc-status: "],
+    [res([["grpc-status", "17"], ["grpc-message", "m"]]), 17, "m"],
+    [res([["grpc-status", "-1"]]), 4294967295, ""],
+    [res([["grpc-status", "+5"], ["grpc-status", "3"]]), 3, ""],
+    // :status not 200, malformed, or missing with the content type.
+    [
+      res(undefined, undefined, [[":status", "abc"], ["content-type", "application/grpc"]]),
+      13,
+      'transport: malformed http-status: strconv.ParseInt: parsing "abc": invalid syntax',
+    ],
+    [
+      res(undefined, undefined, [[":status", "418"], ["content-type", "application/grpc"]]),
+      2,
+      "unexpected HTTP status code received from server: 418 (I'm a teapot)",
+    ],
+    [
+      res(undefined, undefined, [["content-type", "text/html"]]),
+      13,
+      'malformed header: missing HTTP status; transport: received unexpected content-type "text/html"',
+    ],
+    [
+      res(undefined, undefined, []),
+      13,
+      "malformed header: missing HTTP status; malformed header: missing HTTP content-type",
+    ],
+    [
+      res([["grpc-status", "0"], [":status", "500"]]),
+      2,
+      "unexpected HTTP status code received from server: 500 (Internal Server Error); malformed header: missing HTTP content-type",
+    ],
+    // The payload: its length first, then its format.
+    [
+      res(grpcStatus(0), Uint8Array.of(2, 0, 0, 0, 0)),
+      13,
+      "grpc: received unexpected payload format 2",
+    ],
+    [
+      res(grpcStatus(0), Uint8Array.of(1, 0x00, 0x40, 0x00, 0x01)),
+      8,
+      "grpc: received message larger than max (4194305 vs. 4194304)",
+    ],
+    [
+      res(grpcStatus(0), Uint8Array.of(1, 0, 0, 0, 0), [...ok, ["grpc-encoding", "gzip"]]),
+      13,
+      'grpc: Decompressor is not installed for grpc-encoding "gzip"',
+    ],
+  ];
+  for (const [response, code, message] of cases) {
+    const out = parseResponse(response);
+    assert.ok(out instanceof GrpcStatusError, message);
+    assert.deepEqual([out.code, out.details], [code, message]);
+  }
 });
 
 Deno.test("a call sends the gRPC request headers and the length-prefixed message", async () => {
@@ -205,7 +275,11 @@ Deno.test("a call sends the gRPC request headers and the length-prefixed message
   assert.equal(headers["te"], "trailers");
   assert.match(headers["grpc-timeout"]!, /^(4\d{3}|5000)m$/);
   assert.deepEqual(body, Uint8Array.of(0, 0, 0, 0, 3, 1, 2, 3));
-  assert.deepEqual(settings, [[Setting.ENABLE_PUSH, 0], [Setting.INITIAL_WINDOW_SIZE, 4 << 20]]);
+  assert.deepEqual(settings, [
+    [Setting.ENABLE_PUSH, 0],
+    [Setting.INITIAL_WINDOW_SIZE, 4 << 20],
+    [Setting.MAX_HEADER_LIST_SIZE, 1 << 20],
+  ]);
 });
 
 Deno.test("a trailers-only error gives the status and the percent-decoded message", async () => {
@@ -335,6 +409,33 @@ Deno.test("the deadline resets the stream with CANCEL and gives code 4 'context 
   });
   assert.equal(reset, ErrorCode.CANCEL);
   assert.match(timeoutHeader, /^1[0-5]\dm$/);
+});
+
+Deno.test("the call deadline and the grpc-timeout follow the injected clock", async () => {
+  const clock = new FakeClock();
+  let timeoutHeader = "";
+  let reset = false;
+  await withServer(async (conn) => {
+    await conn.handshake();
+    const req = await conn.readRequest();
+    timeoutHeader = Object.fromEntries(req.headers)["grpc-timeout"] ?? "";
+    await conn.expectFrame((f) => f.type === FrameType.RST_STREAM, "RST_STREAM");
+    reset = true;
+  }, async (channel) => {
+    let settled = false;
+    const call = rejection(channel.unary(PATH, new Uint8Array(), 60_000));
+    call.finally(() => settled = true);
+    while (timeoutHeader === "") await new Promise((r) => setTimeout(r, 5));
+    clock.advance(59_999);
+    await new Promise((r) => setTimeout(r, 20));
+    assert.equal(settled, false, "one millisecond before the deadline on the clock");
+    clock.advance(1);
+    const err = await call;
+    assert.equal(err.code, 4);
+    assert.equal(err.details, "context deadline exceeded");
+    while (!reset) await new Promise((r) => setTimeout(r, 5));
+  }, { clock });
+  assert.equal(timeoutHeader, "60000m");
 });
 
 Deno.test("GOAWAY: streams above last-stream-id fail Unavailable, lower ones finish, the channel goes IDLE and reconnects", async () => {
@@ -535,6 +636,6 @@ Deno.test("no listener: the call fails at once with grpc-go's dial error, and th
     channel.close();
     await Deno.remove(dir, { recursive: true });
   }
-  const closed = await rejection(channel.unary(PATH, new Uint8Array(), 5000));
-  assert.equal(closed.code, undefined);
+  const closed = await channel.unary(PATH, new Uint8Array(), 5000).then(() => 0, (e: unknown) => e);
+  assert.ok(closed instanceof ChannelClosedError, "not a gRPC status: code undefined");
 });

@@ -1,6 +1,6 @@
 /**
- * The protobuf wire format (https://protobuf.dev/programming-guides/encoding/) for the CSI
- * messages of {@link import("../../csi/schema.ts")}, driven by their schema.
+ * The protobuf wire format (https://protobuf.dev/programming-guides/encoding/) for messages
+ * described by {@link import("./descriptor.ts")} (the CSI messages: `lib/csi/schema.ts`).
  *
  * Encoding takes the camelCase objects the attacher builds: proto3 default values (empty string,
  * false, 0, the enum's zero value) are left out as Go leaves them out; enums are given by name
@@ -11,10 +11,17 @@
  * decimal strings, enums by name (a number the schema does not know stays a number), and each
  * set oneof named by a virtual property (`"type": "service"`). Unknown fields are skipped.
  *
+ * Refused with {@link ProtoWireError}: truncated input, a varint longer than 10 bytes, a length
+ * or tag above 2^32-1, field number 0, wire types 6 and 7, a known field with the wrong wire type,
+ * an end-group without its start, messages or groups nested deeper than {@link MAX_NESTING} (100,
+ * protobuf's default recursion limit). Decoding is linear in the input: a singular message field
+ * repeated on the wire is merged in place, never rebuilt. Tested byte for byte against Go's encoding of the CSI messages
+ * (`lib/csi/schema_test.ts`) and against protobufjs (`testkit/csi/proto_loader_test.ts`).
+ *
  * @module
  */
 
-import type { FieldSchema, MessageSchema } from "../../csi/schema.ts";
+import type { FieldDescriptor, MessageDescriptor } from "./descriptor.ts";
 
 /** Malformed input bytes, or a value that cannot be encoded. */
 export class ProtoWireError extends Error {
@@ -91,7 +98,7 @@ class Writer {
  *
  * @throws {ProtoWireError} when a field has a value of the wrong type (naming the field).
  */
-export function encodeMessage(schema: MessageSchema, value: object): Uint8Array {
+export function encodeMessage(schema: MessageDescriptor, value: object): Uint8Array {
   const w = new Writer();
   writeMessage(w, schema, value as Record<string, unknown>, schema.name);
   return w.finish();
@@ -99,7 +106,7 @@ export function encodeMessage(schema: MessageSchema, value: object): Uint8Array 
 
 function writeMessage(
   w: Writer,
-  schema: MessageSchema,
+  schema: MessageDescriptor,
   value: Record<string, unknown>,
   path: string,
 ): void {
@@ -141,7 +148,7 @@ function writeMessage(
 /** Writes one value; `always` writes a proto3 default too (repeated items, messages). */
 function writeValue(
   w: Writer,
-  field: FieldSchema,
+  field: FieldDescriptor,
   v: unknown,
   path: string,
   always: boolean,
@@ -183,14 +190,20 @@ function writeValue(
       return;
     }
     case "enum": {
-      const values = field.enumValues!;
-      const n = typeof v === "number" && Number.isInteger(v) ? v : values.indexOf(String(v));
-      if (n < 0 || typeof v === "boolean" || typeof v === "object") {
+      // A name of the enum, or any int32: proto3 enums are open, and the decoder gives a number
+      // the schema does not name as that number, negative ones included.
+      const n = typeof v === "number"
+        ? (Number.isInteger(v) && v >= -(2 ** 31) && v < 2 ** 31 ? v : -1)
+        : typeof v === "string"
+        ? field.enumValues!.indexOf(v)
+        : -1;
+      if (n === -1 && v !== -1) {
         throw new ProtoWireError(`${path}: unknown enum value ${describe(v)}`);
       }
       if (n === 0 && !always) return;
       w.tag(field.number, WIRE_VARINT);
       if (n >= 0) w.varint(n);
+      else w.bigVarint(BigInt(n));
       return;
     }
     case "message": {
@@ -268,7 +281,8 @@ class Reader {
     return [start, start + length];
   }
 
-  skip(wireType: number, number: number): void {
+  /** Skips one field's value; `depth` is the nesting of the message holding it. */
+  skip(wireType: number, number: number, depth: number): void {
     switch (wireType) {
       case WIRE_VARINT:
         this.varint();
@@ -283,6 +297,7 @@ class Reader {
         this.#advance(4);
         return;
       case WIRE_SGROUP:
+        checkDepth(depth + 1);
         for (;;) {
           const tag = this.smallVarint();
           const wt = tag & 7;
@@ -290,7 +305,7 @@ class Reader {
             if (tag >>> 3 !== number) throw new ProtoWireError("mismatched end group");
             return;
           }
-          this.skip(wt, tag >>> 3);
+          this.skip(wt, tag >>> 3, depth + 1);
         }
       default:
         throw new ProtoWireError(`invalid wire type ${wireType}`);
@@ -309,15 +324,36 @@ class Reader {
 }
 
 /**
- * Decodes message `schema` from `bytes` (see the module documentation for the form).
- *
- * @throws {ProtoWireError} on malformed bytes or a known field with the wrong wire type.
+ * How deep messages and groups may nest: protobuf's default recursion limit (C++ and Java
+ * `kDefaultRecursionLimit`, 100; protobuf-go's `RecursionLimit` is 10 000). Deeper input is
+ * refused with a {@link ProtoWireError} before the stack can run out.
  */
-export function decodeMessage(schema: MessageSchema, bytes: Uint8Array): Record<string, unknown> {
-  return readMessage(schema, new Reader(bytes, 0, bytes.length));
+export const MAX_NESTING = 100;
+
+function checkDepth(depth: number): void {
+  if (depth > MAX_NESTING) {
+    throw new ProtoWireError(`messages or groups nested deeper than ${MAX_NESTING} levels`);
+  }
 }
 
-function readMessage(schema: MessageSchema, r: Reader): Record<string, unknown> {
+/**
+ * Decodes message `schema` from `bytes` (see the module documentation for the form). A singular
+ * message field that occurs more than once is merged into the first, in place (the encoding
+ * guide's "Last One Wins" and merge rules, as protobuf-go does): repeated fields and maps append,
+ * scalars present later replace earlier ones.
+ *
+ * @throws {ProtoWireError} on malformed bytes, a known field with the wrong wire type, or
+ *   nesting deeper than {@link MAX_NESTING}.
+ */
+export function decodeMessage(
+  schema: MessageDescriptor,
+  bytes: Uint8Array,
+): Record<string, unknown> {
+  return readMessage(schema, new Reader(bytes, 0, bytes.length), 0, undefined);
+}
+
+/** A message with every field at its default, keys in proto-loader's order. */
+function newMessage(schema: MessageDescriptor): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   // Key order as proto-loader gives it: repeated fields, maps, then the other non-oneof fields,
   // each group by field number; set oneof members come last.
@@ -326,7 +362,27 @@ function readMessage(schema: MessageSchema, r: Reader): Record<string, unknown> 
   for (const f of schema.fields) {
     if (!f.repeated && f.kind !== "map" && f.oneof === undefined) out[f.name] = defaultValue(f);
   }
-  const oneofs = new Map<string, [FieldSchema, unknown]>();
+  return out;
+}
+
+/**
+ * Reads the fields of one message (at nesting `depth`) into `into`, which holds what earlier
+ * occurrences of the same message set, or into a new message.
+ */
+function readMessage(
+  schema: MessageDescriptor,
+  r: Reader,
+  depth: number,
+  into: Record<string, unknown> | undefined,
+): Record<string, unknown> {
+  checkDepth(depth);
+  const out = into ?? newMessage(schema);
+  const oneofs = new Map<string, [FieldDescriptor, unknown]>();
+  if (into !== undefined) {
+    for (const f of schema.fields) {
+      if (f.oneof !== undefined && out[f.oneof] === f.name) oneofs.set(f.oneof, [f, out[f.name]]);
+    }
+  }
   while (r.pos < r.end) {
     const tag = r.smallVarint();
     const number = tag >>> 3;
@@ -334,7 +390,7 @@ function readMessage(schema: MessageSchema, r: Reader): Record<string, unknown> 
     if (number === 0) throw new ProtoWireError("field number 0");
     const field = schema.byNumber.get(number);
     if (field === undefined) {
-      r.skip(wireType, number);
+      r.skip(wireType, number, depth);
       continue;
     }
     const expected = field.kind === "string" || field.kind === "message" || field.kind === "map"
@@ -346,48 +402,34 @@ function readMessage(schema: MessageSchema, r: Reader): Record<string, unknown> 
       );
     }
     if (field.kind === "map") {
-      const [key, value] = readMapEntry(r);
+      const [key, value] = readMapEntry(r, depth);
       setOwn(out[field.name] as Record<string, string>, key, value);
     } else if (field.repeated) {
-      (out[field.name] as unknown[]).push(readValue(field, r));
+      (out[field.name] as unknown[]).push(readValue(field, r, depth, undefined));
     } else if (field.oneof !== undefined) {
       const previous = oneofs.get(field.oneof);
-      const value = field.kind === "message" && previous?.[0] === field
-        ? mergeMessage(field, previous[1] as Record<string, unknown>, r)
-        : readValue(field, r);
+      const merge = field.kind === "message" && previous?.[0] === field;
+      const value = readValue(field, r, depth, merge ? previous[1] : undefined);
       oneofs.set(field.oneof, [field, value]);
-    } else if (field.kind === "message" && out[field.name] !== null) {
+    } else if (field.kind === "message") {
       // A message field seen twice is merged (protobuf encoding rules).
-      out[field.name] = mergeMessage(field, out[field.name] as Record<string, unknown>, r);
+      const previous = out[field.name];
+      out[field.name] = readValue(field, r, depth, previous === null ? undefined : previous);
     } else {
-      out[field.name] = readValue(field, r);
+      out[field.name] = readValue(field, r, depth, undefined);
     }
   }
   const set = [...oneofs.entries()].sort((a, b) => a[1][0].number - b[1][0].number);
   for (const [oneof, [field, value]] of set) {
+    const before = out[oneof];
+    if (typeof before === "string" && before !== field.name) delete out[before];
+    // Set members come last, in field-number order, however often the message occurred.
+    delete out[field.name];
+    delete out[oneof];
     out[field.name] = value;
     out[oneof] = field.name;
   }
   return out;
-}
-
-function mergeMessage(
-  field: FieldSchema,
-  previous: Record<string, unknown>,
-  r: Reader,
-): Record<string, unknown> {
-  const next = readValue(field, r) as Record<string, unknown>;
-  const schema = field.message!;
-  for (const f of schema.fields) {
-    if (f.repeated) {
-      next[f.name] = [...(previous[f.name] as unknown[]), ...(next[f.name] as unknown[])];
-    } else if (f.kind === "map") {
-      next[f.name] = { ...(previous[f.name] as object), ...(next[f.name] as object) };
-    } else if (next[f.name] === defaultValue(f) && previous[f.name] !== undefined) {
-      next[f.name] = previous[f.name];
-    }
-  }
-  return next;
 }
 
 function setOwn(target: Record<string, string>, key: string, value: string): void {
@@ -403,7 +445,7 @@ function setOwn(target: Record<string, string>, key: string, value: string): voi
   }
 }
 
-function readMapEntry(r: Reader): [string, string] {
+function readMapEntry(r: Reader, depth: number): [string, string] {
   const [start, end] = r.lengthDelimited();
   const entry = new Reader(r.buf, start, end);
   let key = "";
@@ -417,13 +459,17 @@ function readMapEntry(r: Reader): [string, string] {
       if (number === 1) key = text;
       else value = text;
     } else {
-      entry.skip(tag & 7, number);
+      entry.skip(tag & 7, number, depth + 1);
     }
   }
   return [key, value];
 }
 
-function readValue(field: FieldSchema, r: Reader): unknown {
+/**
+ * Reads one value of `field` in a message at nesting `depth`; a message value is read into
+ * `into` when given (a merge).
+ */
+function readValue(field: FieldDescriptor, r: Reader, depth: number, into: unknown): unknown {
   switch (field.kind) {
     case "string": {
       const [s, e] = r.lengthDelimited();
@@ -431,7 +477,8 @@ function readValue(field: FieldSchema, r: Reader): unknown {
     }
     case "message": {
       const [s, e] = r.lengthDelimited();
-      return readMessage(field.message!, new Reader(r.buf, s, e));
+      const target = into as Record<string, unknown> | undefined;
+      return readMessage(field.message!, new Reader(r.buf, s, e), depth + 1, target);
     }
     case "bool": {
       const v = r.varint();
@@ -453,7 +500,7 @@ function readValue(field: FieldSchema, r: Reader): unknown {
   }
 }
 
-function defaultValue(field: FieldSchema): unknown {
+function defaultValue(field: FieldDescriptor): unknown {
   switch (field.kind) {
     case "string":
       return "";

@@ -1,5 +1,17 @@
 import assert from "node:assert/strict";
-import { ChunkedDecoder, headEnd, parseHead, ResponseHeaders } from "./response.ts";
+import {
+  BodyReader,
+  type ByteSource,
+  ChunkedDecoder,
+  framingOf,
+  headEnd,
+  MAX_CHUNK_OVERHEAD_BYTES,
+  MAX_HEAD_BYTES,
+  parseHead,
+  readHead,
+  ResponseHeaders,
+} from "./response.ts";
+import { isTransportError } from "./errors.ts";
 
 const enc = (s: string) => new TextEncoder().encode(s);
 const dec = (parts: Uint8Array[]) => new TextDecoder().decode(concat(parts));
@@ -83,4 +95,159 @@ Deno.test("headEnd: found across the search start, -1 until the empty line", () 
   const raw = enc("HTTP/1.1 200 OK\r\nA: b\r\n\r\n");
   assert.equal(headEnd(raw.subarray(0, raw.length - 1)), -1);
   for (let from = 0; from < raw.length; from++) assert.equal(headEnd(raw, from), raw.length);
+});
+
+/** A source handing out `pieces` in turn, then the end. */
+function source(...pieces: Uint8Array[]): ByteSource & { left(): string } {
+  const queue = [...pieces];
+  return {
+    read: () => Promise.resolve(queue.shift() ?? null),
+    unread: (bytes) => void queue.unshift(bytes),
+    left: () => dec(queue),
+  };
+}
+
+/** `text` one byte per piece. */
+function bytewise(text: string): Uint8Array[] {
+  return [...enc(text)].map((b) => new Uint8Array([b]));
+}
+
+Deno.test("readHead: interim answers skipped, the head found whatever the pieces, the rest left", async () => {
+  const text = "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n" +
+    "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+  for (const pieces of [[enc(text)], bytewise(text)]) {
+    const src = source(...pieces);
+    const head = await readHead(src);
+    assert.equal(head.status, 200);
+    assert.deepEqual(head.fields.get("content-length"), ["2"]);
+    assert.equal(src.left(), "ok");
+  }
+});
+
+Deno.test("readHead: EOF, 101, and heads over the limit, 1xx heads counted in", async () => {
+  const fails = async (kind: string, ...pieces: Uint8Array[]) => {
+    const err = await readHead(source(...pieces)).then(() => undefined, (e) => e);
+    assert.ok(isTransportError(err, kind as "eof"), `${kind}: ${err}`);
+    return err as Error;
+  };
+  assert.match((await fails("eof")).message, /before the answer/);
+  assert.match((await fails("eof", enc("HTTP/1.1 200 OK\r\n"))).message, /in the answer's head/);
+  await fails("protocol", enc("HTTP/1.1 101 Switching Protocols\r\n\r\n"));
+  await fails("too-large", enc(`HTTP/1.1 200 OK\r\nX: ${"a".repeat(MAX_HEAD_BYTES)}\r\n\r\n`));
+  const early = "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n";
+  const many = early.repeat(Math.ceil(MAX_HEAD_BYTES / early.length) + 1);
+  await fails("too-large", enc(many + "HTTP/1.1 200 OK\r\n\r\n"));
+});
+
+Deno.test("parseHead: names must be tokens, values free of CR and NUL, codes at least 100", () => {
+  const bad = [
+    "HTTP/1.1 200 OK\r\nBad Name: x\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nName : x\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nA: b\r\n folded\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nA: b\rc\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nA: b\0\r\n\r\n",
+    "HTTP/1.1 099 Low\r\n\r\n",
+    "HTTP/1.1 2000 OK\r\n\r\n",
+    "HTTP/1.1 20 OK\r\n\r\n",
+  ];
+  for (const head of bad) {
+    assert.throws(() => parseHead(enc(head)), (err) => isTransportError(err, "protocol"), head);
+  }
+});
+
+Deno.test("framingOf: chunked only, one Content-Length value, both at once not reused", () => {
+  const head = (fields: Record<string, string[]>) => ({
+    status: 200,
+    version: "HTTP/1.1",
+    fields: new Map(Object.entries(fields)),
+  });
+  assert.deepEqual(framingOf("GET", head({ "content-length": ["5", "5"] })), {
+    framing: { kind: "length", length: 5 },
+    reusable: true,
+  });
+  assert.deepEqual(framingOf("GET", head({ "transfer-encoding": ["Chunked"] })), {
+    framing: { kind: "chunked" },
+    reusable: true,
+  });
+  assert.deepEqual(
+    framingOf("GET", head({ "transfer-encoding": ["chunked"], "content-length": ["5"] })),
+    { framing: { kind: "chunked" }, reusable: false },
+  );
+  assert.deepEqual(framingOf("GET", head({})), { framing: { kind: "close" }, reusable: false });
+  assert.deepEqual(framingOf("HEAD", head({ "content-length": ["5"] })).framing, {
+    kind: "length",
+    length: 0,
+  });
+  const refused: Record<string, string[]>[] = [
+    { "transfer-encoding": ["gzip, chunked"] },
+    { "transfer-encoding": ["chunked", "chunked"] },
+    { "transfer-encoding": ["identity"] },
+    { "content-length": ["5", "6"] },
+    { "content-length": ["-1"] },
+    { "content-length": ["0x10"] },
+    { "content-length": ["1".repeat(16)] },
+  ];
+  for (const fields of refused) {
+    assert.throws(
+      () => framingOf("GET", head(fields)),
+      (err) => isTransportError(err, "protocol"),
+      JSON.stringify(fields),
+    );
+  }
+});
+
+Deno.test("ChunkedDecoder: framing overhead, trailers and the CRLF after data are bounded", () => {
+  const protocol = (err: unknown) => isTransportError(err, "protocol");
+  // One byte per chunk is fine: 5 bytes of framing per byte of data.
+  const oneByOne = "1\r\nx\r\n".repeat(20_000) + "0\r\n\r\n";
+  assert.equal(decode([enc(oneByOne)]).data.length, 20_000);
+  // Kilobytes of extensions per byte of data are not.
+  const ext = `1;${"e".repeat(4000)}\r\nx\r\n`;
+  assert.throws(
+    () => new ChunkedDecoder().push(enc(ext.repeat(Math.ceil(MAX_CHUNK_OVERHEAD_BYTES / 3000)))),
+    (err) => protocol(err) && /too much non-data/.test((err as Error).message),
+  );
+  assert.throws(
+    () => new ChunkedDecoder().push(enc(`0\r\n${"T: x\r\n".repeat(20_000)}`)),
+    protocol,
+  );
+  assert.throws(() => new ChunkedDecoder().push(enc("2\r\nab\r\r\n")), protocol);
+  assert.throws(() => new ChunkedDecoder().push(enc("2\r\nab\n")), protocol);
+});
+
+Deno.test("BodyReader: ends where the framing says, EOF too early is an error, maxBytes holds", async () => {
+  const read = async (reader: BodyReader) => {
+    const parts: Uint8Array[] = [];
+    for (let d = await reader.next(); d !== null; d = await reader.next()) parts.push(...d);
+    return dec(parts);
+  };
+  const sized = new BodyReader(source(enc("hel"), enc("lo")), { kind: "length", length: 5 });
+  assert.equal(await read(sized), "hello");
+  assert.equal(sized.clean, true);
+  const extra = new BodyReader(source(enc("hello!")), { kind: "length", length: 5 });
+  assert.equal(await read(extra), "hello");
+  assert.equal(extra.clean, false, "bytes past the end: the connection is not reused");
+  const chunked = new BodyReader(source(...bytewise("3\r\nabc\r\n0\r\n\r\n")), {
+    kind: "chunked",
+  });
+  assert.equal(await read(chunked), "abc");
+  assert.equal(chunked.clean, true);
+  await assert.rejects(
+    read(new BodyReader(source(enc("hel")), { kind: "length", length: 5 })),
+    (err) => isTransportError(err, "eof"),
+  );
+  assert.throws(
+    () => new BodyReader(source(), { kind: "length", length: 11 }, 10),
+    (err) => isTransportError(err, "too-large"),
+  );
+  await assert.rejects(
+    read(new BodyReader(source(enc("x".repeat(6)), enc("x".repeat(6))), { kind: "close" }, 10)),
+    (err) => isTransportError(err, "too-large"),
+  );
+  assert.equal(
+    await read(
+      new BodyReader(source(enc("x".repeat(6)), enc("x".repeat(4))), { kind: "close" }, 10),
+    ),
+    "x".repeat(10),
+  );
 });

@@ -2,51 +2,74 @@
  * HTTP/1.1 (RFC 9112) spoken directly over `Deno.connect` / `Deno.connectTls`, with a keep-alive
  * pool per origin: the default {@link Transport} of the Kubernetes client. Reading a large list
  * or a watch this way does less work per byte than `fetch` (no Rust body stream behind a JS
- * stream) and loads nothing of the Node compatibility layer.
+ * stream) and loads nothing of the Node compatibility layer. The subset it speaks, what it
+ * refuses and every limit are listed in `./README.md`; the response is read by `./response.ts`.
+ *
+ * Idle connections are watched as Go's `net/http` watches them (`transport.go`
+ * `persistConn.readLoop`, `readLoopPeekFailLocked`): a pooled connection keeps a read pending,
+ * and data or EOF arriving on it while it is idle closes it and takes it out of the pool. A `408`
+ * or any unsolicited bytes a server sends on an idle connection therefore never become the
+ * answer to the next request, and a connection the server closed while idle is not picked for
+ * one (https://github.com/golang/go/issues/32310). The pending read is the next request's first
+ * read when the connection is picked, so nothing is lost or read twice.
  *
  * @module
  */
 
-import type { TlsMaterial } from "../../kube/config.ts";
-import { ChunkedDecoder, headEnd, parseHead, ResponseHeaders } from "./response.ts";
-import type { Transport, TransportRequest, TransportResponse } from "../../kube/transport.ts";
+import type { TlsMaterial, Transport, TransportRequest, TransportResponse } from "./api.ts";
+import { TransportError } from "./errors.ts";
+import { errorText } from "../../errors.ts";
+import { type Clock, realClock } from "../../clock.ts";
+import {
+  BodyReader,
+  type ByteSource,
+  framingOf,
+  readHead,
+  type ResponseHead,
+  ResponseHeaders,
+} from "./response.ts";
 
-/** Idle connections kept per origin (client-go: `MaxIdleConnsPerHost` in k8s.io/apimachinery/pkg/util/net/http.go). */
+/**
+ * Idle connections kept per origin (client-go: `MaxIdleConnsPerHost` 25 in
+ * k8s.io/apimachinery/pkg/util/net/http.go `SetTransportDefaults`).
+ */
 const MAX_IDLE_PER_ORIGIN = 25;
-/** An idle connection older than this is closed, not reused (client-go: `IdleConnTimeout`). */
+/** An idle connection older than this is closed, not reused (Go and client-go: `IdleConnTimeout`, 90 s). */
 const IDLE_TIMEOUT_MS = 90_000;
 /** Reads go into slices of one buffer of this size until less than {@link MIN_READ} is left. */
 const READ_BUFFER = 64 * 1024;
 const MIN_READ = 8 * 1024;
-/** Longest response head accepted. */
-const MAX_HEAD = 64 * 1024;
 
 const UTF8_ENCODER = new TextEncoder();
 const UTF8 = new TextDecoder();
 
 /**
- * The server closed the connection before the answer, or before its end. The message says EOF
- * so that the client counts it as a broken connection (`isBrokenConnection` in `./client.ts`).
+ * A failure of reading or writing an open connection as a {@link TransportError}: the runtime's
+ * `UnexpectedEof` is `eof`, every other I/O error a `reset` (the connection is broken either
+ * way); a TransportError stays as it is.
  */
-export class UnexpectedEofError extends Error {
-  constructor(where: string) {
-    super(`unexpected EOF: the server closed the connection ${where}`);
-    this.name = "UnexpectedEofError";
-  }
+function brokenConnection(err: unknown): TransportError {
+  if (err instanceof TransportError) return err;
+  const kind = err instanceof Deno.errors.UnexpectedEof ? "eof" : "reset";
+  return new TransportError(kind, errorText(err), { cause: err });
 }
 
-/** One connection and what was read on it but not used yet. */
-class Connection {
+/** One connection, what was read on it but not used yet, and its read while idle. */
+class Connection implements ByteSource {
   readonly conn: Deno.Conn;
   readonly origin: string;
   readonly generation: number;
   /** True once a byte was read since the last request was written. */
   answered = false;
+  /** Clock reading when the connection went into the pool. */
   idleSince = 0;
   closed = false;
   #buffer = new Uint8Array(0);
   #used = 0;
   #unread: Uint8Array | undefined;
+  /** The read started while idle, handed to the next {@link read}. */
+  #ahead: Promise<Uint8Array | null> | undefined;
+  #parked = false;
 
   constructor(conn: Deno.Conn, origin: string, generation: number) {
     this.conn = conn;
@@ -64,30 +87,11 @@ class Connection {
       this.#unread = undefined;
       return unread;
     }
-    if (this.#buffer.length - this.#used < MIN_READ) {
-      this.#buffer = new Uint8Array(READ_BUFFER);
-      this.#used = 0;
-    }
-    const n = await this.conn.read(this.#buffer.subarray(this.#used));
-    if (n === null) return null;
-    this.answered = true;
-    const view = this.#buffer.subarray(this.#used, this.#used + n);
-    this.#used += n;
-    return view;
-  }
-
-  /** Reads into `target` (bytes put back with {@link unread} first); null at EOF. */
-  async readInto(target: Uint8Array): Promise<number | null> {
-    const unread = this.#unread;
-    if (unread !== undefined) {
-      const n = Math.min(unread.length, target.length);
-      target.set(unread.subarray(0, n));
-      this.#unread = n < unread.length ? unread.subarray(n) : undefined;
-      return n;
-    }
-    const n = await this.conn.read(target);
-    if (n !== null) this.answered = true;
-    return n;
+    const ahead = this.#ahead;
+    this.#ahead = undefined;
+    const bytes = await (ahead ?? this.#readConn());
+    if (bytes !== null) this.answered = true;
+    return bytes;
   }
 
   /** Puts `bytes` back in front of the next read. */
@@ -100,57 +104,96 @@ class Connection {
     return this.#unread !== undefined;
   }
 
+  /**
+   * The connection goes idle: a read is started, and `onActivity` is called when it ends (data,
+   * EOF or an error) while the connection is still idle. An idle connection does not keep the
+   * process alive.
+   */
+  park(onActivity: () => void): void {
+    this.#parked = true;
+    const ahead = this.#readConn();
+    this.#ahead = ahead;
+    const settled = () => {
+      if (this.#parked) onActivity();
+    };
+    ahead.then(settled, settled);
+    try {
+      this.conn.unref();
+    } catch {
+      // Closed under us: the read fails and reports it.
+    }
+  }
+
+  /** The connection leaves the pool for a request; its pending read becomes the request's. */
+  claim(): void {
+    this.#parked = false;
+    this.conn.ref();
+  }
+
   async write(bytes: Uint8Array): Promise<void> {
-    for (let offset = 0; offset < bytes.length;) {
-      offset += await this.conn.write(bytes.subarray(offset));
+    try {
+      for (let offset = 0; offset < bytes.length;) {
+        offset += await this.conn.write(bytes.subarray(offset));
+      }
+    } catch (err) {
+      throw brokenConnection(err);
     }
   }
 
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    this.#parked = false;
     try {
       this.conn.close();
     } catch {
       // Already closed by the runtime.
     }
   }
+
+  async #readConn(): Promise<Uint8Array | null> {
+    if (this.#buffer.length - this.#used < MIN_READ) {
+      this.#buffer = new Uint8Array(READ_BUFFER);
+      this.#used = 0;
+    }
+    // One read at a time is ever pending on a connection, so the slice stays this read's.
+    const target = this.#buffer.subarray(this.#used);
+    let n: number | null;
+    try {
+      n = await this.conn.read(target);
+    } catch (err) {
+      throw brokenConnection(err);
+    }
+    if (n === null) return null;
+    this.#used += n;
+    return target.subarray(0, n);
+  }
 }
 
-/** How the body of an answer ends (RFC 9112 section 6.3). */
-type Framing =
-  | { kind: "length"; left: number }
-  | { kind: "chunked"; decoder: ChunkedDecoder }
-  | { kind: "close" };
-
 /**
- * The body of one answer. Hands out views of the read buffers (no copy but for the chunk
- * framing); when the body ends, the connection goes back to the pool if it can carry another
- * request, and is closed otherwise, as it is when reading fails or stops early.
+ * The body of one answer on its connection. When the body ends, the connection goes back to the
+ * pool if it can carry another request, and is closed otherwise, as it is when reading fails or
+ * stops early.
  */
 class Body {
   readonly #conn: Connection;
-  readonly #framing: Framing;
+  readonly #reader: BodyReader;
   readonly #keepAlive: boolean;
   readonly #release: (conn: Connection, reusable: boolean) => void;
-  #ended = false;
+  #released = false;
   #used = false;
 
   constructor(
     conn: Connection,
-    framing: Framing,
+    reader: BodyReader,
     keepAlive: boolean,
     release: (conn: Connection, reusable: boolean) => void,
   ) {
     this.#conn = conn;
-    this.#framing = framing;
+    this.#reader = reader;
     this.#keepAlive = keepAlive;
     this.#release = release;
-    if (framing.kind === "length" && framing.left === 0) this.#end(true);
-  }
-
-  get ended(): boolean {
-    return this.#ended;
+    if (reader.ended) this.#end();
   }
 
   /** Marks the body as read through one of its two ways. */
@@ -161,49 +204,17 @@ class Body {
 
   /** The next data of the body (at least one non-empty view), or null at its end. */
   async next(): Promise<Uint8Array[] | null> {
-    const framing = this.#framing;
-    for (;;) {
-      if (this.#ended) return null;
-      const bytes = await this.#conn.read();
-      if (bytes === null) {
-        if (framing.kind !== "close") throw new UnexpectedEofError("in the middle of the body");
-        this.#end(false);
-        return null;
-      }
-      switch (framing.kind) {
-        case "close":
-          return [bytes];
-        case "length": {
-          const take = Math.min(framing.left, bytes.length);
-          framing.left -= take;
-          // Bytes past the end belong to no request: the connection is not reused.
-          if (framing.left === 0) this.#end(take === bytes.length);
-          return [bytes.subarray(0, take)];
-        }
-        case "chunked": {
-          const out = framing.decoder.push(bytes);
-          if (out.done) this.#end(out.rest === undefined || out.rest.length === 0);
-          if (out.data.length > 0) return out.data;
-        }
-      }
-    }
+    if (this.#released) return null;
+    const data = await this.#reader.next();
+    if (this.#reader.ended) this.#end();
+    return data;
   }
 
-  /** The whole body as UTF-8. */
+  /**
+   * The whole body as UTF-8. Memory grows with what arrives, never with what `Content-Length`
+   * announces.
+   */
   async text(): Promise<string> {
-    const framing = this.#framing;
-    if (framing.kind === "length") {
-      const out = new Uint8Array(framing.left);
-      let offset = 0;
-      while (offset < out.length) {
-        const n = await this.#conn.readInto(out.subarray(offset));
-        if (n === null) throw new UnexpectedEofError("in the middle of the body");
-        offset += n;
-      }
-      framing.left = 0;
-      if (!this.#ended) this.#end(true);
-      return UTF8.decode(out);
-    }
     const parts: Uint8Array[] = [];
     let length = 0;
     for (let data = await this.next(); data !== null; data = await this.next()) {
@@ -224,14 +235,16 @@ class Body {
 
   /** Stops reading: the connection is closed. */
   abandon(): void {
-    if (this.#ended) return;
-    this.#ended = true;
+    if (this.#released) return;
+    this.#released = true;
     this.#release(this.#conn, false);
   }
 
-  #end(reusable: boolean): void {
-    this.#ended = true;
-    this.#release(this.#conn, reusable && this.#keepAlive && !this.#conn.hasUnread);
+  #end(): void {
+    if (this.#released) return;
+    this.#released = true;
+    const reusable = this.#reader.clean && this.#keepAlive && !this.#conn.hasUnread;
+    this.#release(this.#conn, reusable);
   }
 }
 
@@ -282,21 +295,36 @@ export function encodeRequest(url: URL, request: TransportRequest): Uint8Array {
   return out;
 }
 
+/** True when the head lets the connection carry another request (RFC 9112 section 9.3). */
+function persistent(head: ResponseHead): boolean {
+  if (head.version !== "HTTP/1.1") return false;
+  const connection = (head.fields.get("connection") ?? []).join(",").toLowerCase();
+  return !/(^|[\s,])close($|[\s,])/.test(connection);
+}
+
 /** Options of {@link Http1Transport}; the defaults are client-go's. */
 export interface Http1Options {
+  /** Idle connections kept per origin. @default 25 */
   maxIdlePerOrigin?: number;
+  /** An idle connection older than this is closed instead of reused. @default 90000 */
   idleTimeoutMs?: number;
+  /** Measures how long connections are idle. @default realClock */
+  clock?: Clock;
 }
 
 /**
  * HTTP/1.1 over pooled connections: an idle connection of the request's origin is reused (the
  * most recently used first), otherwise a new one is opened. A connection goes back to the pool
  * only when its answer was read to the end and it may carry another request; one whose answer
- * was not read to the end, that failed, or whose request was aborted is closed.
+ * was not read to the end, that failed, or whose request was aborted is closed. An idle
+ * connection on which anything arrives is closed (see the module doc).
  *
  * A GET on a reused connection that the server closed before answering (it may close an idle
  * connection at any time) is sent again once on a new connection, as Go's `net/http` transport
  * does (`shouldRetryRequest`).
+ *
+ * Failures reject with a {@link TransportError} (an abort with the signal's reason); a body
+ * over the request's `maxBodyBytes` fails with a `too-large` one, without being kept.
  *
  * `caCerts` are added to the runtime's default root certificates: see the README.
  */
@@ -304,11 +332,10 @@ export class Http1Transport implements Transport {
   readonly #tls: Partial<Deno.TlsCertifiedKeyPem> & { caCerts?: string[] };
   readonly #maxIdle: number;
   readonly #idleTimeoutMs: number;
+  readonly #clock: Clock;
   readonly #idle = new Map<string, Connection[]>();
   #generation = 0;
   #closed = false;
-  /** Connections opened so far (for tests and metrics). */
-  #opened = 0;
 
   /** @throws {TypeError} when only one of the client certificate and key is set. */
   constructor(tls: TlsMaterial, options: Http1Options = {}) {
@@ -323,27 +350,16 @@ export class Http1Transport implements Transport {
     };
     this.#maxIdle = options.maxIdlePerOrigin ?? MAX_IDLE_PER_ORIGIN;
     this.#idleTimeoutMs = options.idleTimeoutMs ?? IDLE_TIMEOUT_MS;
+    this.#clock = options.clock ?? realClock;
   }
 
   get generation(): number {
     return this.#generation;
   }
 
-  /** Connections opened so far. */
-  get opened(): number {
-    return this.#opened;
-  }
-
-  /** Idle connections in the pool. */
-  get idle(): number {
-    let n = 0;
-    for (const list of this.#idle.values()) n += list.length;
-    return n;
-  }
-
   async send(url: URL, request: TransportRequest): Promise<TransportResponse> {
     const { signal } = request;
-    if (this.#closed) throw new TypeError("the transport is closed");
+    if (this.#closed) throw new TransportError("closed", "the transport is closed");
     signal.throwIfAborted();
     if (url.protocol !== "http:" && url.protocol !== "https:") {
       throw new TypeError(`unsupported URL scheme "${url.protocol}"`);
@@ -361,8 +377,7 @@ export class Http1Transport implements Transport {
         if (signal.aborted) throw signal.reason;
         if (
           pooled !== undefined && attempt === 0 && !conn.answered && replayable(request.method) &&
-          (err instanceof UnexpectedEofError || err instanceof Deno.errors.ConnectionReset ||
-            err instanceof Deno.errors.BrokenPipe)
+          err instanceof TransportError && (err.kind === "eof" || err.kind === "reset")
         ) continue;
         throw err;
       }
@@ -384,12 +399,23 @@ export class Http1Transport implements Transport {
   #takeIdle(origin: string): Connection | undefined {
     const list = this.#idle.get(origin);
     if (list === undefined) return undefined;
-    const now = performance.now();
+    const now = this.#clock.now();
     for (let conn = list.pop(); conn !== undefined; conn = list.pop()) {
-      if (now - conn.idleSince <= this.#idleTimeoutMs) return conn;
+      if (!conn.closed && now - conn.idleSince <= this.#idleTimeoutMs) {
+        conn.claim();
+        return conn;
+      }
       conn.close();
     }
     return undefined;
+  }
+
+  /** Something arrived on an idle connection: it is closed and leaves the pool. */
+  #dropIdle(conn: Connection): void {
+    conn.close();
+    const list = this.#idle.get(conn.origin);
+    const at = list?.indexOf(conn) ?? -1;
+    if (at >= 0) list!.splice(at, 1);
   }
 
   #release = (conn: Connection, reusable: boolean): void => {
@@ -404,8 +430,9 @@ export class Http1Transport implements Transport {
       conn.close();
       return;
     }
-    conn.idleSince = performance.now();
+    conn.idleSince = this.#clock.now();
     list.push(conn);
+    conn.park(() => this.#dropIdle(conn));
   };
 
   async #connect(
@@ -417,7 +444,10 @@ export class Http1Transport implements Transport {
     const hostname = url.hostname.replace(/^\[(.*)\]$/, "$1");
     const https = url.protocol === "https:";
     const port = url.port === "" ? (https ? 443 : 80) : Number(url.port);
-    const connecting = https
+    const connectFailed = (err: unknown): never => {
+      throw new TransportError("connect", errorText(err), { cause: err });
+    };
+    const connecting: Promise<Deno.Conn> = https
       ? Deno.connectTls({ hostname, port, alpnProtocols: ["http/1.1"], ...this.#tls }).then(
         async (conn) => {
           try {
@@ -425,17 +455,17 @@ export class Http1Transport implements Transport {
             await conn.handshake();
           } catch (err) {
             conn.close();
-            throw err;
+            throw new TransportError("tls", errorText(err), { cause: err });
           }
           return conn;
         },
+        connectFailed,
       )
-      : Deno.connect({ hostname, port });
+      : Deno.connect({ hostname, port }).catch(connectFailed);
     const conn = await raceSignal<Deno.Conn>(connecting, signal, (late) => late.close());
-    this.#opened++;
     if (this.#closed) {
       conn.close();
-      throw new TypeError("the transport is closed");
+      throw new TransportError("closed", "the transport is closed");
     }
     return new Connection(conn, origin, generation);
   }
@@ -462,26 +492,26 @@ export class Http1Transport implements Transport {
     };
     const onAbort = () => fail(signal.reason);
     signal.addEventListener("abort", onAbort, { once: true });
-    let head;
-    let framing;
+    let head: ResponseHead;
+    let reader: BodyReader;
+    let keepAlive: boolean;
     try {
       conn.answered = false;
       await conn.write(bytes);
-      do head = await readHead(conn); while (head.status >= 100 && head.status < 200);
-      framing = framingOf(request.method, head.status, head.fields);
+      head = await readHead(conn);
+      const { framing, reusable } = framingOf(request.method, head);
+      keepAlive = reusable && persistent(head);
+      reader = new BodyReader(conn, framing, request.maxBodyBytes);
     } catch (err) {
       signal.removeEventListener("abort", onAbort);
       throw err;
     }
-    const connection = (head.fields.get("connection") ?? []).join(",").toLowerCase();
-    const keepAlive = head.version === "HTTP/1.1" && !/(^|[\s,])close($|[\s,])/.test(connection) &&
-      framing.kind !== "close";
     const release = (c: Connection, reusable: boolean) => {
       signal.removeEventListener("abort", onAbort);
       this.#release(c, reusable);
     };
-    const reader = new Body(conn, framing, keepAlive, release);
-    state.body = reader;
+    const body = new Body(conn, reader, keepAlive, release);
+    state.body = body;
     // Built on first use: most answers are read with text().
     let readable: ReadableStream<Uint8Array> | undefined;
     const stream = () =>
@@ -491,7 +521,7 @@ export class Http1Transport implements Transport {
         },
         async pull(controller) {
           try {
-            const data = await reader.next();
+            const data = await body.next();
             if (failed) return;
             if (data === null) controller.close();
             else for (const part of data) controller.enqueue(part);
@@ -502,20 +532,20 @@ export class Http1Transport implements Transport {
         cancel() {
           failed = true;
           signal.removeEventListener("abort", onAbort);
-          reader.abandon();
+          body.abandon();
         },
       }, { highWaterMark: 0 });
     return {
       status: head.status,
       headers: new ResponseHeaders(head.fields),
       get body() {
-        if (readable === undefined) reader.use();
+        if (readable === undefined) body.use();
         return stream();
       },
       text: async () => {
-        reader.use();
+        body.use();
         try {
-          return await reader.text();
+          return await body.text();
         } catch (err) {
           const reason = signal.aborted ? signal.reason : err;
           fail(reason);
@@ -524,56 +554,4 @@ export class Http1Transport implements Transport {
       },
     };
   }
-}
-
-/** Reads a response head; the bytes after it stay on the connection. */
-async function readHead(conn: Connection) {
-  let bytes: Uint8Array | undefined;
-  for (;;) {
-    const chunk = await conn.read();
-    if (chunk === null) {
-      throw new UnexpectedEofError(
-        bytes === undefined ? "before the answer" : "in the answer's head",
-      );
-    }
-    const from = bytes?.length ?? 0;
-    if (bytes === undefined) {
-      bytes = chunk;
-    } else {
-      const joined = new Uint8Array(bytes.length + chunk.length);
-      joined.set(bytes);
-      joined.set(chunk, bytes.length);
-      bytes = joined;
-    }
-    const end = headEnd(bytes, from);
-    if (end >= 0) {
-      const head = parseHead(bytes.subarray(0, end));
-      conn.unread(bytes.subarray(end));
-      return head;
-    }
-    if (bytes.length > MAX_HEAD) throw new Error("malformed HTTP response: head too long");
-  }
-}
-
-/** How the body of an answer to `method` with `status` and `fields` ends (RFC 9112 6.3). */
-function framingOf(method: string, status: number, fields: Map<string, string[]>): Framing {
-  if (method === "HEAD" || status === 204 || status === 304) return { kind: "length", left: 0 };
-  const coding = fields.get("transfer-encoding");
-  if (coding !== undefined) {
-    const last = coding.join(",").split(",").map((c) => c.trim().toLowerCase()).filter((c) => c)
-      .at(-1);
-    return last === "chunked"
-      ? { kind: "chunked", decoder: new ChunkedDecoder() }
-      : { kind: "close" };
-  }
-  const lengths = fields.get("content-length");
-  if (lengths !== undefined) {
-    const values = new Set(lengths.join(",").split(",").map((v) => v.trim()));
-    const [value] = values;
-    if (values.size !== 1 || !/^[0-9]{1,15}$/.test(value!)) {
-      throw new Error("malformed HTTP response: invalid Content-Length");
-    }
-    return { kind: "length", left: Number(value) };
-  }
-  return { kind: "close" };
 }

@@ -3,10 +3,9 @@
  */
 
 import assert from "node:assert/strict";
-import { ApiError } from "../../kube/api.ts";
-import { isBrokenConnection } from "../../kube/client.ts";
-import { Http1Transport, UnexpectedEofError } from "./transport.ts";
-import type { TransportRequest } from "../../kube/transport.ts";
+import { Http1Transport } from "./transport.ts";
+import type { TransportRequest } from "./api.ts";
+import { isTransportError, TransportError } from "./errors.ts";
 
 const enc = (s: string) => new TextEncoder().encode(s);
 /** Requests are kept as Latin-1 text: one character per byte. */
@@ -125,8 +124,7 @@ Deno.test("Http1Transport: keep-alive reuses one connection; request line, Host,
     });
     assert.equal(await bodyText(res.body), "ok");
     assert.equal(server.connections, 1);
-    assert.equal(transport.opened, 1);
-    assert.equal(transport.idle, 1);
+    assert.equal(server.clientClosed, 0, "the connection stays open in the pool");
     const host = new URL(server.url).host;
     assert.equal(
       server.requests[0],
@@ -182,7 +180,6 @@ Deno.test("Http1Transport: an answer not read to its end closes its connection",
     assert.ok(((await reader.read()).value?.length ?? 0) > 0);
     await reader.cancel();
     await until(() => server.clientClosed === 1, "the client closed the connection");
-    assert.equal(transport.idle, 0);
     await transport.send(new URL(server.url), get()).then((r) => r.body?.cancel());
     assert.equal(server.connections, 2);
   } finally {
@@ -206,7 +203,6 @@ Deno.test("Http1Transport: aborting in the middle of a watch body errors the rea
     controller.abort(reason);
     await assert.rejects(pending, (err) => err === reason);
     await until(() => server.clientClosed === 1, "the client closed the connection");
-    assert.equal(transport.idle, 0);
   } finally {
     transport.close();
   }
@@ -222,7 +218,7 @@ Deno.test("Http1Transport: an abort before the answer rejects the send with the 
     const aborted = transport.send(new URL(server.url), get(controller.signal));
     setTimeout(() => controller.abort(reason), 50);
     await assert.rejects(aborted, (err) => err === reason);
-    await assert.rejects(sending, UnexpectedEofError);
+    await assert.rejects(sending, (err) => isTransportError(err, "eof"));
   } finally {
     transport.close();
   }
@@ -239,22 +235,44 @@ Deno.test("Http1Transport: a server closing in the middle of the body is a broke
     return "close";
   });
   const transport = new Http1Transport(NO_TLS);
-  const broken = (err: unknown) =>
-    err instanceof UnexpectedEofError &&
-    isBrokenConnection(new ApiError(0, "ConnectionError", "Get", { cause: err }));
+  // A broken connection: an EOF (the kind the client retries a GET after).
+  const broken = (err: unknown) => isTransportError(err, "eof");
   try {
     const chunked = await transport.send(new URL(server.url), get());
     await assert.rejects(bodyText(chunked.body), broken);
     const sized = await transport.send(new URL(server.url), get());
     await assert.rejects(sized.text!(), broken);
     await assert.rejects(transport.send(new URL(server.url), get()), broken);
-    assert.equal(transport.idle, 0);
+    assert.equal(server.connections, 3, "no connection reused after a broken answer");
   } finally {
     transport.close();
   }
 });
 
-Deno.test("Http1Transport: a GET on an idle connection the server closed goes out again on a new one; a PATCH does not", async () => {
+Deno.test("Http1Transport: a GET whose reused connection closes before the answer goes out again on a new one; a PATCH does not", async () => {
+  // Every second request on a connection is read and left unanswered: the connection closes.
+  await using server = new RawServer(async (conn, _request, index) => {
+    if (index % 2 === 1) return "close";
+    await write(conn, OK);
+    return "keep";
+  });
+  const transport = new Http1Transport(NO_TLS);
+  try {
+    const url = new URL(server.url);
+    assert.equal(await (await transport.send(url, get())).text!(), "ok");
+    assert.equal(await (await transport.send(url, get())).text!(), "ok");
+    assert.equal(server.connections, 2, "the GET went out again on a new connection");
+    await assert.rejects(
+      transport.send(url, { ...get(), method: "PATCH", body: "{}" }),
+      (err) => isTransportError(err, "eof", "reset"),
+    );
+    assert.equal(server.connections, 2, "the PATCH was not sent again");
+  } finally {
+    transport.close();
+  }
+});
+
+Deno.test("Http1Transport: an idle connection the server closed is dropped before it is picked, even for a PATCH", async () => {
   // The server closes every connection after its answer, without saying so.
   await using server = new RawServer(async (conn) => {
     await write(conn, OK);
@@ -265,14 +283,10 @@ Deno.test("Http1Transport: a GET on an idle connection the server closed goes ou
     const url = new URL(server.url);
     assert.equal(await (await transport.send(url, get())).text!(), "ok");
     await sleep(50);
-    assert.equal(await (await transport.send(url, get())).text!(), "ok");
+    const patched = await transport.send(url, { ...get(), method: "PATCH", body: "{}" });
+    assert.equal(await patched.text!(), "ok");
     assert.equal(server.connections, 2);
-    await sleep(50);
-    await assert.rejects(
-      transport.send(url, { ...get(), method: "PATCH", body: "{}" }),
-      (err) => isBrokenConnection(new ApiError(0, "ConnectionError", "Patch", { cause: err })),
-    );
-    assert.equal(server.connections, 2);
+    assert.equal(server.requests.length, 2, "nothing was written on the closed connection");
   } finally {
     transport.close();
   }
@@ -288,7 +302,7 @@ Deno.test("Http1Transport: renew drops the idle connections of that generation o
   const answers = await Promise.all([1, 2, 3].map(() => transport.send(url, get())));
   for (const res of answers) await res.text!();
   assert.equal(server.connections, 3);
-  assert.equal(transport.idle, 1, "only maxIdlePerOrigin connections are kept");
+  await until(() => server.clientClosed === 2, "only maxIdlePerOrigin connections are kept");
   const generation = transport.generation;
   transport.renew(generation);
   transport.renew(generation);
@@ -297,11 +311,14 @@ Deno.test("Http1Transport: renew drops the idle connections of that generation o
     generation + 1,
     "a second renew of the same generation does nothing",
   );
-  assert.equal(transport.idle, 0);
+  await until(() => server.clientClosed === 3, "renew closed the idle connection");
   await (await transport.send(url, get())).text!();
   assert.equal(server.connections, 4);
   transport.close();
-  await assert.rejects(transport.send(url, get()), /closed/);
+  await assert.rejects(
+    transport.send(url, get()),
+    (err) => isTransportError(err, "closed") && /closed/.test(err.message),
+  );
   await until(() => server.clientClosed === 4, "every connection closed");
 });
 
@@ -312,8 +329,11 @@ Deno.test("Http1Transport: a refused connection is not a broken one", async () =
   const transport = new Http1Transport(NO_TLS);
   const err = await transport.send(new URL(`http://127.0.0.1:${port}/`), get()).catch((e) => e);
   transport.close();
-  assert.ok(err instanceof Deno.errors.ConnectionRefused, String(err));
-  assert.ok(!isBrokenConnection(new ApiError(0, "ConnectionError", "Get", { cause: err })));
+  assert.ok(
+    err instanceof TransportError && err.cause instanceof Deno.errors.ConnectionRefused,
+    String(err),
+  );
+  assert.ok(isTransportError(err, "connect"), "refused: no connection, not a broken one");
 });
 
 Deno.test("Http1Transport: a connection idle longer than the idle timeout is closed, not reused", async () => {
@@ -331,6 +351,83 @@ Deno.test("Http1Transport: a connection idle longer than the idle timeout is clo
     await (await transport.send(url, get())).text!();
     assert.equal(server.connections, 2);
     await until(() => server.clientClosed === 1, "the stale connection was closed");
+  } finally {
+    transport.close();
+  }
+});
+
+Deno.test("Http1Transport: a 408 or an unsolicited answer sent on an idle connection never answers the next request", async () => {
+  const unsolicited = [
+    "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale",
+    "\r\njunk",
+  ];
+  for (const junk of unsolicited) {
+    // The first connection answers, then sends `junk` while idle and stays open.
+    await using server = new RawServer(async (conn, _request, index) => {
+      await write(conn, OK);
+      if (index === 0) setTimeout(() => write(conn, junk).catch(() => {}), 20);
+      return "keep";
+    });
+    const transport = new Http1Transport(NO_TLS);
+    try {
+      const url = new URL(server.url);
+      assert.equal(await (await transport.send(url, get())).text!(), "ok");
+      await until(() => server.clientClosed === 1, `the idle connection dropped (${junk})`);
+      const next = await transport.send(url, get());
+      assert.equal(next.status, 200, junk);
+      assert.equal(await next.text!(), "ok", junk);
+      assert.equal(server.connections, 2, junk);
+    } finally {
+      transport.close();
+    }
+  }
+});
+
+Deno.test("Http1Transport: text() keeps what arrives, not what Content-Length announces", async () => {
+  await using server = new RawServer(async (conn) => {
+    await write(conn, "HTTP/1.1 200 OK\r\nContent-Length: 1500000000\r\n\r\n{}");
+    return "close";
+  });
+  const transport = new Http1Transport(NO_TLS);
+  try {
+    const before = Deno.memoryUsage().external;
+    const res = await transport.send(new URL(server.url), get());
+    let external = 0;
+    const reading = res.text!().catch((err) => err);
+    await sleep(20);
+    external = Deno.memoryUsage().external - before;
+    assert.ok(isTransportError(await reading, "eof"));
+    assert.ok(external < 64 * 1024 * 1024, `${external} bytes reserved for a 2-byte body`);
+  } finally {
+    transport.close();
+  }
+});
+
+Deno.test("Http1Transport: a body over the request's maxBodyBytes fails as too-large, announced or not", async () => {
+  const answers = [
+    `HTTP/1.1 200 OK\r\nContent-Length: 2000\r\n\r\n${"x".repeat(2000)}`,
+    `HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n7d0\r\n${"x".repeat(2000)}\r\n0\r\n\r\n`,
+    `HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n${"x".repeat(2000)}`,
+  ];
+  await using server = new RawServer(async (conn, _request, index) => {
+    await write(conn, answers[index % answers.length]!).catch(() => {});
+    return "close";
+  });
+  const transport = new Http1Transport(NO_TLS);
+  try {
+    const tooLarge = (err: unknown) => isTransportError(err, "too-large");
+    await assert.rejects(
+      transport.send(new URL(server.url), { ...get(), maxBodyBytes: 1000 }),
+      tooLarge,
+      "announced by Content-Length: refused with the head",
+    );
+    for (let i = 1; i < answers.length; i++) {
+      const res = await transport.send(new URL(server.url), { ...get(), maxBodyBytes: 1000 });
+      await assert.rejects(i === 1 ? res.text!() : bodyText(res.body), tooLarge);
+    }
+    const fits = await transport.send(new URL(server.url), { ...get(), maxBodyBytes: 2000 });
+    assert.equal((await fits.text!()).length, 2000);
   } finally {
     transport.close();
   }

@@ -2,6 +2,11 @@
  * HTTP/2 frames (RFC 9113 §4, §6): the constants, a reader that cuts a byte stream into frames
  * whatever the read boundaries, and builders of the frames a client sends.
  *
+ * Limits: a frame payload above {@link FrameReader.maxFrameSize} (our SETTINGS_MAX_FRAME_SIZE,
+ * the protocol default 16 384 octets, as grpc-go's `http2MaxFrameLen` and nghttp2's default) is a
+ * connection error FRAME_SIZE_ERROR (§4.2); the reader never holds more than one frame beyond
+ * what it was given.
+ *
  * @module
  */
 

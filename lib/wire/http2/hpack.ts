@@ -1,7 +1,22 @@
 /**
  * HPACK, header compression for HTTP/2 (RFC 7541): a complete decoder (static and dynamic table,
- * table size updates, Huffman-coded strings) and a simple encoder that never indexes and never
- * Huffman-codes, which every decoder must accept (RFC 7541 §6.2.2, §5.2).
+ * §2.3; integers, §5.1; Huffman-coded strings, §5.2 and Appendix B; every field representation and
+ * the table size update, §6) and a simple encoder that never indexes and never Huffman-codes,
+ * which every decoder must accept (RFC 7541 §6.2.2, §5.2).
+ *
+ * Refused with {@link HpackError} (a connection error COMPRESSION_ERROR for the session): a
+ * truncated block, index 0 or an index beyond the tables, a bad Huffman code, EOS or bad padding
+ * (§5.2), a table size update after a field or above the limit we announced (§4.2, §6.3; the
+ * protocol default SETTINGS_HEADER_TABLE_SIZE, 4 096 octets, which we never change).
+ *
+ * Limits:
+ * - integers (§5.1) up to 2^32-1 in at most 5 continuation octets, checked before each octet is
+ *   added, so no value can overflow (nghttp2 refuses above UINT32_MAX; Go's hpack past 63 bits);
+ * - the dynamic table at most the announced size, every entry counted as its octets plus 32
+ *   (§4.1) and the oldest evicted first (§4.4);
+ * - the decoded header list at most {@link HpackDecoderOptions.maxHeaderListSize}: beyond it the
+ *   block is still decoded to its end, then refused with {@link HeaderListSizeError} (as Go's
+ *   `Framer.readMetaFrame` keeps decoding with emitting disabled and marks the list truncated).
  *
  * Header names and values are kept as "binary strings": one character per octet (latin1), so
  * sizes are octet counts as RFC 7541 §4.1 counts them. gRPC headers are ASCII.
@@ -88,7 +103,7 @@ const STATIC_TABLE: readonly HeaderField[] = [
 /**
  * RFC 7541 Appendix B: the code length in bits of each symbol 0–255 and EOS (256). The code is
  * canonical (codes of one length are consecutive, in symbol order, after every shorter code), so
- * the lengths determine the codes; `hpack_test.ts` checks a sample of codes against the table.
+ * the lengths determine the codes; `hpack_test.ts` checks every code against the RFC's table.
  */
 const HUFFMAN_LENGTHS = [
   13,
@@ -384,22 +399,13 @@ function buildHuffmanTables(): HuffmanTables {
   return { symbols, firstCode, firstIndex, count };
 }
 
-/** The Huffman code of `symbol` (0–256) as [code, length]; for tests. */
-export function huffmanCode(symbol: number): [code: number, length: number] {
-  const t = huffmanTables ??= buildHuffmanTables();
-  const len = HUFFMAN_LENGTHS[symbol];
-  if (len === undefined) throw new RangeError(`no Huffman symbol ${symbol}`);
-  const position = t.symbols.indexOf(symbol, t.firstIndex[len]!);
-  return [t.firstCode[len]! + position - t.firstIndex[len]!, len];
-}
-
 /**
  * Decodes a Huffman-coded string (RFC 7541 §5.2) into a binary string.
  *
  * @throws {HpackError} on the EOS symbol, padding longer than 7 bits or not all ones, or a code
  *   that is not in the table.
  */
-export function huffmanDecode(bytes: Uint8Array): string {
+function huffmanDecode(bytes: Uint8Array): string {
   const t = huffmanTables ??= buildHuffmanTables();
   let out = "";
   let code = 0;
@@ -426,7 +432,21 @@ export function huffmanDecode(bytes: Uint8Array): string {
   return out;
 }
 
-/** Reads an integer with an N-bit prefix (RFC 7541 §5.1). */
+/**
+ * The largest integer accepted (RFC 7541 §5.1: "Integer encodings that exceed implementation
+ * limits -- in value or octet length -- MUST be treated as decoding errors"): 2^32-1, as nghttp2
+ * (`lib/nghttp2_hd.c` decode_length refuses a value above UINT32_MAX). Every size HPACK carries
+ * (indexes, string lengths, table sizes) is far below it.
+ */
+const MAX_INTEGER = 2 ** 32 - 1;
+
+/**
+ * Continuation octets of an integer: 5 carry 35 bits, enough for {@link MAX_INTEGER} written
+ * with padding zeros. Go's hpack stops at 63 bits of shift (`readVarInt`, errVarintOverflow).
+ */
+const MAX_INTEGER_OCTETS = 5;
+
+/** Reads a header block: integers, string literals, octets. */
 class Reader {
   pos = 0;
   constructor(readonly bytes: Uint8Array) {}
@@ -435,16 +455,23 @@ class Reader {
     return this.pos >= this.bytes.length;
   }
 
+  /**
+   * An integer with an N-bit prefix (RFC 7541 §5.1), refused above {@link MAX_INTEGER} or past
+   * {@link MAX_INTEGER_OCTETS} continuation octets, before anything can overflow.
+   */
   integer(prefixBits: number): number {
     const max = (1 << prefixBits) - 1;
     let value = this.byte() & max;
     if (value < max) return value;
-    let shift = 0;
-    for (;;) {
+    for (let octets = 0;; octets++) {
+      if (octets === MAX_INTEGER_OCTETS) {
+        throw new HpackError(
+          `integer too large: more than ${MAX_INTEGER_OCTETS} continuation octets`,
+        );
+      }
       const b = this.byte();
-      value += (b & 0x7f) * 2 ** shift;
-      shift += 7;
-      if (value > 0xffffffff) throw new HpackError("integer too large");
+      value += (b & 0x7f) * 2 ** (7 * octets);
+      if (value > MAX_INTEGER) throw new HpackError(`integer too large: above ${MAX_INTEGER}`);
       if ((b & 0x80) === 0) return value;
     }
   }
@@ -471,7 +498,7 @@ class Reader {
 }
 
 /** Octets to a binary string, one character per octet. */
-export function binaryString(bytes: Uint8Array): string {
+function binaryString(bytes: Uint8Array): string {
   let out = "";
   for (let i = 0; i < bytes.length; i += 4096) {
     out += String.fromCharCode(...bytes.subarray(i, i + 4096));
@@ -485,6 +512,32 @@ function entrySize(name: string, value: string): number {
 }
 
 /**
+ * A header list larger than the decoder's {@link HpackDecoderOptions.maxHeaderListSize}. The
+ * block was decoded to its end, so the dynamic table is intact and the connection can go on:
+ * HTTP/2 fails only the stream (grpc-go: Internal "peer header list size exceeded limit").
+ */
+export class HeaderListSizeError extends Error {
+  constructor(readonly limit: number) {
+    super(`header list larger than ${limit} octets`);
+    this.name = "HeaderListSizeError";
+  }
+}
+
+/** Options of {@link HpackDecoder}. */
+export interface HpackDecoderOptions {
+  /**
+   * SETTINGS_HEADER_TABLE_SIZE we announced: the initial size of the dynamic table and the
+   * limit of table size updates. Default 4 096, the protocol's.
+   */
+  maxTableSize?: number;
+  /**
+   * SETTINGS_MAX_HEADER_LIST_SIZE we announced: a block whose fields add up to more (each name
+   * and value plus 32, RFC 9113 §6.5.2) fails with {@link HeaderListSizeError}. Default: no limit.
+   */
+  maxHeaderListSize?: number;
+}
+
+/**
  * The decoding context of one connection: the dynamic table persists across header blocks, so
  * every block received must be decoded, in order, even for streams nobody waits for.
  */
@@ -494,45 +547,48 @@ export class HpackDecoder {
   #size = 0;
   #maxSize: number;
   /** SETTINGS_HEADER_TABLE_SIZE we announced: the limit of table size updates. */
-  #limit: number;
+  readonly #limit: number;
+  readonly #maxListSize: number;
 
-  constructor(maxTableSize = 4096) {
-    this.#maxSize = maxTableSize;
-    this.#limit = maxTableSize;
-  }
-
-  /** Current dynamic table size in octets (RFC 7541 §4.1); for tests. */
-  get tableSize(): number {
-    return this.#size;
-  }
-
-  /** Dynamic table entries, newest first; for tests. */
-  get dynamicTable(): readonly HeaderField[] {
-    return this.#dynamic;
+  constructor(options: HpackDecoderOptions = {}) {
+    this.#maxSize = options.maxTableSize ?? 4096;
+    this.#limit = this.#maxSize;
+    this.#maxListSize = options.maxHeaderListSize ?? Infinity;
   }
 
   /**
-   * Decodes one complete header block.
+   * Decodes one complete header block. Fields beyond the header list limit are decoded (the
+   * dynamic table must follow every block) but not kept.
    *
-   * @throws {HpackError} when the block is malformed (truncated, bad index, table size update
-   *   above the limit or after a field, bad Huffman code).
+   * @throws {HpackError} when the block is malformed (truncated, bad index, an integer out of
+   *   range, table size update above the limit or after a field, bad Huffman code): a
+   *   connection error COMPRESSION_ERROR.
+   * @throws {HeaderListSizeError} when the block is well formed but its fields exceed the
+   *   header list limit.
    */
   decode(block: Uint8Array): HeaderField[] {
     const r = new Reader(block);
     const fields: HeaderField[] = [];
+    let listSize = 0;
+    let sawField = false;
+    const keep = (field: HeaderField) => {
+      sawField = true;
+      listSize += entrySize(field[0], field[1]);
+      if (listSize <= this.#maxListSize) fields.push(field);
+    };
     while (!r.done) {
       const first = r.peek();
       if (first & 0x80) {
         // §6.1 indexed header field.
-        fields.push(this.#lookup(r.integer(7)));
+        keep(this.#lookup(r.integer(7)));
       } else if (first & 0x40) {
         // §6.2.1 literal with incremental indexing.
         const field = this.#literal(r, 6);
         this.#add(field);
-        fields.push(field);
+        keep(field);
       } else if (first & 0x20) {
         // §6.3 dynamic table size update: only at the start of a block (§4.2).
-        if (fields.length > 0) throw new HpackError("table size update after a header field");
+        if (sawField) throw new HpackError("table size update after a header field");
         const size = r.integer(5);
         if (size > this.#limit) {
           throw new HpackError(`table size update ${size} above the limit ${this.#limit}`);
@@ -541,9 +597,10 @@ export class HpackDecoder {
         this.#evict(0);
       } else {
         // §6.2.2 without indexing, §6.2.3 never indexed: both 4-bit prefixes.
-        fields.push(this.#literal(r, 4));
+        keep(this.#literal(r, 4));
       }
     }
+    if (listSize > this.#maxListSize) throw new HeaderListSizeError(this.#maxListSize);
     return fields;
   }
 

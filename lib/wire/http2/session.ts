@@ -1,11 +1,42 @@
 /**
  * A minimal HTTP/2 client connection (RFC 9113) over a `Deno.Conn`, for gRPC over cleartext
- * ("prior knowledge", §3.3): the preface and SETTINGS exchange, request streams (HEADERS and
- * CONTINUATION out, DATA out under the peer's flow-control windows and frame size), responses
- * with their trailers, flow control of what we receive (a large window, topped up as data is
- * consumed), PING, RST_STREAM and GOAWAY.
+ * ("prior knowledge", §3.3): the preface and SETTINGS exchange (§3.4, §6.5), request streams
+ * (HEADERS and CONTINUATION out, DATA out under the peer's flow-control windows and frame size,
+ * §6.9), responses with their trailers (§8.1), flow control of what we receive (a large window,
+ * topped up as data is consumed), PING (§6.7), RST_STREAM (§6.4) and GOAWAY (§6.8).
  *
  * Every response is collected whole ({@link StreamResponse}): unary gRPC needs nothing else.
+ *
+ * Not implemented: TLS and h2 over TLS (the CSI socket is cleartext), the HTTP/1.1 Upgrade
+ * (§3.2, removed from RFC 9113), server push (we announce SETTINGS_ENABLE_PUSH 0 and treat
+ * PUSH_PROMISE as a connection error), priorities (PRIORITY frames are checked and ignored, §5.3),
+ * a dynamic table for what we send, and a SETTINGS ACK timeout. Violations of RFC 9113 by the
+ * peer end the connection with GOAWAY and the error code (§5.4.1), or reset the one stream
+ * (§5.4.2); every request then fails with a {@link StreamError}.
+ *
+ * Limits (the reference values: grpc-go `internal/transport`, Go `net/http` h2_bundle.go):
+ * - our stream receive window 4 MiB (SETTINGS_INITIAL_WINDOW_SIZE; Go's Transport 4 MiB, grpc-go
+ *   64 KiB growing with its BDP estimate to 16 MiB) and connection window 16 MiB (grpc-go 16 MiB
+ *   at most, Go 1 GiB): DATA beyond them is FLOW_CONTROL_ERROR;
+ * - a response header list of at most {@link MAX_HEADER_LIST_SIZE} (1 MiB, announced as
+ *   SETTINGS_MAX_HEADER_LIST_SIZE; grpc-go 16 MiB, Go 10 MiB): a larger one resets the stream
+ *   with FRAME_SIZE_ERROR and fails it `headers-too-large`, the connection goes on;
+ * - a header block of at most 2 MiB over HEADERS and at most 128 CONTINUATION frames (Go gives
+ *   up at twice the header list size; nghttp2 allows 8 CONTINUATION frames): more is a connection
+ *   error ENHANCE_YOUR_CALM;
+ * - at most 50 frames owed to the peer (SETTINGS and PING ACKs, RST_STREAM) waiting unsent:
+ *   beyond that the reader reads nothing until the writer catches up (grpc-go
+ *   `maxQueuedTransportResponseFrames`, 50), so a peer that floods and does not read cannot grow
+ *   our memory;
+ * - flow-control windows up to 2^31-1 (§6.9.1): a WINDOW_UPDATE or a SETTINGS_INITIAL_WINDOW_SIZE
+ *   change beyond it is FLOW_CONTROL_ERROR;
+ * - a stream's response DATA beyond the caller's `maxDataBytes` resets it (`too-large`);
+ * - the server's SETTINGS within 20 s of connecting (grpc-go's `minConnectTimeout`, 20 s).
+ *
+ * Tested against real peers: grpc-js (the test kit's CSI server, `testkit/csi/server.ts`, in
+ * `lib/csi/client_test.ts`) and grpc-go (the Kubernetes CSI mock driver in `deno task e2e`); and
+ * against scripted servers that send any bytes (`testkit/csi/raw_h2_server.ts`, and
+ * `testkit/h2/raw_peer.ts`, written independently of this code, in `session_test.ts`).
  *
  * @module
  */
@@ -32,7 +63,18 @@ import {
   unpad,
   windowUpdateFrame,
 } from "./frames.ts";
-import { encodeHeaders, type HeaderField, HpackDecoder, HpackError } from "./hpack.ts";
+import {
+  encodeHeaders,
+  type HeaderField,
+  HeaderListSizeError,
+  HpackDecoder,
+  HpackError,
+} from "./hpack.ts";
+import { FrameWriter } from "./writer.ts";
+import { StreamError, type StreamFailure } from "./stream_error.ts";
+import { HeaderBlock } from "./header_block.ts";
+import { type Clock, realClock } from "../../clock.ts";
+import { errorText } from "../../errors.ts";
 
 /** Options of {@link Http2Session}. */
 export interface Http2SessionOptions {
@@ -42,6 +84,8 @@ export interface Http2SessionOptions {
   connectionWindowSize?: number;
   /** How long to wait for the server's SETTINGS. Default 20 s. */
   handshakeTimeoutMs?: number;
+  /** Runs the handshake timeout; {@link realClock} by default. */
+  clock?: Clock;
 }
 
 /** A complete response: headers, the DATA bytes, and the trailers (absent: trailers-only). */
@@ -52,40 +96,6 @@ export interface StreamResponse {
   trailers: HeaderField[] | undefined;
   /** True when the headers carried END_STREAM (a trailers-only response). */
   headersOnly: boolean;
-}
-
-/** Why a stream failed. */
-export type StreamFailure =
-  /** The peer reset it (RST_STREAM); `code` is the HTTP/2 error code. */
-  | { kind: "reset"; code: number; message: string }
-  /** GOAWAY left it unprocessed, or the connection could not take it: safe to retry. */
-  | { kind: "refused"; message: string }
-  /** The connection ended (closed, read or write error, protocol error). */
-  | { kind: "connection"; message: string }
-  /** More DATA arrived than the caller accepts. */
-  | { kind: "too-large"; size: number }
-  /** The caller cancelled it. */
-  | { kind: "cancelled" };
-
-/** A failed stream; {@link failure} says why. */
-export class StreamError extends Error {
-  constructor(readonly failure: StreamFailure) {
-    super(failureText(failure));
-    this.name = "StreamError";
-  }
-}
-
-function failureText(f: StreamFailure): string {
-  switch (f.kind) {
-    case "reset":
-    case "refused":
-    case "connection":
-      return f.message;
-    case "too-large":
-      return `response data of at least ${f.size} bytes exceeds the limit`;
-    case "cancelled":
-      return "stream cancelled";
-  }
 }
 
 /** A request in flight. */
@@ -122,8 +132,31 @@ const DEFAULT_STREAM_WINDOW = 4 * 1024 * 1024;
 const DEFAULT_CONNECTION_WINDOW = 16 * 1024 * 1024;
 /** RFC 9113 §6.9.2: the initial window of every connection and stream. */
 const PROTOCOL_INITIAL_WINDOW = 65_535;
-/** A header block may take this many bytes over HEADERS and CONTINUATION frames. */
-const MAX_HEADER_BLOCK = 1024 * 1024;
+/**
+ * Our SETTINGS_MAX_HEADER_LIST_SIZE (RFC 9113 §6.5.2), announced and enforced: 1 MiB. grpc-go's
+ * client takes 16 MiB (`defaultClientMaxHeaderListSize`), Go's Transport 10 MiB; a CSI driver's
+ * headers and trailers are a few hundred octets and its longest `grpc-message` a few KiB, so
+ * 1 MiB refuses no real answer while bounding what one stream's headers can cost.
+ */
+export const MAX_HEADER_LIST_SIZE = 1024 * 1024;
+/**
+ * A header block may take this many octets over HEADERS and CONTINUATION frames: twice the
+ * header list size, the point where Go's `Framer.readMetaFrame` gives up on a block.
+ */
+const MAX_HEADER_BLOCK = 2 * MAX_HEADER_LIST_SIZE;
+/**
+ * CONTINUATION frames one header block may take: enough for the largest block sent in frames of
+ * the default size (2 MiB / 16 KiB = 128). Counting frames, not only octets, bounds a flood of
+ * empty CONTINUATION frames (CVE-2024-27316 class; nghttp2 allows 8 by default,
+ * `NGHTTP2_DEFAULT_MAX_CONTINUATIONS`).
+ */
+const MAX_CONTINUATION_FRAMES = MAX_HEADER_BLOCK / DEFAULT_MAX_FRAME_SIZE;
+/**
+ * Frames we owe the peer (SETTINGS and PING ACKs, RST_STREAM) that may wait unsent before the
+ * reader stops reading until the writer catches up: grpc-go's `maxQueuedTransportResponseFrames`,
+ * 50 (v1.72; later releases make it configurable, default 100).
+ */
+const MAX_PENDING_RESPONSES = 50;
 
 /**
  * One HTTP/2 connection. Create it with {@link Http2Session.start}; it reads until the peer
@@ -132,7 +165,7 @@ const MAX_HEADER_BLOCK = 1024 * 1024;
 export class Http2Session {
   readonly #conn: Deno.Conn;
   readonly #reader = new FrameReader(DEFAULT_MAX_FRAME_SIZE);
-  readonly #hpack = new HpackDecoder();
+  readonly #hpack = new HpackDecoder({ maxHeaderListSize: MAX_HEADER_LIST_SIZE });
   readonly #streamWindow: number;
   readonly #connectionWindow: number;
   readonly #streams = new Map<number, StreamState>();
@@ -148,13 +181,9 @@ export class Http2Session {
   #connRecvUnacked = 0;
 
   /** A header block being received over CONTINUATION frames. */
-  #continuation:
-    | { streamId: number; endStream: boolean; parts: Uint8Array[]; size: number }
-    | null = null;
+  #continuation: HeaderBlock | null = null;
 
-  #out: Uint8Array[] = [];
-  #writing = false;
-  #closeAfterDrain = false;
+  readonly #writer: FrameWriter;
   #closed = false;
   #goneAway = false;
   #goneReason: string | undefined;
@@ -163,6 +192,9 @@ export class Http2Session {
 
   private constructor(conn: Deno.Conn, options: Http2SessionOptions) {
     this.#conn = conn;
+    this.#writer = new FrameWriter(conn, (err) => {
+      if (!this.#closed) this.#terminate(`error writing to server: ${errorText(err)}`);
+    });
     this.#streamWindow = options.initialWindowSize ?? DEFAULT_STREAM_WINDOW;
     this.#connectionWindow = Math.max(
       PROTOCOL_INITIAL_WINDOW,
@@ -190,14 +222,15 @@ export class Http2Session {
       session.#handshake = { resolve, reject };
     });
     const timeoutMs = options.handshakeTimeoutMs ?? 20_000;
-    const timer = setTimeout(
-      () => session.#terminate("timed out waiting for the server's HTTP/2 settings"),
+    const timer = (options.clock ?? realClock).setTimer(
       timeoutMs,
+      () => session.#terminate("timed out waiting for the server's HTTP/2 settings"),
     );
     session.#send(CLIENT_PREFACE);
     session.#send(settingsFrame([
       [Setting.ENABLE_PUSH, 0],
       [Setting.INITIAL_WINDOW_SIZE, session.#streamWindow],
+      [Setting.MAX_HEADER_LIST_SIZE, MAX_HEADER_LIST_SIZE],
     ]));
     if (session.#connectionWindow > PROTOCOL_INITIAL_WINDOW) {
       session.#send(windowUpdateFrame(0, session.#connectionWindow - PROTOCOL_INITIAL_WINDOW));
@@ -206,7 +239,7 @@ export class Http2Session {
     try {
       await ready;
     } finally {
-      clearTimeout(timer);
+      timer.cancel();
     }
     return session;
   }
@@ -272,7 +305,6 @@ export class Http2Session {
   /** Closes the connection; open streams fail with `connection`. Idempotent. */
   close(reason = "the client closed the connection"): void {
     this.#terminate(reason);
-    this.#closeConn();
   }
 
   #cancel(state: StreamState): void {
@@ -356,6 +388,11 @@ export class Http2Session {
         for (let frame = this.#reader.next(); frame; frame = this.#reader.next()) {
           this.#handle(frame);
           if (this.#closed) return;
+          if (this.#writer.pendingResponses >= MAX_PENDING_RESPONSES) {
+            // The peer asks for more answers than it reads: read nothing until it catches up.
+            await this.#writer.responsesBelow(MAX_PENDING_RESPONSES);
+            if (this.#closed) return;
+          }
         }
       }
     } catch (err) {
@@ -365,8 +402,7 @@ export class Http2Session {
         this.#send(goAwayFrame(this.#lastOpened, code, err.message));
         this.#terminate(`connection error: ${errorCodeName(code)}: ${err.message}`, true);
       } else {
-        const message = err instanceof Error ? err.message : String(err);
-        this.#terminate(`error reading from server: ${message}`);
+        this.#terminate(`error reading from server: ${errorText(err)}`);
       }
     }
   }
@@ -404,7 +440,7 @@ export class Http2Session {
           throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, "PING payload not 8 bytes");
         }
         if (!(frame.flags & Flag.ACK)) {
-          this.#send(encodeFrame(FrameType.PING, Flag.ACK, 0, frame.payload));
+          this.#sendResponse(encodeFrame(FrameType.PING, Flag.ACK, 0, frame.payload));
         }
         return;
       case FrameType.GOAWAY:
@@ -479,12 +515,10 @@ export class Http2Session {
     if (frame.flags & Flag.END_HEADERS) {
       this.#onHeaderBlock(frame.streamId, fragment, endStream);
     } else {
-      this.#continuation = {
-        streamId: frame.streamId,
-        endStream,
-        parts: [fragment],
-        size: fragment.length,
-      };
+      this.#continuation = new HeaderBlock(frame.streamId, endStream, fragment, {
+        maxBytes: MAX_HEADER_BLOCK,
+        maxContinuations: MAX_CONTINUATION_FRAMES,
+      });
     }
   }
 
@@ -493,26 +527,29 @@ export class Http2Session {
     if (c === null || c.streamId !== frame.streamId) {
       throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "unexpected CONTINUATION frame");
     }
-    c.parts.push(frame.payload);
-    c.size += frame.payload.length;
-    if (c.size > MAX_HEADER_BLOCK) {
-      throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, "header block too large");
-    }
+    c.add(frame.payload);
     if (frame.flags & Flag.END_HEADERS) {
       this.#continuation = null;
-      const block = new Uint8Array(c.size);
-      let offset = 0;
-      for (const part of c.parts) {
-        block.set(part, offset);
-        offset += part.length;
-      }
-      this.#onHeaderBlock(c.streamId, block, c.endStream);
+      this.#onHeaderBlock(c.streamId, c.bytes(), c.endStream);
     }
   }
 
   #onHeaderBlock(streamId: number, block: Uint8Array, endStream: boolean): void {
     // Decoded even when nobody waits: the dynamic table must follow every block (RFC 7541 §2.2).
-    const fields = this.#hpack.decode(block);
+    let fields: HeaderField[];
+    try {
+      fields = this.#hpack.decode(block);
+    } catch (err) {
+      if (!(err instanceof HeaderListSizeError)) throw err;
+      // The table followed the block; only this stream fails (grpc-go resets it FRAME_SIZE).
+      const s = this.#streams.get(streamId);
+      if (s !== undefined) {
+        this.#sendResponse(rstStreamFrame(s.id, ErrorCode.FRAME_SIZE_ERROR));
+        this.#finish(s);
+        s.reject(new StreamError({ kind: "headers-too-large", limit: err.limit }));
+      }
+      return;
+    }
     const s = this.#streams.get(streamId);
     if (s === undefined) return;
     if (s.headers === undefined) {
@@ -563,7 +600,13 @@ export class Http2Session {
           }
           const delta = value - this.#peerInitialWindow;
           this.#peerInitialWindow = value;
-          for (const s of this.#streams.values()) s.sendWindow += delta;
+          for (const s of this.#streams.values()) {
+            s.sendWindow += delta;
+            if (s.sendWindow > MAX_WINDOW) {
+              // §6.9.2: a change that makes a window exceed the maximum is a connection error.
+              throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, "stream window overflow");
+            }
+          }
           break;
         }
         case Setting.MAX_FRAME_SIZE:
@@ -582,7 +625,7 @@ export class Http2Session {
           break; // HEADER_TABLE_SIZE: our encoder uses no dynamic table. Unknown: ignored.
       }
     }
-    this.#send(settingsFrame([], true));
+    this.#sendResponse(settingsFrame([], true));
     if (this.#handshake !== undefined) {
       const h = this.#handshake;
       this.#handshake = undefined;
@@ -655,15 +698,15 @@ export class Http2Session {
 
   /** A stream error (§5.4.2): reset the stream, fail its request. */
   #streamError(s: StreamState, code: number, message: string): void {
-    this.#send(rstStreamFrame(s.id, code));
+    this.#sendResponse(rstStreamFrame(s.id, code));
     this.#finish(s);
-    s.reject(new StreamError({ kind: "reset", code, message: `stream error: ${message}` }));
+    s.reject(new StreamError({ kind: "protocol", code, message: `stream error: ${message}` }));
   }
 
   #complete(s: StreamState, trailers: HeaderField[] | undefined, headersOnly: boolean): void {
     if (!s.bodySent) {
       // The server answered before reading the whole request: stop sending (§8.1).
-      this.#send(rstStreamFrame(s.id, ErrorCode.NO_ERROR));
+      this.#sendResponse(rstStreamFrame(s.id, ErrorCode.NO_ERROR));
     }
     this.#finish(s);
     const data = s.chunks.length === 1 ? s.chunks[0]! : concat(s.chunks, s.size);
@@ -686,8 +729,7 @@ export class Http2Session {
   #terminate(reason: string, flush = false): void {
     if (this.#closed) return;
     this.#closed = true;
-    if (flush && this.#out.length > 0) this.#closeAfterDrain = true;
-    else this.#closeConn();
+    this.#writer.close(flush);
     if (this.#handshake !== undefined) {
       const h = this.#handshake;
       this.#handshake = undefined;
@@ -707,44 +749,12 @@ export class Http2Session {
   }
 
   #send(bytes: Uint8Array): void {
-    if (this.#closed) return;
-    this.#out.push(bytes);
-    if (!this.#writing) {
-      this.#writing = true;
-      queueMicrotask(() => this.#drain());
-    }
+    if (!this.#closed) this.#writer.write(bytes);
   }
 
-  #closeConn(): void {
-    try {
-      this.#conn.close();
-    } catch {
-      // already closed
-    }
-  }
-
-  async #drain(): Promise<void> {
-    try {
-      while (this.#out.length > 0 && (!this.#closed || this.#closeAfterDrain)) {
-        const parts = this.#out.splice(0);
-        let chunk = concat(parts, parts.reduce((n, p) => n + p.length, 0));
-        while (chunk.length > 0) {
-          const n = await this.#conn.write(chunk);
-          chunk = chunk.subarray(n);
-        }
-      }
-    } catch (err) {
-      if (!this.#closed) {
-        const message = err instanceof Error ? err.message : String(err);
-        this.#terminate(`error writing to server: ${message}`);
-      }
-    } finally {
-      this.#writing = false;
-      if (this.#closeAfterDrain) {
-        this.#closeAfterDrain = false;
-        this.#closeConn();
-      }
-    }
+  /** Sends a frame the peer's frame asks for (an ACK, a RST_STREAM): counted by the writer. */
+  #sendResponse(bytes: Uint8Array): void {
+    if (!this.#closed) this.#writer.write(bytes, true);
   }
 }
 

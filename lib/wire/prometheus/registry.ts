@@ -19,6 +19,12 @@
  * (`0.000001`, `1e-7`, `1712345678.5`), which every Prometheus parser reads as the same float as
  * Go's `1e-06`, `1e-07` and `1.7123456785e+09`.
  *
+ * The subset: counters, gauges and histograms with labels; no summaries, no OpenMetrics or
+ * protobuf exposition, no exemplars, no content negotiation. Misuse (a bad name, a wrong label
+ * set, bad buckets) throws at once. The text is checked against client_golang's layout in
+ * `registry_test.ts` and scraped over HTTP from the running attacher in
+ * `tests/processes/main_csi_test.ts`; no Prometheus server reads it in the suite.
+ *
  * @module
  */
 
@@ -368,7 +374,11 @@ function sample(name: string, labelText: string, value: number): string {
     : `${name}{${labelText}} ${formatNumber(value)}`;
 }
 
-/** A sample value or `le` bound: `NaN`, `+Inf`, `-Inf`, or JavaScript's shortest form. */
+/**
+ * A sample value or `le` bound as the text format writes it: `NaN`, `+Inf`, `-Inf`, or
+ * JavaScript's shortest form. Also for collectors that write their own sample lines (the process
+ * metrics).
+ */
 export function formatNumber(n: number): string {
   if (Number.isNaN(n)) return "NaN";
   if (n === Infinity) return "+Inf";
@@ -377,7 +387,7 @@ export function formatNumber(n: number): string {
 }
 
 /** A label value as the text format quotes it: `\`, `"` and newline escaped. */
-export function escapeLabelValue(value: string): string {
+function escapeLabelValue(value: string): string {
   return /[\\"\n]/.test(value)
     ? value.replaceAll("\\", "\\\\").replaceAll('"', '\\"').replaceAll("\n", "\\n")
     : value;

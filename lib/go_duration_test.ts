@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { formatGoDuration, parseGoDuration } from "./duration.ts";
+import { formatGoDuration, parseGoDuration } from "./go_duration.ts";
 
 // Cases from Go's time.ParseDuration documentation and tests, in milliseconds.
 const VALID: ReadonlyArray<[string, number]> = [

@@ -1,7 +1,8 @@
 /**
- * RFC 7386 JSON merge patch: applying one (what kube-apiserver does with
- * `application/merge-patch+json`) and creating one from two versions of an object (what client-go
- * callers do with evanphx/json-patch `CreateMergePatch`).
+ * The parts of JSON patching the attacher ships: building the RFC 7386 merge patches it sends
+ * (byte for byte what the Go attacher sends, built with evanphx/json-patch `CreateMergePatch`)
+ * and comparing JSON values. Applying patches is the API server's job; the in-memory API server
+ * of the test kit does it (`testkit/apiserver/merge_patch.ts`, `json_patch.ts`).
  *
  * @module
  */
@@ -11,28 +12,21 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
-/**
- * Applies a merge patch to `target` and returns the result; neither argument is modified.
- * A `null` member in the patch removes the member; objects merge recursively; anything else
- * (arrays included) replaces the target's value. A patch that is not an object replaces the
- * whole target.
- *
- * @example
- * ```ts
- * applyMergePatch({ a: 1, b: { c: 2 } }, { b: { c: null, d: 3 } }); // { a: 1, b: { d: 3 } }
- * ```
- */
-export function applyMergePatch(target: unknown, patch: unknown): unknown {
-  if (!isObject(patch)) return structuredClone(patch);
-  const out: Record<string, unknown> = isObject(target) ? structuredClone(target) : {};
-  for (const [key, value] of Object.entries(patch)) {
-    if (value === null) {
-      delete out[key];
-    } else if (value !== undefined) {
-      out[key] = applyMergePatch(out[key], value);
-    }
+/** Deep structural equality of two JSON values (object member order does not matter). */
+export function jsonEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (Array.isArray(a)) {
+    if (!Array.isArray(b) || a.length !== b.length) return false;
+    return a.every((v, i) => jsonEqual(v, b[i]));
   }
-  return out;
+  if (isObject(a)) {
+    if (!isObject(b)) return false;
+    const ak = Object.keys(a).filter((k) => a[k] !== undefined);
+    const bk = Object.keys(b).filter((k) => b[k] !== undefined);
+    if (ak.length !== bk.length) return false;
+    return ak.every((k) => Object.hasOwn(b, k) && jsonEqual(a[k], b[k]));
+  }
+  return false;
 }
 
 /** A copy of `value` whose objects have their members sorted by key, as Go marshals maps. */
@@ -44,20 +38,6 @@ export function sortedJson(value: unknown): unknown {
     if (value[key] !== undefined) out[key] = sortedJson(value[key]);
   }
   return out;
-}
-
-/** Structural equality of two JSON values. */
-function equal(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (Array.isArray(a)) {
-    return Array.isArray(b) && a.length === b.length && a.every((v, i) => equal(v, b[i]));
-  }
-  if (isObject(a) && isObject(b)) {
-    const ak = Object.keys(a).filter((k) => a[k] !== undefined);
-    const bk = Object.keys(b).filter((k) => b[k] !== undefined);
-    return ak.length === bk.length && ak.every((k) => k in b && equal(a[k], b[k]));
-  }
-  return false;
 }
 
 /** The members of `modified` that differ from `original`, and `null` for removed ones. */
@@ -74,7 +54,7 @@ function diff(
     } else if (isObject(ov) && isObject(mv)) {
       const sub = diff(ov, mv);
       if (Object.keys(sub).length > 0) out[key] = sub;
-    } else if (!equal(ov, mv)) {
+    } else if (!jsonEqual(ov, mv)) {
       out[key] = mv;
     }
   }

@@ -11,6 +11,8 @@
  * @module
  */
 
+import { jsonEqual } from "../../lib/kube/patches.ts";
+
 /** Why a patch was refused. */
 export type JsonPatchErrorKind =
   /** The patch document itself is malformed (not an array of objects): HTTP 400 on a server. */
@@ -64,23 +66,6 @@ export function parseJsonPatch(body: unknown): JsonPatchOperation[] {
     ops.push(op);
   }
   return ops;
-}
-
-/** Deep structural equality of two JSON values (object member order does not matter). */
-export function jsonEqual(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (Array.isArray(a)) {
-    if (!Array.isArray(b) || a.length !== b.length) return false;
-    return a.every((v, i) => jsonEqual(v, b[i]));
-  }
-  if (isObject(a)) {
-    if (!isObject(b)) return false;
-    const ak = Object.keys(a).filter((k) => a[k] !== undefined);
-    const bk = Object.keys(b).filter((k) => b[k] !== undefined);
-    if (ak.length !== bk.length) return false;
-    return ak.every((k) => Object.hasOwn(b, k) && jsonEqual(a[k], b[k]));
-  }
-  return false;
 }
 
 /** Decodes one RFC 6901 reference token. */

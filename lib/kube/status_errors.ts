@@ -1,0 +1,77 @@
+/**
+ * Error answers of the API server as {@link ApiError}s: the `v1.Status` body's reason and
+ * message when there is one, otherwise the reason client-go gives the HTTP code
+ * (`k8s.io/apimachinery/pkg/api/errors` `NewGenericServerResponse`, `reasonForCode`) and the
+ * start of the body, as client-go's `rest.Request.transformUnstructuredResponseError` does.
+ *
+ * @module
+ */
+
+import { ApiError } from "./api.ts";
+import { isObject, tryParseJson } from "./json.ts";
+import type { Status } from "./types.ts";
+
+/** Most characters of a non-Status error body kept in the message. */
+const BODY_SNIPPET_CHARS = 200;
+
+/** True when a body is a `v1.Status`. */
+function isStatus(value: unknown): value is Status {
+  return isObject(value) && value.kind === "Status";
+}
+
+/** The reason client-go gives an error answer without a Status body. */
+export function reasonForCode(code: number): string {
+  switch (code) {
+    case 400:
+      return "BadRequest";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "NotFound";
+    case 405:
+      return "MethodNotAllowed";
+    case 406:
+      return "NotAcceptable";
+    case 409:
+      return "Conflict";
+    case 410:
+      return "Gone";
+    case 415:
+      return "UnsupportedMediaType";
+    case 422:
+      return "Invalid";
+    case 429:
+      return "TooManyRequests";
+    case 500:
+      return "InternalError";
+    case 503:
+      return "ServiceUnavailable";
+    case 504:
+      return "Timeout";
+    default:
+      return "Unknown";
+  }
+}
+
+/**
+ * The {@link ApiError} for an error answer: the Status' reason and message when the body is a
+ * Status, else `the server responded with HTTP <code>` and the start of the body.
+ */
+export function errorFromResponse(code: number, text: string): ApiError {
+  const body = tryParseJson(text);
+  if (isStatus(body)) {
+    return new ApiError(
+      code,
+      body.reason || reasonForCode(code),
+      body.message || `the server responded with HTTP ${code}`,
+    );
+  }
+  const snippet = text.trim().replace(/\s+/g, " ").slice(0, BODY_SNIPPET_CHARS);
+  return new ApiError(
+    code,
+    reasonForCode(code),
+    `the server responded with HTTP ${code}` + (snippet === "" ? "" : `: ${snippet}`),
+  );
+}

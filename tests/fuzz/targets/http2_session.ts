@@ -1,0 +1,208 @@
+/**
+ * Fuzz target `http2_session`: the whole HTTP/2 client connection (`lib/wire/http2/session.ts`:
+ * frames, HPACK, streams, flow control, SETTINGS, GOAWAY) and the gRPC reading of its answer
+ * (`lib/wire/grpc/response.ts`), over an in-memory connection that plays the input as what the
+ * server sends.
+ *
+ * The input follows an empty SETTINGS frame (so that the handshake passes) and the opening of
+ * one request on stream 1; the first octet sets the size of the reads. When the input is played
+ * the connection ends. The request must then have settled, with a response that the gRPC layer
+ * reads into a message or a `GrpcStatusError`, or with a `StreamError`; anything else, or a
+ * request that never settles (a hang), is a finding.
+ *
+ * @module
+ */
+
+import { Http2Session } from "../../../lib/wire/http2/session.ts";
+import { StreamError } from "../../../lib/wire/http2/stream_error.ts";
+import { parseResponse } from "../../../lib/wire/grpc/response.ts";
+import { GrpcStatusError } from "../../../lib/wire/grpc/status.ts";
+import {
+  E,
+  F,
+  frame,
+  goAway,
+  grpcData,
+  ping,
+  priority,
+  rstStream,
+  settings,
+  T,
+  windowUpdate,
+} from "../../../testkit/h2/frame_codec.ts";
+import {
+  encodeInteger,
+  encodeLiterals,
+  encodeString,
+} from "../../../testkit/h2/hpack_reference.ts";
+import type { FuzzTarget, Rng } from "../target.ts";
+
+/** A connection that reads `first`, then (once opened) the chunks, then EOF; writes vanish. */
+class ScriptedConn {
+  #first: Uint8Array | undefined;
+  #chunks: Uint8Array[];
+  #open!: () => void;
+  readonly #opened = new Promise<void>((resolve) => this.#open = resolve);
+  #closed = false;
+
+  constructor(first: Uint8Array, chunks: Uint8Array[]) {
+    this.#first = first;
+    this.#chunks = chunks;
+  }
+
+  /** Lets the reads after the first one go on. */
+  open(): void {
+    this.#open();
+  }
+
+  async read(buf: Uint8Array): Promise<number | null> {
+    if (this.#first !== undefined) {
+      const first = this.#first;
+      this.#first = undefined;
+      buf.set(first);
+      return first.length;
+    }
+    await this.#opened;
+    if (this.#closed) throw new Deno.errors.BadResource("closed");
+    const chunk = this.#chunks.shift();
+    if (chunk === undefined) return null;
+    buf.set(chunk);
+    return chunk.length;
+  }
+
+  write(bytes: Uint8Array): Promise<number> {
+    if (this.#closed) return Promise.reject(new Deno.errors.BrokenPipe("closed"));
+    return Promise.resolve(bytes.length);
+  }
+
+  close(): void {
+    this.#closed = true;
+    this.#open();
+  }
+}
+
+const REQUEST: [string, string][] = [
+  [":method", "POST"],
+  [":scheme", "http"],
+  [":path", "/csi.v1.Identity/Probe"],
+  [":authority", "localhost"],
+];
+
+/** One server frame for stream 1 (or another), mostly well formed. */
+function serverFrame(rng: Rng): Uint8Array {
+  const stream = rng.next() < 0.8 ? 1 : rng.int(6);
+  switch (rng.int(14)) {
+    case 0:
+    case 1:
+      return frame(
+        T.HEADERS,
+        F.END_HEADERS | (rng.next() < 0.3 ? F.END_STREAM : 0),
+        stream,
+        encodeLiterals([[":status", rng.next() < 0.9 ? "200" : String(rng.int(600))], [
+          "content-type",
+          rng.next() < 0.9 ? "application/grpc" : "text/plain",
+        ]]),
+      );
+    case 2:
+      return frame(
+        T.HEADERS,
+        F.END_HEADERS | F.END_STREAM,
+        stream,
+        encodeLiterals([["grpc-status", String(rng.int(20))], [
+          "grpc-message",
+          "m%20" + rng.int(9),
+        ]]),
+      );
+    case 3:
+      return grpcData(stream, rng.bytes(rng.int(64)), rng.next() < 0.2 ? F.END_STREAM : 0);
+    case 4:
+      return frame(T.DATA, F.PADDED, stream, [rng.int(8), ...rng.bytes(rng.int(12))]);
+    case 5: {
+      // A header block split over CONTINUATION frames, with an indexed dynamic entry.
+      const block = [0x88, 0x40, ...encodeString("x-k"), ...encodeString("v", true), 0xbe];
+      const cut = rng.int(block.length);
+      return new Uint8Array([
+        ...frame(T.HEADERS, 0, stream, block.slice(0, cut)),
+        ...frame(T.CONTINUATION, F.END_HEADERS, stream, block.slice(cut)),
+      ]);
+    }
+    case 6:
+      return ping(rng.int(1000), rng.next() < 0.3);
+    case 7:
+      return settings([[1 + rng.int(6), rng.int(2) === 0 ? rng.int(70_000) : rng.int(2 ** 31)]]);
+    case 8:
+      return windowUpdate(rng.next() < 0.5 ? 0 : stream, rng.int(1 << 20));
+    case 9:
+      return rstStream(stream, rng.int(14));
+    case 10:
+      return goAway(rng.int(4), rng.next() < 0.7 ? E.NO_ERROR : rng.int(14));
+    case 11:
+      return priority(stream);
+    case 12:
+      return frame(T.HEADERS, F.END_HEADERS, stream, [
+        ...encodeInteger(rng.int(200), 5, 0x20),
+        0x88,
+      ]);
+    default:
+      return frame(rng.int(256), rng.int(256), stream, rng.bytes(rng.int(20)));
+  }
+}
+
+function concat(parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let offset = 0;
+  for (const p of parts) {
+    out.set(p, offset);
+    offset += p.length;
+  }
+  return out;
+}
+
+export const target: FuzzTarget = {
+  name: "http2_session",
+  seeds(): Uint8Array[] {
+    const ok = [
+      frame(
+        T.HEADERS,
+        F.END_HEADERS,
+        1,
+        encodeLiterals([[":status", "200"], ["content-type", "application/grpc"]]),
+      ),
+      grpcData(1, [8, 1]),
+      frame(T.HEADERS, F.END_HEADERS | F.END_STREAM, 1, encodeLiterals([["grpc-status", "0"]])),
+    ];
+    return [
+      concat([Uint8Array.of(255), ...ok]),
+      concat([Uint8Array.of(3), settings([[4, 0]]), ping(1), ...ok]),
+      concat([Uint8Array.of(0), goAway(1, E.NO_ERROR), ...ok]),
+    ];
+  },
+  generate(rng: Rng): Uint8Array {
+    const parts: Uint8Array[] = [Uint8Array.of(rng.int(256))];
+    const count = 1 + rng.int(12);
+    for (let i = 0; i < count; i++) parts.push(serverFrame(rng));
+    return concat(parts);
+  },
+  async run(input: Uint8Array): Promise<void> {
+    const step = 1 + (input[0] ?? 0);
+    const chunks: Uint8Array[] = [];
+    for (let pos = 1; pos < input.length; pos += step) chunks.push(input.slice(pos, pos + step));
+    const conn = new ScriptedConn(settings(), chunks);
+    const session = await Http2Session.start(conn as unknown as Deno.Conn, () => {}, {
+      initialWindowSize: 1024,
+    });
+    const stream = session.request(REQUEST, Uint8Array.of(0, 0, 0, 0, 1, 7), 1 << 20);
+    conn.open();
+    try {
+      const response = await stream.response;
+      const out = parseResponse(response);
+      if (!(out instanceof Uint8Array) && !(out instanceof GrpcStatusError)) {
+        throw new Error("parseResponse() gave neither a message nor a status");
+      }
+    } catch (err) {
+      if (!(err instanceof StreamError)) throw err;
+    } finally {
+      session.close();
+    }
+  },
+};
