@@ -400,7 +400,8 @@ async function runController(run: ControllerRun): Promise<void> {
         maxMs: options.retryIntervalMaxMs,
       }),
     }, { name, lanes });
-  // Attaches and detaches have their own workers (beyond the Go attacher; README "Scheduling").
+  // Attaches and detaches have their own workers (beyond the Go attacher; ARCHITECTURE.md
+  // "Scheduling").
   const vaQueue = queue("csi-attacher-va", volumeAttachmentLanes(vaInformer));
   const pvQueue = queue("csi-attacher-pv");
   const stores: HandlerStores = {

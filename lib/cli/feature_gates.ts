@@ -11,7 +11,7 @@ export interface FeatureGates {
   /**
    * On SIGTERM/SIGINT stop the controllers, let work in flight finish, then release the lease so
    * a standby takes over at once. Alpha and off by default in the Go attacher; on by default here
-   * (a deliberate difference, see README); `ReleaseLeaderElectionOnExit=false` turns it off.
+   * (a deliberate difference, see README "Deliberate differences"); `ReleaseLeaderElectionOnExit=false` turns it off.
    */
   readonly ReleaseLeaderElectionOnExit: boolean;
   /** GA, default true: write `status.attachError.errorCode` (the gRPC code) on attach errors. */

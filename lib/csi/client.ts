@@ -1,6 +1,6 @@
 /**
  * {@link CsiClient} over our own gRPC channel ({@link GrpcChannel}: HTTP/2 and HPACK in
- * `../http2/`, messages by `protowire.ts`): the Identity and Controller calls
+ * `../wire/http2/`, messages by `../wire/grpc/protowire.ts`): the Identity and Controller calls
  * the attacher makes, with per-call deadlines, Go-style error texts, V(5) call logging and a
  * metrics observer.
  *

@@ -61,7 +61,8 @@ export function fetchTransportError(err: unknown): TransportError {
  * they end. Failures, of the request and of its body, reject with a {@link TransportError}
  * (see {@link fetchTransportError}); an abort with the signal's reason.
  *
- * `caCerts` are added to the runtime's default root certificates: see the README.
+ * `caCerts` are added to the runtime's default root certificates, not used alone as client-go
+ * uses them: see ARCHITECTURE.md, "The Kubernetes client".
  */
 export class FetchTransport implements Transport {
   readonly #options: Deno.CreateHttpClientOptions & Partial<Deno.TlsCertifiedKeyPem>;

@@ -1,5 +1,6 @@
 /**
- * The attacher's Prometheus metrics on a {@link Registry} of its own (`./prometheus.ts`), with the
+ * The attacher's Prometheus metrics on a {@link Registry} of its own
+ * (`../wire/prometheus/registry.ts`), with the
  * names, help texts, labels and buckets the Go sidecar exposes:
  *
  * - csi-lib-utils' `csi_sidecar_operations_seconds` histogram of CSI calls;
@@ -16,7 +17,7 @@
  *   `rest_client_rate_limiter_duration_seconds{verb,host}` (every wait for the client's rate
  *   limiter), fed by the API client.
  *
- * Beyond the Go attacher (README "Metrics"):
+ * Beyond the Go attacher (README "Metrics and health"):
  * - `csi_attacher_attach_duration_seconds{driver_name}` and
  *   `csi_attacher_detach_duration_seconds{driver_name}`: end-to-end latency, with the buckets of
  *   `csi_sidecar_operations_seconds`;

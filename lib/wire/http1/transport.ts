@@ -326,7 +326,8 @@ export interface Http1Options {
  * Failures reject with a {@link TransportError} (an abort with the signal's reason); a body
  * over the request's `maxBodyBytes` fails with a `too-large` one, without being kept.
  *
- * `caCerts` are added to the runtime's default root certificates: see the README.
+ * `caCerts` are added to the runtime's default root certificates, not used alone as client-go
+ * uses them: see ARCHITECTURE.md, "The Kubernetes client".
  */
 export class Http1Transport implements Transport {
   readonly #tls: Partial<Deno.TlsCertifiedKeyPem> & { caCerts?: string[] };
