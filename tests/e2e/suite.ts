@@ -4,7 +4,8 @@
  * real CSI driver, all on loopback, started and stopped here. Run it with `deno task e2e` (needs
  * Go and openssl; the first run builds the programs, see `binaries.ts`).
  *
- * Environment (all optional): `E2E_CACHE_DIR` (default `~/.cache/csi-attacher-e2e`), `GO`
+ * Environment (all optional): `E2E_KUBERNETES` (the minor to run against: 1.35, 1.36 or 1.37, the
+ * default; see `binaries.ts`), `E2E_CACHE_DIR` (default `~/.cache/csi-attacher-e2e`), `GO`
  * (default `go` on PATH, else `/usr/local/go/bin/go`), `E2E_GO_JOBS` (default 2), `E2E_ONLY`
  * (comma-separated scenario numbers to run), `E2E_KEEP=1` (keep the working directory),
  * `E2E_ATTACHER_ENTRY` (a program to run instead of `main.ts`, e.g. a bundle; `bundle` bundles
@@ -15,7 +16,7 @@
  * @module
  */
 
-import { ensureBinaries, KUBERNETES_VERSION } from "./binaries.ts";
+import { ensureBinaries, kubernetesRelease } from "./binaries.ts";
 import { LocalCluster } from "./cluster.ts";
 import { ScenarioContext } from "./context.ts";
 import { attachDetachRoundTrip, pvDeletedWhileAttached } from "./scenarios/round_trip.ts";
@@ -117,8 +118,17 @@ const SCENARIOS: Scenario[] = [
   },
 ];
 
+/** The release in the test's name; an unsupported `E2E_KUBERNETES` fails in the test itself. */
+function releaseName(): string {
+  try {
+    return `Kubernetes ${kubernetesRelease(Deno.env.get("E2E_KUBERNETES")).version}`;
+  } catch {
+    return `Kubernetes ${Deno.env.get("E2E_KUBERNETES")}?`;
+  }
+}
+
 Deno.test({
-  name: `csi-attacher end-to-end (kube-apiserver ${KUBERNETES_VERSION}, etcd, CSI mock driver)`,
+  name: `csi-attacher end-to-end (${releaseName()}: kube-apiserver, etcd, CSI mock driver)`,
   sanitizeOps: false,
   sanitizeResources: false,
   sanitizeExit: false,
@@ -129,6 +139,7 @@ Deno.test({
     cacheDir: settings.cacheDir,
     go: settings.go,
     jobs: settings.goJobs,
+    release: settings.kubernetes,
     log,
   });
   const dir = await Deno.makeTempDir({ prefix: "csi-attacher-e2e-" });
@@ -192,6 +203,7 @@ Deno.test({
             nodes: NODES,
             attacherEntry,
             tolerate: settings.tolerate,
+            kubernetes: settings.kubernetes,
           });
           try {
             await scenario.run(ctx);
