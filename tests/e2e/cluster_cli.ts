@@ -187,7 +187,10 @@ async function compare(info: ClusterInfo): Promise<number> {
   const report = await compareWithMemoryApiServer(await adminApi(info));
   const file = `${info.dir}/api-differences.md`;
   await Deno.writeTextFile(file, report.markdown);
-  console.log(`${report.differences} probes differ (details in ${file})`);
+  console.log(
+    `kube-apiserver ${report.serverVersion}: ${report.differences} of ${report.probes} probes ` +
+      `differ (details in ${file})`,
+  );
   for (const line of report.summary) console.log(`  - ${line}`);
   return 0;
 }

@@ -16,7 +16,7 @@
  * @module
  */
 
-import { ensureBinaries, kubernetesRelease } from "./binaries.ts";
+import { DEFAULT_KUBERNETES, ensureBinaries, kubernetesRelease } from "./binaries.ts";
 import { LocalCluster } from "./cluster.ts";
 import { ScenarioContext } from "./context.ts";
 import { attachDetachRoundTrip, pvDeletedWhileAttached } from "./scenarios/round_trip.ts";
@@ -229,17 +229,30 @@ Deno.test({
     );
     if (!rbacOk) failed = true;
     const reportOk = await t.step(
-      "the in-memory API server answers every probe as the real one",
+      settings.kubernetes === DEFAULT_KUBERNETES
+        ? "the in-memory API server answers every probe as the real one"
+        : `the in-memory API server (as ${DEFAULT_KUBERNETES.version}) against ` +
+          `${settings.kubernetes.version}: the differences`,
       async () => {
         // Its PV binder would set the probe PV's status.phase, which is not the API server's doing.
         await cluster.stopControllerManager();
         const report = await compareWithMemoryApiServer(cluster.admin);
         await Deno.writeTextFile(`${dir}/api-differences.md`, report.markdown);
         log(
-          `${report.differences} difference(s) from testkit/apiserver/server.ts; ` +
+          `kube-apiserver ${report.serverVersion}: ${report.differences} of ${report.probes} ` +
+            `probes answered differently by testkit/apiserver/server.ts; ` +
             `details in ${dir}/api-differences.md`,
         );
         for (const line of report.summary) console.log(`    ${line}`);
+        if (settings.kubernetes !== DEFAULT_KUBERNETES) {
+          // The in-memory server answers as the default release does; against another minor the
+          // differences show what changed between the two, and fail nothing.
+          log(
+            `the in-memory API server answers as kube-apiserver ${DEFAULT_KUBERNETES.version}: ` +
+              `differences from ${report.serverVersion} reported only`,
+          );
+          return;
+        }
         if (report.differences > 0) {
           throw new Error(
             `testkit/apiserver/server.ts answers ${report.differences} probe(s) differently from ` +
