@@ -39,6 +39,7 @@ import { compareWithMemoryApiServer } from "./api_differences.ts";
 import { resolveSettings } from "./settings.ts";
 import { createCanaryNode, runControllerCanary } from "./controller_canary.ts";
 import { bundleAttacher } from "./bundle.ts";
+import { idleDriverStop } from "./scenarios/idle_driver_stop.ts";
 
 /** The driver's name: the mock driver's default. */
 const DRIVER_NAME = "io.kubernetes.storage.mock";
@@ -115,6 +116,11 @@ const SCENARIOS: Scenario[] = [
     name: "Pods the attacher must not be asked about; a node registered late",
     run: podBadInput,
     pods: true,
+  },
+  {
+    id: 16,
+    name: "the driver stops gracefully after 125 s idle: exit 1, no crash, next attach works",
+    run: (ctx) => idleDriverStop(ctx),
   },
 ];
 
