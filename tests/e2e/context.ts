@@ -64,15 +64,18 @@ export class ScenarioContext {
     return this.cluster.info.driverName;
   }
 
-  /** Starts an attacher replica named `<prefix>-<name>`; it is stopped by {@link close}. */
+  /**
+   * Starts an attacher replica named `<prefix>-<name>`; it is stopped by {@link close}. It runs
+   * the suite's attacher program unless `options.entry` names another (e.g. the Go csi-attacher).
+   */
   startAttacher(
     name: string,
-    options: Omit<AttacherOptions, "name" | "entry"> = {},
+    options: Omit<AttacherOptions, "name"> = {},
   ): ManagedProcess {
     const process = startAttacher(this.cluster.info, {
       ...options,
       name: `${this.#prefix}-${name}`,
-      entry: this.#entry,
+      entry: options.entry ?? this.#entry,
       ownerPid: this.cluster.ownerPid,
     });
     this.#attachers.push(process);

@@ -40,15 +40,28 @@ import { resolveSettings } from "./settings.ts";
 import { createCanaryNode, runControllerCanary } from "./controller_canary.ts";
 import { bundleAttacher } from "./bundle.ts";
 import { idleDriverStop } from "./scenarios/idle_driver_stop.ts";
+import { rollingUpdate } from "./scenarios/rolling_update.ts";
+import {
+  buildGoAttacher,
+  DEFAULT_VERSION as GO_ATTACHER_VERSION,
+} from "../../bench/build_go_attacher.ts";
 
 /** The driver's name: the mock driver's default. */
 const DRIVER_NAME = "io.kubernetes.storage.mock";
 const NODES = ["e2e-node-1", "e2e-node-2", "e2e-node-3", "e2e-node-4", "e2e-node-5"];
 
+/** What the suite prepared before the scenarios (only what the selected ones need). */
+interface Prepared {
+  /** The Go csi-attacher binary (scenario 17). */
+  goAttacher?: string;
+}
+
 interface Scenario {
   id: number;
   name: string;
-  run: (ctx: ScenarioContext) => Promise<unknown>;
+  run: (ctx: ScenarioContext, prepared: Prepared) => Promise<unknown>;
+  /** It runs the Go csi-attacher: the suite builds it first (cached). */
+  goAttacher?: true;
   /**
    * Its Pods need kube-controller-manager: the suite first checks that it works (a canary, see
    * `controller_canary.ts`), since it can lag for a minute after kube-apiserver restarts.
@@ -122,6 +135,13 @@ const SCENARIOS: Scenario[] = [
     name: "the driver stops gracefully after 125 s idle: exit 1, no crash, next attach works",
     run: (ctx) => idleDriverStop(ctx),
   },
+  {
+    id: 17,
+    name: `rolling update: Go csi-attacher ${GO_ATTACHER_VERSION} and ours hand the Lease over`,
+    run: (ctx, prepared) =>
+      rollingUpdate(ctx, { goAttacher: prepared.goAttacher!, goVersion: GO_ATTACHER_VERSION }),
+    goAttacher: true,
+  },
 ];
 
 /** The release in the test's name; an unsupported `E2E_KUBERNETES` fails in the test itself. */
@@ -148,6 +168,17 @@ Deno.test({
     release: settings.kubernetes,
     log,
   });
+  const prepared: Prepared = {};
+  let goBuildSeconds: number | undefined;
+  const wants = (s: Scenario) => settings.only === undefined || settings.only.has(s.id);
+  if (SCENARIOS.some((s) => s.goAttacher && wants(s))) {
+    const t0 = performance.now();
+    prepared.goAttacher = await buildGoAttacher(GO_ATTACHER_VERSION, settings.cacheDir, {
+      go: settings.go,
+      jobs: settings.goJobs,
+    });
+    goBuildSeconds = (performance.now() - t0) / 1000;
+  }
   const dir = await Deno.makeTempDir({ prefix: "csi-attacher-e2e-" });
   const rbac = settings.rbacManifest;
   log(`RBAC manifest: ${rbac.path}`);
@@ -163,6 +194,9 @@ Deno.test({
   });
   const times = [
     `build ${build.seconds.toFixed(1)} s${build.built ? "" : " (cached)"}`,
+    ...(goBuildSeconds === undefined
+      ? []
+      : [`Go csi-attacher ${GO_ATTACHER_VERSION} ${goBuildSeconds.toFixed(1)} s`]),
     ...cluster.timings.map((x) => `${x.part} ${x.seconds.toFixed(1)} s`),
   ];
   let attacherEntry = settings.attacherEntry;
@@ -182,7 +216,7 @@ Deno.test({
     await createCanaryNode(cluster.admin);
     let canaries = 0;
     for (const scenario of SCENARIOS) {
-      const wanted = settings.only === undefined || settings.only.has(scenario.id);
+      const wanted = wants(scenario);
       const ok = await t.step({
         name: `${scenario.id}. ${scenario.name}`,
         ignore: !wanted,
@@ -212,7 +246,7 @@ Deno.test({
             kubernetes: settings.kubernetes,
           });
           try {
-            await scenario.run(ctx);
+            await scenario.run(ctx, prepared);
           } finally {
             await ctx.close();
             log(`scenario ${scenario.id}: ${await ctx.repeatedCallsSummary()}`);
