@@ -102,15 +102,19 @@ export async function rollingUpdate(
   await kit.waitAllAttached(phase1);
   assert.equal(await holder(), goId, "the Go replica still leads");
 
-  // 2. Go gets SIGTERM; ours takes over once the lease expires.
-  const goStop = { at: Date.now(), attached: await attachedNow() };
+  // 2. Go gets SIGTERM; ours takes over once the lease expires. A leader's term ends when its
+  // process has exited (it publishes nothing after); what is attached then is what it recorded.
+  const goSignalAt = Date.now();
   go.kill("SIGTERM");
   const goStatus = await go.status;
+  const goStop = { at: Date.now(), attached: await attachedNow() };
   const detachedByOurs = phase1.slice(0, 3);
   for (const va of detachedByOurs) await kit.api.deleteOk(`${PATHS.volumeAttachments}/${va}`);
   const phase2 = await createVas(4);
   await waitHolder("ours to take the Lease", (id) => id === oursId);
-  const oursAcquired = acquiredAt(await ours.output(), goStop.at);
+  // The Lease is written before the line is logged: wait for the line.
+  await waitForLog(ours, /"Successfully acquired lease"/, 10_000);
+  const oursAcquired = acquiredAt(await ours.output(), goSignalAt);
   const standbyCalls = grpcCalls(await ours.output()).filter((c) => c.time < oursAcquired);
   assert.deepEqual(
     standbyCalls.map((c) => c.method).filter((m) => !STARTUP_CALLS.has(m)),
@@ -124,11 +128,14 @@ export async function rollingUpdate(
   const go2 = ctx.startAttacher("go-2", { entry: options.goAttacher, args: LEASE_FLAGS });
   await waitForLog(go2, /attempting to acquire leader lease/i);
   assert.equal(await holder(), oursId, "ours still leads while the new Go replica waits");
-  const oursStop = { at: Date.now(), attached: await attachedNow() };
+  const oursSignalAt = Date.now();
   ours.kill("SIGTERM");
+  const goLeadsAt = waitHolder("the new Go replica to take the Lease", (id) => id === goId, 30_000)
+    .then(() => Date.now());
+  goLeadsAt.catch(() => {}); // awaited below; not unhandled while ours stops
   const oursStatus = await ours.status;
-  await waitHolder("the new Go replica to take the Lease", (id) => id === goId, 30_000);
-  const goTakeover = Date.now() - oursStop.at;
+  const oursStop = { at: Date.now(), attached: await attachedNow() };
+  const goTakeover = (await goLeadsAt) - oursSignalAt;
   assert.equal(oursStatus.code, 0, `ours' exit status on SIGTERM:\n${await ours.tail()}`);
   assert.match(await ours.output(), /"Released lease"/);
   const detachedByGo = phase2.slice(0, 2);
@@ -164,7 +171,7 @@ export async function rollingUpdate(
   }
   console.log(
     `    Go csi-attacher ${options.goVersion} → ours: ours led ` +
-      `${((oursAcquired - goStop.at) / 1000).toFixed(1)} s after the Go replica's SIGTERM ` +
+      `${((oursAcquired - goSignalAt) / 1000).toFixed(1)} s after the Go replica's SIGTERM ` +
       `(it keeps its Lease; lease duration 6 s; Go exit ${describeExit(goStatus)})`,
   );
   console.log(
@@ -201,12 +208,15 @@ function describeExit(status: Deno.CommandStatus): string {
   return status.signal !== null ? `by ${status.signal}` : `status ${status.code}`;
 }
 
-/** One leader's term: from its predecessor's stop to its own (`to`: Infinity for the last). */
+/**
+ * One leader's term: from its predecessor's exit to its own (`to`: Infinity for the last). A
+ * leader publishes nothing after its process exited, and its successor nothing before.
+ */
 export interface Term {
   leader: "go" | "ours";
   from: number;
   to: number;
-  /** VolumeAttachments attached when the term ended (its leader got SIGTERM). */
+  /** VolumeAttachments attached when the term ended (its leader's process had exited). */
   attachedAtEnd: ReadonlySet<string>;
 }
 
