@@ -41,6 +41,7 @@ import { createCanaryNode, runControllerCanary } from "./controller_canary.ts";
 import { bundleAttacher } from "./bundle.ts";
 import { idleDriverStop } from "./scenarios/idle_driver_stop.ts";
 import { rollingUpdate } from "./scenarios/rolling_update.ts";
+import { sigtermBacklog } from "./scenarios/sigterm_backlog.ts";
 import {
   buildGoAttacher,
   DEFAULT_VERSION as GO_ATTACHER_VERSION,
@@ -141,6 +142,13 @@ const SCENARIOS: Scenario[] = [
     run: (ctx, prepared) =>
       rollingUpdate(ctx, { goAttacher: prepared.goAttacher!, goVersion: GO_ATTACHER_VERSION }),
     goAttacher: true,
+  },
+  {
+    id: 18,
+    name: "SIGTERM with 150 VAs pending at the default QPS: no publish after it, exit 0",
+    run: async (ctx) => {
+      await sigtermBacklog(ctx);
+    },
   },
 ];
 

@@ -52,7 +52,8 @@ const STARTUP_CALLS = new Set([
   "/csi.v1.Controller/ControllerGetCapabilities",
 ]);
 
-const RELEASE_GATE = "--feature-gates=ReleaseLeaderElectionOnExit=true";
+/** Ours releases the Lease on exit (the Go sidecar's gate of that name; off by default). */
+export const RELEASE_GATE = "--feature-gates=ReleaseLeaderElectionOnExit=true";
 
 /** The Go sidecar and ours hand the Lease over both ways. */
 export async function rollingUpdate(
