@@ -16,7 +16,13 @@
  * @module
  */
 
-import type { TlsMaterial, Transport, TransportRequest, TransportResponse } from "./api.ts";
+import type {
+  RequestUrl,
+  TlsMaterial,
+  Transport,
+  TransportRequest,
+  TransportResponse,
+} from "./api.ts";
 import { TransportError } from "./errors.ts";
 import { errorText } from "../../errors.ts";
 import { type Clock, realClock } from "../../clock.ts";
@@ -276,7 +282,7 @@ function raceSignal<T>(value: Promise<T>, signal: AbortSignal, onLate: (v: T) =>
 }
 
 /** A request's bytes: request line, Host, the given header lines in order, Content-Length. */
-export function encodeRequest(url: URL, request: TransportRequest): Uint8Array {
+export function encodeRequest(url: RequestUrl, request: TransportRequest): Uint8Array {
   let head = `${request.method} ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\n`;
   for (const [name, value] of request.headers) {
     if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name) || /[\r\n\0]/.test(value)) {
@@ -358,7 +364,7 @@ export class Http1Transport implements Transport {
     return this.#generation;
   }
 
-  async send(url: URL, request: TransportRequest): Promise<TransportResponse> {
+  async send(url: RequestUrl, request: TransportRequest): Promise<TransportResponse> {
     const { signal } = request;
     if (this.#closed) throw new TransportError("closed", "the transport is closed");
     signal.throwIfAborted();
@@ -437,7 +443,7 @@ export class Http1Transport implements Transport {
   };
 
   async #connect(
-    url: URL,
+    url: RequestUrl,
     origin: string,
     generation: number,
     signal: AbortSignal,
