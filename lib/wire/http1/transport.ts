@@ -281,7 +281,34 @@ function raceSignal<T>(value: Promise<T>, signal: AbortSignal, onLate: (v: T) =>
   });
 }
 
-/** A request's bytes: request line, Host, the given header lines in order, Content-Length. */
+/**
+ * The number of bytes `TextEncoder` encodes `text` into: a lone surrogate becomes U+FFFD, three
+ * bytes, as the encoder makes it.
+ */
+export function utf8Length(text: string): number {
+  let n = text.length;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x80) continue;
+    if (c < 0x800) {
+      n += 1;
+    } else if (
+      c >= 0xd800 && c <= 0xdbff && i + 1 < text.length &&
+      (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00
+    ) {
+      n += 2; // a surrogate pair: two units, four bytes
+      i++;
+    } else {
+      n += 2; // three bytes, a lone surrogate's U+FFFD too
+    }
+  }
+  return n;
+}
+
+/**
+ * A request's bytes: request line, Host, the given header lines in order, Content-Length, then
+ * the body, encoded in one call (the encoder is a call into the runtime).
+ */
 export function encodeRequest(url: RequestUrl, request: TransportRequest): Uint8Array {
   let head = `${request.method} ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\n`;
   for (const [name, value] of request.headers) {
@@ -290,15 +317,10 @@ export function encodeRequest(url: RequestUrl, request: TransportRequest): Uint8
     }
     head += `${name}: ${value}\r\n`;
   }
-  const body = request.body === undefined ? undefined : UTF8_ENCODER.encode(request.body);
-  if (body !== undefined) head += `Content-Length: ${body.length}\r\n`;
+  const body = request.body;
+  if (body !== undefined) head += `Content-Length: ${utf8Length(body)}\r\n`;
   head += "\r\n";
-  const headBytes = UTF8_ENCODER.encode(head);
-  if (body === undefined || body.length === 0) return headBytes;
-  const out = new Uint8Array(headBytes.length + body.length);
-  out.set(headBytes);
-  out.set(body, headBytes.length);
-  return out;
+  return UTF8_ENCODER.encode(body === undefined ? head : head + body);
 }
 
 /** True when the head lets the connection carry another request (RFC 9112 section 9.3). */
