@@ -1,8 +1,9 @@
 /**
  * Builds the Go `csi-attacher` (kubernetes-csi/external-attacher) from the Go module proxy into
- * `~/.cache/csi-attacher-bench/bin/csi-attacher-<version>`, never into the repository, at low
- * priority (`nice -n 10`, `go build -p 1`), and prints the binary's path. An existing binary is
- * reused.
+ * `<cache dir>/bin/csi-attacher-<version>` (the benchmark's is `~/.cache/csi-attacher-bench`, the
+ * end-to-end suite's rolling-update scenario uses its own cache directory), never into the
+ * repository, at low priority (`nice -n 10`, `go build -p 1` unless told otherwise), and prints
+ * the binary's path. An existing binary is reused.
  *
  * `go install …/cmd/csi-attacher@<version>` does not work: the module's go.mod has `replace`
  * directives, which `go install pkg@version` refuses. So the module source is fetched with
@@ -17,6 +18,14 @@ const MODULE = "github.com/kubernetes-csi/external-attacher/v4";
 
 /** The newest release on the module proxy when this was written. */
 export const DEFAULT_VERSION = "v4.13.0";
+
+/** Options of {@link buildGoAttacher}. */
+export interface BuildGoAttacherOptions {
+  /** The `go` command; default `go` on PATH. */
+  go?: string;
+  /** `go build -p`; default 1. */
+  jobs?: number;
+}
 
 async function run(cmd: string, args: string[], opts: { cwd?: string } = {}): Promise<string> {
   const out = await new Deno.Command(cmd, {
@@ -34,7 +43,12 @@ async function run(cmd: string, args: string[], opts: { cwd?: string } = {}): Pr
 }
 
 /** Builds (or finds) the binary for `version`; resolves with its path. */
-export async function buildGoAttacher(version: string, cacheDir: string): Promise<string> {
+export async function buildGoAttacher(
+  version: string,
+  cacheDir: string,
+  options: BuildGoAttacherOptions = {},
+): Promise<string> {
+  const go = options.go ?? "go";
   if (!/^v\d+\.\d+\.\d+$/.test(version)) {
     throw new TypeError(`Cannot build csi-attacher: bad version "${version}"`);
   }
@@ -46,7 +60,7 @@ export async function buildGoAttacher(version: string, cacheDir: string): Promis
     if (!(err instanceof Deno.errors.NotFound)) throw err;
   }
   const info = JSON.parse(
-    await run("go", ["mod", "download", "-json", `${MODULE}@${version}`]),
+    await run(go, ["mod", "download", "-json", `${MODULE}@${version}`]),
   ) as {
     Dir: string;
   };
@@ -61,10 +75,10 @@ export async function buildGoAttacher(version: string, cacheDir: string): Promis
   await run("nice", [
     "-n",
     "10",
-    "go",
+    go,
     "build",
     "-p",
-    "1",
+    String(options.jobs ?? 1),
     "-ldflags",
     `-X main.version=${version}`,
     "-o",

@@ -11,8 +11,8 @@
  * @module
  */
 
-import { ensureBinaries, KUBERNETES_VERSION } from "../tests/e2e/binaries.ts";
-import type { Binaries } from "../tests/e2e/binaries.ts";
+import { ensureBinaries } from "../tests/e2e/binaries.ts";
+import type { Binaries, KubernetesRelease } from "../tests/e2e/binaries.ts";
 import { type ClusterInfo, LocalCluster, stopSavedCluster } from "../tests/e2e/cluster.ts";
 import { parseDriverCalls } from "../tests/e2e/driver_log.ts";
 import {
@@ -63,10 +63,10 @@ interface ClaimObject extends KubeObject {
   status?: { phase?: string };
 }
 
-function describe(pods: boolean): string {
+function describe(pods: boolean, release: KubernetesRelease): string {
   return pods
-    ? `e2e cluster (kube-apiserver ${KUBERNETES_VERSION}, etcd, kube-controller-manager, CSI mock driver)`
-    : `e2e cluster (kube-apiserver ${KUBERNETES_VERSION}, etcd, CSI mock driver)`;
+    ? `e2e cluster (kube-apiserver ${release.version}, etcd, kube-controller-manager, CSI mock driver)`
+    : `e2e cluster (kube-apiserver ${release.version}, etcd, CSI mock driver)`;
 }
 
 /** Runs `fn` over `items` with at most `limit` calls in flight. */
@@ -115,10 +115,13 @@ export class ClusterEnvironment implements BenchEnvironment {
   readonly #pods: PodTimeline | undefined;
 
   /** Use {@link ClusterEnvironment.start}. */
-  constructor(deps: { cluster: LocalCluster }, options: { spec: FixtureSpec }) {
+  constructor(
+    deps: { cluster: LocalCluster },
+    options: { spec: FixtureSpec; release: KubernetesRelease },
+  ) {
     this.#cluster = deps.cluster;
     this.spec = options.spec;
-    this.description = describe(options.spec.pods === true);
+    this.description = describe(options.spec.pods === true, options.release);
     this.kubeconfigPath = deps.cluster.info.attacherKubeconfig;
     this.csiAddress = deps.cluster.info.driverSocket;
     if (options.spec.pods) {
@@ -148,6 +151,8 @@ export class ClusterEnvironment implements BenchEnvironment {
     options: {
       dir: string;
       binaries: Binaries;
+      /** The release `binaries` were built from (named in the description). */
+      release: KubernetesRelease;
       rbacManifest: string;
       params: Omit<FixtureSpec, "driver">;
       log: (line: string) => void;
@@ -166,7 +171,7 @@ export class ClusterEnvironment implements BenchEnvironment {
       controllerManager: options.params.pods === true,
     });
     const spec: FixtureSpec = { ...options.params, driver: DRIVER_NAME, sharedNodeId: DRIVER_NAME };
-    const env = new ClusterEnvironment({ cluster }, { spec });
+    const env = new ClusterEnvironment({ cluster }, { spec, release: options.release });
     try {
       await env.#seed(options.log);
       return env;
@@ -476,6 +481,7 @@ export async function openClusterEnvironment(
       cacheDir: settings.cacheDir,
       go: settings.go,
       jobs: settings.goJobs,
+      release: settings.kubernetes,
       log: options.log,
     });
     binaries = build.binaries;
@@ -487,7 +493,14 @@ export async function openClusterEnvironment(
   const rbacManifest = settings.rbacManifest.text;
   return {
     factory: (params) =>
-      ClusterEnvironment.start({ dir, binaries, rbacManifest, params, log: options.log }),
-    description: describe(options.pods === true),
+      ClusterEnvironment.start({
+        dir,
+        binaries,
+        release: settings.kubernetes,
+        rbacManifest,
+        params,
+        log: options.log,
+      }),
+    description: describe(options.pods === true, settings.kubernetes),
   };
 }

@@ -1,5 +1,5 @@
 /**
- * The body of a create or update (POST, PUT) decoded as kube-apiserver v1.34.4 decodes it: JSON or
+ * The body of a create or update (POST, PUT) decoded as kube-apiserver v1.37.2 decodes it: JSON or
  * YAML by `Content-Type`, the kind and API version checked against the resource, field validation
  * (unknown and duplicate fields as `Warning` headers, or refused with `fieldValidation=Strict`),
  * and the real server's error texts for each failure.
@@ -134,7 +134,7 @@ function kindError(res: ServedResource, kind: string, apiVersion: string): Statu
   }
   return badRequest(
     `${prefix}: no kind ${JSON.stringify(kind)} is registered for version ` +
-      `${JSON.stringify(apiVersion)} in scheme "pkg/runtime/scheme.go:110"`,
+      `${JSON.stringify(apiVersion)} in scheme "pkg/runtime/scheme.go:111"`,
   );
 }
 

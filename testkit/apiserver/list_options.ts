@@ -1,5 +1,5 @@
 /**
- * The query parameters of a list or watch as kube-apiserver v1.34.4 reads them: Go's query
+ * The query parameters of a list or watch as kube-apiserver v1.37.2 reads them: Go's query
  * conversion of booleans, the WatchList defaulting (`SetListOptionsDefaults`, on by default since
  * v1.34) and `ValidateListOptions`, with the real field errors.
  *

@@ -91,6 +91,25 @@ function pruneNulls(value: unknown): unknown {
   return out;
 }
 
+/**
+ * Sets each member at `path` (dotted, `*` for every array element; see
+ * `ServedResource.nullWhenAbsent`) to `null` where the enclosing object lacks it.
+ */
+function fillNulls(value: unknown, path: readonly string[]): void {
+  const [head, ...rest] = path;
+  if (head === undefined) return;
+  if (head === "*") {
+    if (Array.isArray(value)) { for (const item of value) fillNulls(item, rest); }
+    return;
+  }
+  if (!isObject(value)) return;
+  if (rest.length === 0) {
+    if (value[head] === undefined) value[head] = null;
+    return;
+  }
+  fillNulls(value[head], rest);
+}
+
 /** RFC 3339 with whole seconds, as `metav1.Time` marshals. */
 function timestamp(ms: number): string {
   return new Date(ms).toISOString().replace(/\.\d+Z$/, "Z");
@@ -343,7 +362,7 @@ export class Registry {
         stored.status = res.initialStatus(timestamp(this.#clock.wallNow()));
       }
     }
-    const normalized = this.#normalize(stored);
+    const normalized = this.#normalize(stored, res);
     if (opts.manager !== undefined) {
       setManagedFields(normalized, this.#managedEntry(res, opts.manager, ""));
     }
@@ -506,7 +525,7 @@ export class Registry {
     if (wanted !== undefined && wanted !== "" && wanted !== current.metadata.resourceVersion) {
       throw conflict(res, name);
     }
-    const next = this.#normalize(this.#compose(res, current, incoming, subresource));
+    const next = this.#normalize(this.#compose(res, current, incoming, subresource), res);
     if (validate && res.validateUpdate !== undefined) {
       const causes = res.validateUpdate(next, current);
       if (causes.length > 0) throw invalid(res, name, causes);
@@ -599,8 +618,9 @@ export class Registry {
   }
 
   /** The stored form of an object (see the module notes). */
-  #normalize(obj: StoredObject): StoredObject {
+  #normalize(obj: StoredObject, res: ServedResource): StoredObject {
     const out = this.#asObject(pruneNulls(obj));
+    for (const path of res.nullWhenAbsent ?? []) fillNulls(out, path.split("."));
     const meta = out.metadata;
     if (Array.isArray(meta.finalizers) && meta.finalizers.length === 0) delete meta.finalizers;
     for (const field of ["annotations", "labels"] as const) {

@@ -44,6 +44,12 @@ export interface ServedResource extends Resource {
   /** Sets the defaults the real server's defaulting functions set on a decoded body, in place. */
   applyDefaults?: (obj: Record<string, unknown>) => void;
   /**
+   * Fields without `omitempty` whose Go type can be nil (slices, maps, pointers): the real server
+   * writes them as `null` when absent or null, where other null members are dropped. Dotted paths
+   * from the object's root; `*` stands for each element of an array.
+   */
+  nullWhenAbsent?: readonly string[];
+  /**
    * The members besides kind, apiVersion and metadata of an empty object of this kind as the real
    * server serializes it (fields without `omitempty`): the body of a watch BOOKMARK event.
    */
@@ -105,12 +111,17 @@ export const SERVED_RESOURCES: readonly ServedResource[] = [
     plural: "csinodes",
     singular: "csinode",
     kind: "CSINode",
-    emptyObject: { spec: { drivers: null } },
+    // v1.37 added `status` (storage health) with a status subresource; `PrepareForCreate` resets
+    // it, and as a struct without `omitempty` it is written `{}` (kubernetes
+    // pkg/registry/storage/csinode/strategy.go).
+    emptyObject: { spec: { drivers: null }, status: {} },
     listKind: "CSINodeList",
     namespaced: false,
-    statusSubresource: false,
+    statusSubresource: true,
     allowUnconditionalUpdate: false,
     allowCreateOnUpdate: false,
+    initialStatus: () => ({}),
+    nullWhenAbsent: ["spec.drivers", "spec.drivers.*.topologyKeys"],
   },
   {
     group: "",

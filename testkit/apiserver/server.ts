@@ -15,8 +15,9 @@
  * compaction; list and watch options are validated
  * ({@link import("./list_options.ts")}). Storage semantics are in
  * {@link import("./registry.ts")}; error texts are the real server's
- * ({@link import("./status_errors.ts")}), checked against kube-apiserver v1.34.4
- * by the end-to-end suite. No authentication: any request is accepted.
+ * ({@link import("./status_errors.ts")}), checked against kube-apiserver v1.37.2
+ * by the end-to-end suite (86 probes, `tests/e2e/api_differences.ts`). No authentication: any
+ * request is accepted.
  *
  * For tests it records every request ({@link MemoryApiServer.requests}), injects faults
  * ({@link MemoryApiServer.failNext}), and gives direct access to the objects without HTTP.
@@ -59,7 +60,6 @@ import {
 } from "./status_errors.ts";
 import { WatchHub } from "./watch_hub.ts";
 import { type ListOptions, parseListOptions, validateListOptions } from "./list_options.ts";
-import { goJsonSyntaxError } from "./go_json_error.ts";
 import { type DecodedBody, decodeObjectBody } from "./body_decoder.ts";
 
 /** A Kubernetes API verb, as client-go's fake clientset names actions. */
@@ -694,10 +694,10 @@ export class MemoryApiServer {
         // The router refuses a patch type no route consumes before the body is read.
         throw unsupportedPatchType();
       }
-      if (bodyError !== undefined && req.method === "PATCH") {
-        const detail = goJsonSyntaxError(text) ??
-          (bodyError instanceof Error ? bodyError.message : String(bodyError));
-        throw badRequest(`error decoding patch: ${detail}`);
+      if (req.method === "PATCH" && (bodyError !== undefined || text.trim() === "")) {
+        // apiserver endpoints/handlers/patch.go, validateAndTranscodePatch (v1.37): a body that
+        // is not JSON is refused before it is decoded as the patch type.
+        throw badRequest("invalid JSON patch");
       }
       const response = watch ? this.#watch(route, query) : await this.#serve(
         req.method,

@@ -1,15 +1,16 @@
 /**
- * The part of kube-apiserver's object validation that the fake API server applies to writes over
- * HTTP, with the real server's field paths, reasons, messages and order. Objects stored directly
- * as test setup are not validated, so tests may seed any state (the Go attacher's scenarios use the
- * driver name `csi/test`, which the real server refuses on create).
+ * The part of kube-apiserver v1.37's object validation that the fake API server applies to writes
+ * over HTTP, with the real server's field paths, reasons, messages and order. Objects stored
+ * directly as test setup are not validated, so tests may seed any state (the Go attacher's
+ * scenarios use the driver name `csi/test`, which the real server refuses on create).
  *
  * Covered: `metadata.name` of every served resource (an RFC 1123 subdomain, as the registries of
- * all of them require); for VolumeAttachments everything of `pkg/apis/storage/validation`
- * except the inline volume spec: on create `ValidateVolumeAttachment` followed by the v1 checks
- * (`spec.attacher` as a CSI driver name, the PersistentVolume name), on update
- * `ValidateVolumeAttachment` and the immutable `spec`. Not covered: labels, annotations and the
- * other metadata rules, the inline PersistentVolume spec, and the specs of the other resources.
+ * all of them require); for VolumeAttachments everything of kubernetes `pkg/apis/storage/validation`
+ * (`ValidateVolumeAttachment`, `ValidateVolumeAttachmentUpdate`) except the inline volume spec,
+ * merged with the declarative validation of `spec` and `spec.attacher`, which is beta and enforced
+ * from v1.37 on (before, the handwritten errors alone; up to v1.35 a v1 create check validated
+ * `spec.attacher` a second time). Not covered: labels, annotations and the other metadata rules, the inline
+ * PersistentVolume spec, and the specs of the other resources.
  *
  * @module
  */
@@ -24,6 +25,18 @@ export const DNS1123_SUBDOMAIN_MESSAGE =
   "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 
 const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/**
+ * `IsDNS1123SubdomainCaseless`'s regular-expression error (apimachinery
+ * `pkg/api/validate/content/dns.go`): the example capitalized, the regex shown the lowercase one.
+ */
+export const DNS1123_SUBDOMAIN_CASELESS_MESSAGE =
+  "an RFC 1123 subdomain must consist of alphanumeric characters, '-' or '.', and must start " +
+  "and end with an alphanumeric character (e.g. 'Example.com', regex used for validation is " +
+  "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+
+const DNS1123_SUBDOMAIN_CASELESS =
+  /^[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?(\.[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?)*$/;
 
 /** Longest RFC 1123 subdomain. */
 const DNS1123_SUBDOMAIN_MAX = 253;
@@ -109,28 +122,45 @@ function sourceCauses(spec: Record<string, unknown>): FieldCause[] {
 }
 
 /**
- * `ValidateVolumeAttachment` (create and update): `spec.attacher` present, one source,
- * `spec.nodeName` an RFC 1123 subdomain, in that order.
+ * The declarative validation of `spec.attacher` (kubernetes `pkg/apis/storage/v1`
+ * `zz_generated.validations.go`, `Validate_VolumeAttachmentSpec`; beta and enforced from v1.37):
+ * required, short-circuiting; else the caseless subdomain format (`k8s-long-name-caseless`,
+ * apimachinery `pkg/api/validate/content` `IsDNS1123SubdomainCaseless`, whose length message
+ * says bytes where the handwritten one says characters) and at most 63 characters
+ * (`validate.MaxLength`, counted in characters).
  */
-export function validateVolumeAttachment(obj: Record<string, unknown>): FieldCause[] {
-  const spec = isObject(obj.spec) ? obj.spec : {};
+function declarativeAttacherCauses(attacher: string): FieldCause[] {
+  if (attacher === "") return [required("spec.attacher")];
   const causes: FieldCause[] = [];
-  if (stringAt(spec, "attacher") === "") causes.push(required("spec.attacher"));
-  causes.push(...sourceCauses(spec));
-  causes.push(...subdomainCauses("spec.nodeName", stringAt(spec, "nodeName")));
+  if (attacher.length > DNS1123_SUBDOMAIN_MAX) {
+    causes.push(
+      invalidString(
+        "spec.attacher",
+        attacher,
+        `must be no more than ${DNS1123_SUBDOMAIN_MAX} bytes`,
+      ),
+    );
+  }
+  if (!DNS1123_SUBDOMAIN_CASELESS.test(attacher)) {
+    causes.push(invalidString("spec.attacher", attacher, DNS1123_SUBDOMAIN_CASELESS_MESSAGE));
+  }
+  if ([...attacher].length > CSI_DRIVER_NAME_MAX) {
+    causes.push({
+      reason: "FieldValueTooLong",
+      field: "spec.attacher",
+      message: `Too long: may not be more than ${CSI_DRIVER_NAME_MAX} characters`,
+    });
+  }
   return causes;
 }
 
 /**
- * `ValidateVolumeAttachmentV1`, the checks only a create of a `storage.k8s.io/v1` object gets:
- * `spec.attacher` as a CSI driver name (`ValidateCSIDriverName`: present, at most 63 bytes, an
- * RFC 1123 subdomain once lowercased) and the PersistentVolume name as a subdomain.
+ * The handwritten `ValidateCSIDriverName` of `spec.attacher` (required, at most 63 bytes, an
+ * RFC 1123 subdomain once lowercased), whose errors the declarative ones cover.
  */
-export function validateVolumeAttachmentV1(obj: Record<string, unknown>): FieldCause[] {
-  const spec = isObject(obj.spec) ? obj.spec : {};
-  const attacher = stringAt(spec, "attacher");
+function handwrittenAttacherCauses(attacher: string): FieldCause[] {
+  if (attacher === "") return [required("spec.attacher")];
   const causes: FieldCause[] = [];
-  if (attacher === "") causes.push(required("spec.attacher"));
   if (new TextEncoder().encode(attacher).length > CSI_DRIVER_NAME_MAX) {
     causes.push({
       reason: "FieldValueTooLong",
@@ -141,6 +171,16 @@ export function validateVolumeAttachmentV1(obj: Record<string, unknown>): FieldC
   for (const msg of dns1123SubdomainErrors(attacher.toLowerCase())) {
     causes.push(invalidString("spec.attacher", attacher, msg));
   }
+  return causes;
+}
+
+/**
+ * The handwritten `ValidateVolumeAttachment` without `spec.attacher`: one source,
+ * `spec.nodeName` and the PersistentVolume name as RFC 1123 subdomains, in that order.
+ */
+function handwrittenCauses(spec: Record<string, unknown>): FieldCause[] {
+  const causes = [...sourceCauses(spec)];
+  causes.push(...subdomainCauses("spec.nodeName", stringAt(spec, "nodeName")));
   const source = isObject(spec.source) ? spec.source : {};
   if (typeof source.persistentVolumeName === "string") {
     causes.push(
@@ -150,47 +190,44 @@ export function validateVolumeAttachmentV1(obj: Record<string, unknown>): FieldC
   return causes;
 }
 
-/** The errors of a VolumeAttachment created over HTTP. */
+/**
+ * The errors of a VolumeAttachment created over HTTP, as kube-apiserver v1.37 reports them
+ * (apiserver `pkg/registry/rest/validate.go`, `ValidateDeclarativelyWithMigrationChecks`): the
+ * handwritten errors, less those of `spec.attacher` that a declarative error of the same type
+ * replaces (on create, all of them), then the declarative errors.
+ */
 export function validateVolumeAttachmentCreate(obj: Record<string, unknown>): FieldCause[] {
-  return [...validateVolumeAttachment(obj), ...validateVolumeAttachmentV1(obj)];
+  const spec = isObject(obj.spec) ? obj.spec : {};
+  const attacher = stringAt(spec, "attacher");
+  const declarative = declarativeAttacherCauses(attacher);
+  const kept = handwrittenAttacherCauses(attacher).filter((c) =>
+    !declarative.some((d) => d.reason === c.reason)
+  );
+  return [...kept, ...handwrittenCauses(spec), ...declarative];
 }
 
 /**
- * The errors of a VolumeAttachment updated over HTTP (PUT or patch of the main resource):
- * {@link validateVolumeAttachment} twice, then `spec: Invalid value: ...: field is immutable` when the
- * spec changed. The value is printed as the real server prints the internal Go struct (field
- * names capitalized); an inline volume spec is printed as sent.
+ * The errors of a VolumeAttachment updated over HTTP (PUT or patch of the main resource), as
+ * kube-apiserver v1.37 reports them. When the spec changed: the handwritten errors of the new
+ * object (those of `spec.attacher` included: the declarative check of the spec stops at its
+ * immutability, so nothing replaces them), then the declarative `spec: Invalid value: null: field
+ * is immutable`. An unchanged spec is not checked again, so an object seeded with a driver name
+ * that a create over HTTP refuses (which the real server cannot hold) can still be updated.
  */
 export function validateVolumeAttachmentUpdate(
   next: Record<string, unknown>,
   old: Record<string, unknown>,
 ): FieldCause[] {
-  // The strategy validates the object, then `ValidateVolumeAttachmentUpdate` validates it again
-  // before comparing the specs: every error of the object comes twice.
-  const causes = [...validateVolumeAttachment(next), ...validateVolumeAttachment(next)];
   const spec = isObject(next.spec) ? next.spec : {};
   const oldSpec = isObject(old.spec) ? old.spec : {};
-  if (!jsonEqual(spec, oldSpec)) {
-    causes.push({
+  if (jsonEqual(spec, oldSpec)) return [];
+  return [
+    ...handwrittenAttacherCauses(stringAt(spec, "attacher")),
+    ...handwrittenCauses(spec),
+    {
       reason: "FieldValueInvalid",
       field: "spec",
-      message: `Invalid value: ${goSpecString(spec)}: field is immutable`,
-    });
-  }
-  return causes;
-}
-
-/** The internal `storage.VolumeAttachmentSpec` as the real server prints it in a field error. */
-function goSpecString(spec: Record<string, unknown>): string {
-  const source = isObject(spec.source) ? spec.source : {};
-  return JSON.stringify({
-    Attacher: stringAt(spec, "attacher"),
-    Source: {
-      PersistentVolumeName: typeof source.persistentVolumeName === "string"
-        ? source.persistentVolumeName
-        : null,
-      InlineVolumeSpec: isObject(source.inlineVolumeSpec) ? source.inlineVolumeSpec : null,
+      message: "Invalid value: null: field is immutable",
     },
-    NodeName: stringAt(spec, "nodeName"),
-  });
+  ];
 }

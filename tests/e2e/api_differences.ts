@@ -53,6 +53,7 @@ const VA = "/apis/storage.k8s.io/v1/volumeattachments";
 const START_RV = "<start-rv>";
 const PV = "/api/v1/persistentvolumes";
 const LEASES = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
+const CSINODES = "/apis/storage.k8s.io/v1/csinodes";
 const SECRETS = "/api/v1/namespaces/default/secrets";
 const JSON_PATCH = "application/json-patch+json";
 const MERGE_PATCH = "application/merge-patch+json";
@@ -114,6 +115,16 @@ const PROBES: Probe[] = [
     path: `${VA}/diff-va1/status`,
     body: { status: { attached: true, attachmentMetadata: { device: "/dev/x" } } },
     contentType: MERGE_PATCH,
+  },
+  {
+    name: "merge patch of an attachError with an errorCode through the status subresource",
+    method: "PATCH",
+    path: `${VA}/diff-va1/status`,
+    body: {
+      status: { attachError: { message: "diff", time: "2026-01-01T00:00:00Z", errorCode: 8 } },
+    },
+    contentType: MERGE_PATCH,
+    note: "errorCode is kept from v1.35 on (MutableCSINodeAllocatableCount on by default)",
   },
   {
     name: "merge patch of status through the main resource (ignored?)",
@@ -262,6 +273,34 @@ const PROBES: Probe[] = [
     },
   },
   { name: "get a missing secret", method: "GET", path: `${SECRETS}/diff-missing` },
+  {
+    name: "create a CSINode (an allocatable count, no topology keys)",
+    method: "POST",
+    path: CSINODES,
+    body: {
+      apiVersion: "storage.k8s.io/v1",
+      kind: "CSINode",
+      metadata: { name: "diff-node" },
+      spec: {
+        drivers: [{
+          name: "diff.csi.example.com",
+          nodeID: "n1",
+          topologyKeys: null,
+          allocatable: { count: 5 },
+        }],
+      },
+    },
+    note: "v1.37 adds CSINode status (storage health); the attacher reads spec.drivers only",
+  },
+  { name: "get the CSINode", method: "GET", path: `${CSINODES}/diff-node` },
+  {
+    name: "change a CSINode driver's allocatable count",
+    method: "PATCH",
+    path: `${CSINODES}/diff-node`,
+    body: [{ op: "replace", path: "/spec/drivers/0/allocatable/count", value: 6 }],
+    contentType: JSON_PATCH,
+    note: "mutable from v1.35 on (MutableCSINodeAllocatableCount)",
+  },
   {
     name: "create a Lease with a 3-digit MicroTime",
     method: "POST",
@@ -465,6 +504,19 @@ const PROBES: Probe[] = [
     method: "POST",
     path: VA,
     body: { ...va("diff-x"), spec: { attacher: "A.B", nodeName: "n", source: {} } },
+  },
+  {
+    name: "create with a 260-character attacher and node name",
+    method: "POST",
+    path: VA,
+    body: {
+      ...va("diff-x"),
+      spec: {
+        attacher: "a".repeat(260),
+        nodeName: "b".repeat(260),
+        source: { persistentVolumeName: "p" },
+      },
+    },
   },
   {
     name: "create with a name that is no DNS subdomain",
@@ -734,6 +786,10 @@ function managerOf(text: string): string {
 
 /** The outcome of {@link compareWithMemoryApiServer}. */
 export interface DifferenceReport {
+  /** The real server's `/version` `gitVersion`, e.g. `v1.37.2`. */
+  serverVersion: string;
+  /** Number of probes sent to each server. */
+  probes: number;
   /** Number of probes whose answers differ. */
   differences: number;
   /** Every probe with both answers (differences first). */
@@ -755,6 +811,7 @@ const CLEANUP = [
   `${PV}/diff-pv`,
   `${LEASES}/diff-lease1`,
   `${LEASES}/diff-lease2`,
+  `${CSINODES}/diff-node`,
 ];
 
 /**
@@ -763,6 +820,8 @@ const CLEANUP = [
  * real server afterwards.
  */
 export async function compareWithMemoryApiServer(api: RawApi): Promise<DifferenceReport> {
+  const version = await api.request("GET", "/version");
+  const serverVersion = (version.json as { gitVersion?: string } | undefined)?.gitVersion ?? "?";
   const fake = await MemoryApiServer.start();
   let real: Answer[];
   let mem: Answer[];
@@ -843,7 +902,7 @@ export async function compareWithMemoryApiServer(api: RawApi): Promise<Differenc
       "`code`, VolumeAttachment `spec.source` before `spec.nodeName`); ignored below.",
   );
   const markdown = [
-    "# kube-apiserver vs testkit/apiserver/server.ts",
+    `# kube-apiserver ${serverVersion} vs testkit/apiserver/server.ts`,
     "",
     `${differences} of ${PROBES.length} probes differ (values of uid, times and resourceVersion ` +
     "normalized, managedFields dropped and keys sorted before comparing bodies).",
@@ -856,5 +915,5 @@ export async function compareWithMemoryApiServer(api: RawApi): Promise<Differenc
     ...same,
     "",
   ].join("\n");
-  return { differences, markdown, summary };
+  return { serverVersion, probes: PROBES.length, differences, markdown, summary };
 }

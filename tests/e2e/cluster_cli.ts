@@ -11,8 +11,9 @@
  */
 
 import { compareWithMemoryApiServer } from "./api_differences.ts";
-import { ensureBinaries, KUBERNETES_VERSION } from "./binaries.ts";
+import { ensureBinaries } from "./binaries.ts";
 import { type ClusterInfo, CONTROLLERS, LocalCluster, stopSavedCluster } from "./cluster.ts";
+import { run } from "./exec.ts";
 import { groupAlive } from "./process.ts";
 import { RawApi } from "./raw_api.ts";
 import { resolveSettings } from "./settings.ts";
@@ -115,6 +116,8 @@ async function main(args: string[]): Promise<number> {
     cacheDir: settings.cacheDir,
     go: settings.go,
     jobs: settings.goJobs,
+    release: settings.kubernetes,
+    kubectl: true,
     log,
   });
   const cluster = await LocalCluster.start({
@@ -139,9 +142,11 @@ async function main(args: string[]): Promise<number> {
     ...cluster.timings.map((x) => `${x.part} ${x.seconds.toFixed(1)} s`),
   ];
   const info = cluster.info;
+  const kubectl = build.binaries.kubectl!;
+  const version = await run(kubectl, ["version", `--kubeconfig=${info.adminKubeconfig}`]);
   console.log([
     "",
-    `kube-apiserver ${KUBERNETES_VERSION} at ${info.server} (${times.join(", ")})`,
+    `kube-apiserver ${build.release.version} at ${info.server} (${times.join(", ")})`,
     `kube-controller-manager: ${CONTROLLERS.join(", ")}`,
     `admin kubeconfig:    ${info.adminKubeconfig}`,
     `attacher kubeconfig: ${info.attacherKubeconfig} (RBAC: ${settings.rbacManifest.path})`,
@@ -149,12 +154,13 @@ async function main(args: string[]): Promise<number> {
     `Nodes and CSINodes:  ${
       NODES.join(", ")
     } (no kubelet: Pods set spec.nodeName and stay Pending)`,
-    `kubectl:             ${build.binaries.kubectl}`,
+    `kubectl:             ${kubectl}`,
+    `kubectl version:     ${(version.stdout + version.stderr).trim().split("\n").join("; ")}`,
     `logs:                ${dir}/logs`,
     "",
     "use kubectl as the administrator:",
     `  export KUBECONFIG=${info.adminKubeconfig}`,
-    `  alias kubectl=${build.binaries.kubectl}`,
+    `  alias kubectl=${kubectl}`,
     "run the attacher:",
     `  deno task dev -- --kubeconfig=${info.attacherKubeconfig} --csi-address=${info.driverSocket} --v=5`,
     "a PV (of a volume made in the driver), a PVC and a Pod on node-1 that uses it:",
@@ -181,7 +187,10 @@ async function compare(info: ClusterInfo): Promise<number> {
   const report = await compareWithMemoryApiServer(await adminApi(info));
   const file = `${info.dir}/api-differences.md`;
   await Deno.writeTextFile(file, report.markdown);
-  console.log(`${report.differences} probes differ (details in ${file})`);
+  console.log(
+    `kube-apiserver ${report.serverVersion}: ${report.differences} of ${report.probes} probes ` +
+      `differ (details in ${file})`,
+  );
   for (const line of report.summary) console.log(`  - ${line}`);
   return 0;
 }

@@ -7,6 +7,7 @@
 
 import assert from "node:assert/strict";
 import { type AttacherOptions, startAttacher } from "./attacher_process.ts";
+import { DEFAULT_KUBERNETES, type KubernetesRelease } from "./binaries.ts";
 import type { LocalCluster } from "./cluster.ts";
 import { ScenarioKit } from "./kit.ts";
 import type { ManagedProcess } from "./process.ts";
@@ -32,6 +33,8 @@ export interface ScenarioContextOptions {
    * attacher issues, see `E2E_TOLERATE`).
    */
   tolerate?: ReadonlySet<RepublishCause>;
+  /** The Kubernetes release the cluster runs; default {@link DEFAULT_KUBERNETES}. */
+  kubernetes?: KubernetesRelease;
 }
 
 /** One scenario's resources. Call {@link ScenarioContext.close} at the end, also on failure. */
@@ -39,6 +42,8 @@ export class ScenarioContext {
   readonly cluster: LocalCluster;
   readonly kit: ScenarioKit;
   readonly nodes: readonly string[];
+  /** The Kubernetes release the cluster runs (where its controllers' behaviour differs). */
+  readonly kubernetes: KubernetesRelease;
   readonly #entry: string | undefined;
   readonly #attachers: ManagedProcess[] = [];
   readonly #prefix: string;
@@ -48,6 +53,7 @@ export class ScenarioContext {
     this.#tolerate = options.tolerate ?? new Set();
     this.cluster = cluster;
     this.nodes = options.nodes;
+    this.kubernetes = options.kubernetes ?? DEFAULT_KUBERNETES;
     this.#prefix = options.prefix;
     this.#entry = options.attacherEntry;
     this.kit = new ScenarioKit(cluster, options.prefix);
@@ -58,15 +64,18 @@ export class ScenarioContext {
     return this.cluster.info.driverName;
   }
 
-  /** Starts an attacher replica named `<prefix>-<name>`; it is stopped by {@link close}. */
+  /**
+   * Starts an attacher replica named `<prefix>-<name>`; it is stopped by {@link close}. It runs
+   * the suite's attacher program unless `options.entry` names another (e.g. the Go csi-attacher).
+   */
   startAttacher(
     name: string,
-    options: Omit<AttacherOptions, "name" | "entry"> = {},
+    options: Omit<AttacherOptions, "name"> = {},
   ): ManagedProcess {
     const process = startAttacher(this.cluster.info, {
       ...options,
       name: `${this.#prefix}-${name}`,
-      entry: this.#entry,
+      entry: options.entry ?? this.#entry,
       ownerPid: this.cluster.ownerPid,
     });
     this.#attachers.push(process);

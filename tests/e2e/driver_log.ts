@@ -1,6 +1,7 @@
 /**
- * Reading the CSI mock driver's call log: its gRPC interceptor writes one klog line per call,
- * `I1121 23:10:05.563412  1518 driver.go:245] gRPCCall: {"Method":...,"Request":...,
+ * Reading the CSI mock driver's call log: its gRPC interceptor (`tools/mockdriver`, `logCall`, in
+ * the format of the csi-test driver package's own) writes one klog line per call,
+ * `I1121 23:10:05.563412  1518 main.go:245] gRPCCall: {"Method":...,"Request":...,
  * "Response":...,"Error":"..."}`, with the request as Go's `encoding/json` renders the CSI
  * message (snake_case field names).
  *

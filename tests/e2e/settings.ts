@@ -5,10 +5,13 @@
  * @module
  */
 
+import { type KubernetesRelease, kubernetesRelease } from "./binaries.ts";
 import { REPUBLISH_CAUSES, type RepublishCause } from "./publish_analysis.ts";
 
 /** Resolved settings. */
 export interface E2eSettings {
+  /** The Kubernetes release to build and run (`E2E_KUBERNETES`, default the newest supported). */
+  kubernetes: KubernetesRelease;
   /** Where built programs are cached. */
   cacheDir: string;
   /** The `go` command. */
@@ -49,11 +52,12 @@ async function findGo(env: (name: string) => string | undefined): Promise<string
 }
 
 /**
- * Reads `E2E_CACHE_DIR`, `GO`, `E2E_GO_JOBS`, `E2E_ONLY`, `E2E_KEEP`, `E2E_ATTACHER_ENTRY`,
- * `E2E_TOLERATE`
- * (plus `HOME` and `PATH`) through `env`, and reads the RBAC manifest.
+ * Reads `E2E_KUBERNETES`, `E2E_CACHE_DIR`, `GO`, `E2E_GO_JOBS`, `E2E_ONLY`, `E2E_KEEP`,
+ * `E2E_ATTACHER_ENTRY`, `E2E_TOLERATE` (plus `HOME` and `PATH`) through `env`, and reads the RBAC
+ * manifest.
  *
- * @throws {RangeError} for an unreadable `E2E_GO_JOBS` or `E2E_ONLY`.
+ * @throws {RangeError} for an unreadable `E2E_GO_JOBS` or `E2E_ONLY`, or an unsupported
+ * `E2E_KUBERNETES`.
  */
 export async function resolveSettings(
   env: (name: string) => string | undefined,
@@ -81,6 +85,7 @@ export async function resolveSettings(
     tolerate.add(cause as RepublishCause);
   }
   return {
+    kubernetes: kubernetesRelease(env("E2E_KUBERNETES")),
     tolerate,
     cacheDir: env("E2E_CACHE_DIR") ?? `${env("HOME") ?? "/tmp"}/.cache/csi-attacher-e2e`,
     go: await findGo(env),

@@ -12,7 +12,8 @@ import { countByVolume, PUBLISH } from "../driver_log.ts";
 import { parseAttacherLog, sleep, waitForLog, waitUntil } from "../kit.ts";
 import { PATHS } from "../objects.ts";
 
-const LEASE_FLAGS = [
+/** Leader election with short periods (6 s lease), for the Go csi-attacher's flags too. */
+export const LEASE_FLAGS = [
   "--leader-election",
   "--leader-election-namespace=default",
   "--leader-election-lease-duration=6s",
@@ -21,7 +22,7 @@ const LEASE_FLAGS = [
 ];
 
 /** The Lease name the attacher uses: `external-attacher-leader-<driver>`, sanitized. */
-function leaseName(driverName: string): string {
+export function leaseName(driverName: string): string {
   const sanitized = `external-attacher-leader-${driverName}`.replace(/[^a-zA-Z0-9-]/g, "-");
   return sanitized.endsWith("-") ? `${sanitized}X` : sanitized;
 }

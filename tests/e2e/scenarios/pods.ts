@@ -121,10 +121,24 @@ export async function podAttachDetach(ctx: ScenarioContext): Promise<void> {
 
 /**
  * Scenario 11: a Pod moves to another node. While the first Pod's VolumeAttachment exists the
- * controller refuses the second node (`Multi-Attach error` event, no second VA); once the first
+ * controller refuses the second node (a `Multi-Attach error` event, `Waiting for detach` from
+ * Kubernetes 1.37 on, see {@link multiAttachEvent}; no second VA); once the first
  * Pod is gone it detaches from the old node and then attaches to the new one: publish, unpublish,
  * publish, in that order, and each Node lists the volume only while it is attached there.
  */
+/**
+ * The attach/detach controller's event text for a volume attached elsewhere (kubernetes
+ * pkg/controller/volume/attachdetach/reconciler/reconciler.go, `reportMultiAttachError`): up to
+ * v1.36 `Multi-Attach error for volume "<pv>" Volume is already used by pod(s) <pod>`, from
+ * v1.37 on `Waiting for detach for volume "<pv>" Volume is already used by pod(s) <pod>`.
+ */
+export function multiAttachEvent(ctx: { kubernetes: { minor: string } }): RegExp {
+  const minor = Number(ctx.kubernetes.minor.split(".")[1]);
+  return minor >= 37
+    ? /^Waiting for detach for volume "[^"]+" Volume is already used by pod\(s\) /
+    : /^Multi-Attach error for volume "[^"]+" Volume is already used by pod\(s\) /;
+}
+
 export async function podMovesNode(ctx: ScenarioContext): Promise<void> {
   const { kit } = ctx;
   const attacher = ctx.startAttacher("a");
@@ -137,7 +151,7 @@ export async function podMovesNode(ctx: ScenarioContext): Promise<void> {
   await kit.waitVolumesAttached(from, [unique]);
 
   const second = await kit.createPod("second", to, [v.claim]);
-  const refused = await kit.waitEvent(second, "FailedAttachVolume", /Multi-Attach error/);
+  const refused = await kit.waitEvent(second, "FailedAttachVolume", multiAttachEvent(ctx));
   assert.equal(refused.type, "Warning");
   assert.deepEqual((await kit.vasOf(v.pv)).map((va) => va.spec.nodeName), [from]);
   assert.deepEqual(await kit.volumesAttached(to), []);

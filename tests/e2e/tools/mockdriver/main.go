@@ -9,8 +9,14 @@
 // replayed at start, so a restarted driver still knows the volumes of the previous run
 // (as csi-driver-host-path does with its state directory).
 //
-// Every gRPC call is logged by the driver's own interceptor as a line
-// `gRPCCall: {"Method":...,"Request":...,"Response":...,"Error":...}` at verbosity 3.
+// Every gRPC call is logged as a line `gRPCCall: {"Method":...,"Request":...,"Response":...,
+// "Error":...,"FullError":...}` at verbosity 3, the format of the csi-test driver package's own
+// interceptor (k8s.io/kubernetes/test/e2e/storage/drivers/csi-test/driver, logGRPC). That package's
+// server is not used: its Stop calls grpc-go's Server.Stop, which closes every connection at once.
+// SIGTERM or SIGINT here calls Server.GracefulStop, as CSI drivers built on csi-lib-utils or
+// csi-driver-host-path do: no new connections, a GOAWAY on each open one, the calls in flight
+// finish, then the connections close. "graceful stop complete" in the log says it did not need the
+// fallback (Server.Stop after gracePeriod).
 package main
 
 import (
@@ -26,12 +32,17 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
 	"k8s.io/klog/v2"
-	"k8s.io/kubernetes/test/e2e/storage/drivers/csi-test/driver"
 	"k8s.io/kubernetes/test/e2e/storage/drivers/csi-test/mock/service"
 )
+
+// gracePeriod bounds GracefulStop (which waits for the calls in flight and for the clients to
+// close their connections after its GOAWAY); after it the server stops at once.
+const gracePeriod = 4 * time.Second
 
 // state is what --state-file holds: volumes in creation order and the published pairs.
 type state struct {
@@ -205,17 +216,51 @@ func main() {
 		klog.Fatalf("listen: %v", err)
 	}
 	recording := recordingService{Service: svc, rec: rec}
-	csiDriver := driver.NewCSIDriver(&driver.CSIDriverServers{Controller: recording, Identity: recording, Node: recording})
-	// nil: the driver's own interceptor, which logs every call as "gRPCCall: {json}".
-	if err := csiDriver.Start(listener, nil); err != nil {
-		klog.Fatalf("start: %v", err)
-	}
+	server := grpc.NewServer(grpc.UnaryInterceptor(logCall))
+	csi.RegisterIdentityServer(server, recording)
+	csi.RegisterControllerServer(server, recording)
+	csi.RegisterNodeServer(server, recording)
+	served := make(chan error, 1)
+	go func() { served <- server.Serve(listener) }()
 	klog.Infof("serving CSI driver %q on %s", *name, path)
 
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
-	sig := <-signals
-	klog.Infof("%v received, stopping", sig)
-	csiDriver.Stop()
+	select {
+	case sig := <-signals:
+		klog.Infof("%v received, stopping gracefully", sig)
+	case err := <-served:
+		klog.Fatalf("serve: %v", err)
+	}
+	stopped := make(chan struct{})
+	go func() {
+		server.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+		klog.Infof("graceful stop complete")
+	case <-time.After(gracePeriod):
+		klog.Infof("graceful stop did not complete in %v, stopping", gracePeriod)
+		server.Stop()
+	}
 	klog.Flush()
+}
+
+// logCall logs each call in the csi-test driver's format (see the package comment).
+func logCall(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	rsp, err := handler(ctx, req)
+	entry := struct {
+		Method    string
+		Request   any
+		Response  any
+		Error     string
+		FullError error
+	}{Method: info.FullMethod, Request: req, Response: rsp, FullError: err}
+	if err != nil {
+		entry.Error = err.Error()
+	}
+	line, _ := json.Marshal(entry)
+	klog.V(3).Infof("gRPCCall: %s\n", line)
+	return rsp, err
 }
