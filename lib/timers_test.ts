@@ -167,7 +167,35 @@ Deno.test("TimerQueue keeps 10 000 random timers in order under random cancels",
   }
 });
 
-Deno.test("realClock timers fire after their delay, each in a task of its own", async () => {
+Deno.test("TimerQueue runs every timer due at a firing in that firing", () => {
+  // One runtime timer per due timer would be clamped when set from a timer callback (about
+  // 2 ms each under Deno 2.9.6): 2,000 timers due together took 4.2 s instead of 30 ms.
+  const rt = new ManualRuntime();
+  const q = new TimerQueue(rt);
+  let ran = 0;
+  for (let i = 0; i < 2000; i++) q.schedule(10 + (i % 5), () => ran++);
+  rt.advanceTo(20);
+  assert.equal(ran, 2000);
+  assert.equal(rt.sets, 5, "one runtime timer per distinct due time, not one per timer");
+  assert.equal(rt.pending, 0);
+});
+
+Deno.test("TimerQueue: a callback re-scheduling itself at 0 ms waits for the next firing", () => {
+  const rt = new ManualRuntime();
+  const q = new TimerQueue(rt);
+  let runs = 0;
+  const again = () => {
+    runs++;
+    if (runs < 3) q.schedule(0, again);
+  };
+  q.schedule(0, again);
+  const before = rt.sets;
+  rt.advanceTo(0);
+  assert.equal(runs, 3);
+  assert.equal(rt.sets - before, 2, "one firing per run");
+});
+
+Deno.test("realClock timers fire after their delay, microtasks after the batch", async () => {
   const ran: string[] = [];
   const start = performance.now();
   const done = Promise.withResolvers<void>();
@@ -177,10 +205,10 @@ Deno.test("realClock timers fire after their delay, each in a task of its own", 
   });
   realClock.setTimer(20, () => {
     ran.push("b");
-    done.resolve();
+    queueMicrotask(() => done.resolve());
   });
   realClock.setTimer(5, () => ran.push("first")).cancel();
   await done.promise;
   assert.ok(performance.now() - start >= 19.5, "not before the delay");
-  assert.deepEqual(ran, ["a", "a's microtask", "b"]);
+  assert.deepEqual(ran, ["a", "b", "a's microtask"]);
 });
