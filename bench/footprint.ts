@@ -23,12 +23,25 @@ import { attacherArgs, AttacherProcess } from "./attacher_process.ts";
 import { FakeEnvironment } from "./fake_environment.ts";
 import { freePort, Inspector } from "./inspector.ts";
 import {
+  renderBreakdown,
+  type SamplingHeapProfile,
+  summarizeAllocations,
+} from "./alloc_profile.ts";
+import {
   type HeapSummary,
   parseSmapsRollup,
   type SmapsRollup,
   summarizeHeapSnapshot,
 } from "./memory_breakdown.ts";
 import { parseStat, parseStatusMemory } from "./proc_stats.ts";
+import {
+  type ClassTotals,
+  largestUnexplained,
+  type Mapping,
+  type MappingClass,
+  parseSmaps,
+  totalsByClass,
+} from "./smaps.ts";
 import { buildShippedForm } from "./shipped_form.ts";
 import type { WaitTarget } from "./timeline.ts";
 import { formatNumber, formatTable } from "./table.ts";
@@ -47,11 +60,19 @@ RSS from Deno.memoryUsage() over the inspector).
   --snapshot            take a heap snapshot at each point and print the largest groups
   --snapshot-dir=DIR    also write the snapshots there (.heapsnapshot, for DevTools)
   --no-inspect          no inspector: RSS and smaps_rollup only, as the benchmark sees them
+  --smaps               also read /proc/<pid>/smaps at each point and peak: resident memory by
+                        kind of mapping (malloc arenas, V8 pages, thread stacks, ...; bench/smaps.ts)
+                        and the largest mappings no class explains
+  --alloc               a sampling heap profile of the attach phase (garbage included), printed
+                        as bytes allocated per attach by function (needs the inspector)
   --rest=3000           ms at rest before the "rest" point
   --top=20              groups of each snapshot to print
 `;
 
 const MIB = 1024 * 1024;
+
+/** Mean bytes between two samples of `--alloc` (V8's default is 32 KiB). */
+const ALLOC_SAMPLING_BYTES = 4096;
 
 /** How often the peak of each phase is sampled (`VmRSS` and `smaps_rollup`), ms. */
 const PEAK_SAMPLE_MS = 20;
@@ -74,6 +95,8 @@ export interface FootprintPoint {
    * outside its heap), read over the inspector at the peaks.
    */
   externalBytes?: number;
+  /** With `--smaps`: every mapping (`/proc/<pid>/smaps`). */
+  maps?: Mapping[];
 }
 
 /**
@@ -110,7 +133,8 @@ export function withInspector(commandLine: string, port: number): string | undef
   return words.join(" ");
 }
 
-function readPoint(pid: number, point: string): FootprintPoint {
+function readPoint(pid: number, point: string, smaps = false): FootprintPoint {
+  const maps = smaps ? parseSmaps(Deno.readTextFileSync(`/proc/${pid}/smaps`)) : undefined;
   const status = parseStatusMemory(Deno.readTextFileSync(`/proc/${pid}/status`));
   const stat = parseStat(Deno.readTextFileSync(`/proc/${pid}/stat`));
   return {
@@ -119,7 +143,50 @@ function readPoint(pid: number, point: string): FootprintPoint {
     rssBytes: status.rssBytes,
     peakRssBytes: status.peakRssBytes,
     smaps: parseSmapsRollup(Deno.readTextFileSync(`/proc/${pid}/smaps_rollup`)),
+    ...(maps !== undefined && { maps }),
   };
+}
+
+/** The order of the classes in {@link renderMappings}. */
+const CLASS_ORDER: readonly MappingClass[] = [
+  "file",
+  "v8 pages",
+  "v8 large objects",
+  "v8 code",
+  "malloc main arena",
+  "malloc thread arena",
+  "thread stack",
+  "[stack]",
+  "other anonymous",
+];
+
+/**
+ * Resident MiB by kind of mapping (`./smaps.ts`), one column per point that has its mappings,
+ * then the largest mappings no class explains at the last such point.
+ */
+export function renderMappings(points: readonly FootprintPoint[], top = 12): string {
+  const withMaps = points.filter((p) => p.maps !== undefined);
+  if (withMaps.length === 0) return "";
+  const totals: ClassTotals[] = withMaps.map((p) => totalsByClass(p.maps!));
+  const rows = CLASS_ORDER.map((c) => [
+    c,
+    ...totals.map((t) => formatNumber((t.get(c) ?? 0) / MIB, 1)),
+  ]);
+  let out = formatTable(["resident MiB", ...withMaps.map((p) => p.point)], rows);
+  for (const p of withMaps.filter((p) => p.point.endsWith("peak"))) {
+    const large = largestUnexplained(p.maps!, top);
+    out += `\n\nlargest mappings of no class at "${p.point}":\n\n` + formatTable(
+      ["address", "size KiB", "perms", "class", "resident KiB"],
+      large.map((m) => [
+        m.start.toString(16),
+        formatNumber((m.end - m.start) / 1024, 0),
+        m.perms,
+        m.class,
+        formatNumber(m.rssBytes / 1024, 0),
+      ]),
+    );
+  }
+  return out;
 }
 
 async function waitFor(env: FakeEnvironment, proc: AttacherProcess, target: WaitTarget) {
@@ -184,13 +251,16 @@ export function renderSnapshot(
 /** Runs the mode; resolves with the exit code. */
 export async function runFootprint(args: string[], repo: string): Promise<number> {
   const parsed = parseArgs({
-    args: args.filter((a) => a !== "--footprint"),
+    // `deno task bench -- --footprint …` passes the "--" on.
+    args: args.filter((a) => a !== "--footprint" && a !== "--"),
     options: {
       sizes: { type: "string", default: "5000" },
       "attacher-cmd": { type: "string" },
       snapshot: { type: "boolean", default: false },
       "snapshot-dir": { type: "string" },
       "no-inspect": { type: "boolean", default: false },
+      smaps: { type: "boolean", default: false },
+      alloc: { type: "boolean", default: false },
       rest: { type: "string", default: "3000" },
       top: { type: "string", default: "20" },
       fake: { type: "boolean", default: true },
@@ -228,6 +298,7 @@ export async function runFootprint(args: string[], repo: string): Promise<number
   const points: FootprintPoint[] = [];
   let proc: AttacherProcess | undefined;
   let inspector: Inspector | undefined;
+  let allocations: SamplingHeapProfile | undefined;
   try {
     await env.createCanary();
     const flags = attacherArgs({
@@ -242,7 +313,7 @@ export async function runFootprint(args: string[], repo: string): Promise<number
     console.log(`# ${inspected ?? command}`);
     if (inspected !== undefined) inspector = await Inspector.connect(port);
     const measure = async (point: string) => {
-      const p = readPoint((proc as AttacherProcess).pid, point);
+      const p = readPoint((proc as AttacherProcess).pid, point, o.smaps);
       if (inspector !== undefined) {
         p.heap = await inspector.heapUsage();
         if (o.snapshot) {
@@ -276,6 +347,13 @@ export async function runFootprint(args: string[], repo: string): Promise<number
           return; // exited: the wait below reports it
         }
         if (p.rssBytes > (peaks[phase]?.rssBytes ?? 0)) {
+          if (o.smaps) {
+            try {
+              p.maps = parseSmaps(Deno.readTextFileSync(`/proc/${pid}/smaps`));
+            } catch {
+              return;
+            }
+          }
           if (inspector !== undefined) await addMemoryUsage(inspector, p);
           peaks[phase] = p;
         }
@@ -283,8 +361,19 @@ export async function runFootprint(args: string[], repo: string): Promise<number
       }
     })();
     try {
+      if (o.alloc && inspector !== undefined) {
+        await inspector.call("HeapProfiler.startSampling", {
+          samplingInterval: ALLOC_SAMPLING_BYTES,
+          includeObjectsCollectedByMajorGC: true,
+          includeObjectsCollectedByMinorGC: true,
+        });
+      }
       await env.startAttach();
       await waitFor(env, proc, "attached");
+      if (o.alloc && inspector !== undefined) {
+        const r = await inspector.call("HeapProfiler.stopSampling");
+        allocations = r.profile as SamplingHeapProfile;
+      }
       await new Promise((r) => setTimeout(r, restMs));
       await measure("rest");
       phase = "detach";
@@ -303,6 +392,25 @@ export async function runFootprint(args: string[], repo: string): Promise<number
     if (shippedDir !== undefined) await Deno.remove(shippedDir, { recursive: true });
   }
   console.log(`\n### N=${count}: memory at each point\n\n${renderPoints(points)}`);
+  if (o.smaps) console.log(`\n### resident memory by kind of mapping\n\n${renderMappings(points)}`);
+  if (allocations !== undefined) {
+    const a = summarizeAllocations(allocations);
+    console.log(
+      `\n### allocated during the attach phase, per attach (sampled, garbage included)\n`,
+    );
+    console.log(`total ${(a.totalBytes / count).toFixed(0)} B per attach\n`);
+    console.log(renderBreakdown("by module", a.selfByModule, a.totalBytes, count, top));
+    console.log(renderBreakdown("\nby function", a.selfByFunction, a.totalBytes, count, top));
+    console.log(
+      renderBreakdown(
+        "\nby the innermost function of ours",
+        a.byOwnCaller,
+        a.totalBytes,
+        count,
+        top,
+      ),
+    );
+  }
   const [started, rest, detached] = points;
   if (started?.snapshot !== undefined && rest?.snapshot !== undefined) {
     console.log(`\n### heap snapshot after start (N PVs cached)\n`);

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { renderPoints, withInspector } from "./footprint.ts";
+import { type FootprintPoint, renderMappings, renderPoints, withInspector } from "./footprint.ts";
 
 Deno.test("withInspector adds --inspect to a deno run command line only", () => {
   assert.equal(
@@ -35,4 +35,40 @@ Deno.test("renderPoints shows one column per point, MiB with one decimal", () =>
   assert.match(row("anonymous − V8") ?? "", /\|\s+8\.0 \|$/);
   assert.match(row("V8 heap used after full GC") ?? "", /\|\s+– \|$/);
   assert.match(row("CPU s") ?? "", /\|\s+0\.25 \|$/);
+});
+
+Deno.test("renderMappings shows resident MiB by kind of mapping and what no class explains", () => {
+  const mib = 1024 * 1024;
+  const point = (name: string, v8Pages: number): FootprintPoint => ({
+    point: name,
+    cpuSeconds: 0,
+    rssBytes: 0,
+    peakRssBytes: 0,
+    smaps: { rssBytes: 0, anonymousBytes: 0, fileBytes: 0, privateDirtyBytes: 0, swapBytes: 0 },
+    maps: [
+      {
+        start: 0x1d6448c0000,
+        end: 0x1d6448c0000 + v8Pages * mib,
+        perms: "rw-p",
+        path: "",
+        rssBytes: v8Pages * mib,
+        anonymousBytes: v8Pages * mib,
+      },
+      {
+        start: 0x7fc5c8100000,
+        end: 0x7fc5c84c1000,
+        perms: "rw-p",
+        path: "",
+        rssBytes: 3844 * 1024,
+        anonymousBytes: 3844 * 1024,
+      },
+    ],
+  });
+  const text = renderMappings([point("rest", 30), point("attach peak", 112)]);
+  const row = (name: string) => text.split("\n").find((l) => l.startsWith(`| ${name} `));
+  assert.match(row("v8 pages") ?? "", /\|\s+30\.0 \|\s+112\.0 \|$/);
+  assert.match(row("other anonymous") ?? "", /\|\s+3\.8 \|\s+3\.8 \|$/);
+  assert.match(text, /largest mappings of no class at "attach peak"/);
+  assert.match(text, /\| 7fc5c8100000 \|\s+3,?844 \|/);
+  assert.equal(renderMappings([{ ...point("rest", 1), maps: undefined }]), "");
 });

@@ -6,6 +6,8 @@
  * @module
  */
 
+import { TimerQueue } from "./timers.ts";
+
 /** A cancellable timer. */
 export interface Timer {
   cancel(): void;
@@ -53,13 +55,22 @@ export function sleepOn(clock: Clock, ms: number, signal?: AbortSignal): Promise
   });
 }
 
-/** The runtime's monotonic clock (`performance.now()`), its wall clock and its timers. */
+/** The runtime timers under {@link realClock}'s: one `setTimeout` for many timers (`./timers.ts`). */
+const runtimeTimers = new TimerQueue({
+  now: () => performance.now(),
+  set: (fn, ms) => setTimeout(fn, ms),
+  clear: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
+});
+
+/**
+ * The runtime's monotonic clock (`performance.now()`), its wall clock and its timers (a
+ * {@link TimerQueue} over `setTimeout`).
+ */
 export const realClock: Clock = {
   now: () => performance.now(),
   wallNow: () => Date.now(),
   setTimer(ms, fn) {
-    const id = setTimeout(fn, Math.max(0, ms));
-    return { cancel: () => clearTimeout(id) };
+    return runtimeTimers.schedule(ms, fn);
   },
   sleep(ms, signal) {
     return sleepOn(realClock, ms, signal);

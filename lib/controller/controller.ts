@@ -141,6 +141,8 @@ export class AttachController {
   #clock: Clock;
   #log: Logger;
   #idleTimer: Timer | undefined;
+  /** Clock reading of the last processed key, for {@link ControllerDeps.whenIdle}. */
+  #lastActivity = 0;
 
   constructor(deps: ControllerDeps, opts: ControllerOptions) {
     if (!Number.isInteger(opts.workers) || opts.workers < 1) {
@@ -343,16 +345,29 @@ export class AttachController {
     this.#log.info("Shutting down CSI attacher");
   }
 
-  /** (Re)arms the idle timer after a processed key; see {@link ControllerDeps.whenIdle}. */
+  /**
+   * Notes a processed key for {@link ControllerDeps.whenIdle}. One timer at a time: a key only
+   * notes the time, and the timer, when it fires before the workers have been idle for
+   * {@link IDLE_AFTER_MS}, waits for the rest (a timer per key cost a timer object and its
+   * cancellation per attach).
+   */
   #noteActivity(): void {
-    const whenIdle = this.#deps.whenIdle;
-    if (whenIdle === undefined) return;
-    this.#idleTimer?.cancel();
-    this.#idleTimer = this.#clock.setTimer(IDLE_AFTER_MS, () => {
+    if (this.#deps.whenIdle === undefined) return;
+    this.#lastActivity = this.#clock.now();
+    if (this.#idleTimer === undefined) this.#armIdleTimer(IDLE_AFTER_MS);
+  }
+
+  #armIdleTimer(ms: number): void {
+    this.#idleTimer = this.#clock.setTimer(ms, () => {
       this.#idleTimer = undefined;
+      const left = this.#lastActivity + IDLE_AFTER_MS - this.#clock.now();
+      if (left > 0) {
+        this.#armIdleTimer(left);
+        return;
+      }
       const { vaQueue, pvQueue } = this.#deps;
       if (vaQueue.shuttingDown() || vaQueue.len() > 0 || pvQueue.len() > 0) return;
-      whenIdle();
+      this.#deps.whenIdle?.();
     });
   }
 

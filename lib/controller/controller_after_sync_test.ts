@@ -10,6 +10,7 @@ import type { Handler, SyncOutcome } from "./handler.ts";
 import { AttachmentMemory } from "./attachment_memory.ts";
 import { FakeInformer } from "../../testkit/fakes/fake_informer.ts";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
+import type { Clock } from "../clock.ts";
 import { nullLogger } from "../observe/logger.ts";
 import { ItemExponentialFailureRateLimiter } from "../workqueue/rate_limiters.ts";
 import { RateLimitingWorkQueue } from "../workqueue/rate_limiting_queue.ts";
@@ -132,6 +133,62 @@ Deno.test("AttachController calls whenIdle once the queues stay empty for IDLE_A
   assert.equal(idle, 1, "the burst ended");
   clock.advance(10 * IDLE_AFTER_MS);
   assert.equal(idle, 1, "once per burst");
+  vaQueue.shutDown();
+  pvQueue.shutDown();
+});
+
+Deno.test("AttachController keeps one idle timer during a burst, not one per key", async () => {
+  const clock = new FakeClock(0);
+  let armed = 0;
+  const counting: Clock = {
+    now: () => clock.now(),
+    wallNow: () => clock.wallNow(),
+    setTimer: (ms, fn) => {
+      armed++;
+      return clock.setTimer(ms, fn);
+    },
+    sleep: (ms, signal) => clock.sleep(ms, signal),
+  };
+  const queue = (name: string) =>
+    new RateLimitingWorkQueue({
+      clock,
+      rateLimiter: new ItemExponentialFailureRateLimiter({ baseMs: 1000, maxMs: 300_000 }),
+    }, { name });
+  const vaInformer = new FakeInformer<VolumeAttachment>();
+  const vaQueue = queue("va");
+  const pvQueue = queue("pv");
+  let idle = 0;
+  const controller = new AttachController({
+    vaInformer,
+    pvInformer: new FakeInformer<PersistentVolume>(),
+    vaQueue,
+    pvQueue,
+    handler: {
+      syncVolumeAttachment: () => Promise.resolve("done"),
+      syncPersistentVolume: () => Promise.resolve("done"),
+    },
+    memory: new AttachmentMemory({ backoff: vaQueue }),
+    log: nullLogger,
+    clock: counting,
+    whenIdle: () => idle++,
+  }, { driverName: DRIVER, workers: 1, reconcileSyncMs: 0 });
+  const names = Array.from({ length: 50 }, (_, i) => `va-${i}`);
+  for (const name of names) {
+    const va: VolumeAttachment = {
+      metadata: { name, resourceVersion: "1" },
+      spec: { attacher: DRIVER, nodeName: "node1", source: { persistentVolumeName: `pv-${name}` } },
+    };
+    vaInformer.set(va);
+    vaInformer.emitAdd(va);
+  }
+  // 50 keys, 10 ms apart: 500 ms of work, so the first timer fires once while keys remain.
+  for (const _ of names) {
+    assert.ok(await controller.processNextVolumeAttachment());
+    clock.advance(10);
+  }
+  assert.ok(armed <= 2, `${armed} idle timers armed for one burst of 50 keys`);
+  clock.advance(IDLE_AFTER_MS);
+  assert.equal(idle, 1, "the burst ended once");
   vaQueue.shutDown();
   pvQueue.shutDown();
 });

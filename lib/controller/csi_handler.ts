@@ -310,20 +310,17 @@ export class CsiHandler implements Handler {
       const nodeId = this.#getNodeId(va.spec.nodeName, undefined);
 
       // Store the finalizer (and the node ID for detach) before the driver publishes anything.
-      const updated: VolumeAttachment = structuredClone(va);
-      const finalizers = updated.metadata.finalizers ?? [];
+      // A shallow copy: the two fields that change get new values, nothing of `va` (the cached
+      // object) is written to.
+      const metadata = { ...va.metadata };
+      const finalizers = metadata.finalizers ?? [];
       if (!finalizers.includes(this.#finalizer)) {
-        updated.metadata.finalizers = [...finalizers, this.#finalizer];
+        metadata.finalizers = [...finalizers, this.#finalizer];
       }
-      if (updated.metadata.annotations?.[NODE_ID_ANNOTATION] !== nodeId) {
-        updated.metadata.annotations = {
-          ...(updated.metadata.annotations ?? {}),
-          [NODE_ID_ANNOTATION]: nodeId,
-        };
+      if (metadata.annotations?.[NODE_ID_ANNOTATION] !== nodeId) {
+        metadata.annotations = { ...(metadata.annotations ?? {}), [NODE_ID_ANNOTATION]: nodeId };
       }
-      const metadataPatch = createMergePatch({ metadata: va.metadata }, {
-        metadata: updated.metadata,
-      });
+      const metadataPatch = createMergePatch({ metadata: va.metadata }, { metadata });
       if (Object.keys(metadataPatch).length > 0) {
         // The uid makes the API server refuse the patch when the VA was deleted and created
         // again under the same name after the sync began: the driver must not publish for an

@@ -255,3 +255,14 @@ Deno.test("CsiHandler: without a stop, a held API answer is waited for and the a
   assert.equal(await syncing, "done");
   assert.deepEqual(csi.calls, ["publish vol1"]);
 });
+
+Deno.test("CsiHandler: an attach leaves the VolumeAttachment it was given (the cached one) unchanged", async () => {
+  const { kube, handler } = setUp();
+  const cached = va(false);
+  cached.metadata.finalizers = ["other/finalizer"];
+  cached.metadata.annotations = { keep: "me" };
+  const before = structuredClone(cached);
+  assert.equal(await handler.syncVolumeAttachment(cached, new AbortController().signal), "done");
+  assert.ok(kube.calls.some((c) => c.what === "patch volumeattachments va1"), "finalizer patched");
+  assert.deepEqual(cached, before);
+});

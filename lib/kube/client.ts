@@ -40,6 +40,7 @@ import { clientClosedError, connectionError } from "./connection_errors.ts";
 import { type Answer, MAX_RETRIES, retryDelayMs } from "./retry.ts";
 import { answerOrAbort, MAX_BODY_BYTES, readText, WHOLE_BODY_MAX_BYTES } from "./body.ts";
 import { IdleWatchdog, watchEvents } from "./watch_stream.ts";
+import { requestUrl, type ServerUrl, serverUrl } from "./request_url.ts";
 import {
   CLIENT_SIDE_THROTTLING,
   logThrottleWait,
@@ -157,6 +158,7 @@ interface RequestSpec {
  */
 export class KubeClient implements KubeApi {
   readonly #server: URL;
+  readonly #serverUrl: ServerUrl;
   readonly #connection: ClusterConnection;
   readonly #rateLimiter: RequestRateLimiter | undefined;
   readonly #onRequest: ((info: RequestInfo) => void) | undefined;
@@ -190,6 +192,7 @@ export class KubeClient implements KubeApi {
       throw new TypeError(`unsupported API server URL scheme "${server.protocol}"`);
     }
     this.#server = server;
+    this.#serverUrl = serverUrl(server);
     this.#connection = connection;
 
     this.#rateLimiter = deps.rateLimiter;
@@ -379,26 +382,22 @@ export class KubeClient implements KubeApi {
     return body as unknown as T;
   }
 
-  /** The request context of `spec`: its URL built from the server's. */
+  /** The request context of `spec`: its URL built from the server's (`./request_url.ts`). */
   #context(spec: RequestSpec): RequestContext {
     const { resource: res, target } = spec;
-    const url = new URL(this.#server.href);
-    let path = url.pathname.replace(/\/+$/, "");
-    path += res.group === "" ? `/api/${res.version}` : `/apis/${res.group}/${res.version}`;
+    let path = res.group === "" ? `/api/${res.version}` : `/apis/${res.group}/${res.version}`;
     if (res.namespaced && target.namespace !== undefined) {
       path += `/namespaces/${encodeURIComponent(target.namespace)}`;
     }
     path += `/${res.plural}`;
     if (target.name !== undefined) path += `/${encodeURIComponent(target.name)}`;
     if (target.subresource !== undefined) path += `/${target.subresource}`;
-    url.pathname = path;
-    url.search = new URLSearchParams(target.query ?? {}).toString();
     return {
       method: spec.method,
       verb: spec.verb,
       resource: res,
       subresource: target.subresource ?? "",
-      url,
+      url: requestUrl(this.#serverUrl, path, target.query),
       body: spec.body,
       signal: spec.signal,
     };

@@ -10,7 +10,13 @@
  * @module
  */
 
-import type { TlsMaterial, Transport, TransportRequest, TransportResponse } from "./transport.ts";
+import type {
+  RequestUrl,
+  TlsMaterial,
+  Transport,
+  TransportRequest,
+  TransportResponse,
+} from "./transport.ts";
 import { TransportError, type TransportErrorKind } from "../wire/http1/errors.ts";
 import { errorText } from "../errors.ts";
 
@@ -87,7 +93,7 @@ export class FetchTransport implements Transport {
     return this.#generation;
   }
 
-  async send(url: URL, request: TransportRequest): Promise<TransportResponse> {
+  async send(url: RequestUrl, request: TransportRequest): Promise<TransportResponse> {
     const { signal } = request;
     if (this.#closed) throw new TransportError("closed", "the transport is closed");
     let client = this.#client;
@@ -102,7 +108,7 @@ export class FetchTransport implements Transport {
     let response: Response;
     try {
       // The client is handed to fetch synchronously: a renew() later does not affect this request.
-      response = await fetch(url, {
+      response = await fetch(url.href, {
         method: request.method,
         headers: request.headers,
         body: request.body,

@@ -441,7 +441,12 @@ export class Informer<T extends KubeObject> implements ObjectStore<T> {
         continue;
       }
       if (signal.aborted) return;
-      for (const item of page.items ?? []) items.push(item);
+      // Each item is trimmed as its page arrives: the page's whole objects are garbage at once,
+      // instead of every page's until the last one.
+      for (const item of page.items ?? []) {
+        const obj = this.#transform(item);
+        if (obj !== undefined) items.push(obj);
+      }
       resourceVersion = page.resourceVersion;
       if (page.continue === undefined || page.continue === "") break;
       next = page.continue;
@@ -450,16 +455,16 @@ export class Informer<T extends KubeObject> implements ObjectStore<T> {
   }
 
   /**
-   * Replaces the cache with `items` (the result of a list or of a watch list's initial events),
-   * delivers the callbacks, and marks the informer synced.
+   * Replaces the cache with `items` (the result of a list or of a watch list's initial events,
+   * each already through {@link Informer.#transform}), delivers the callbacks, and marks the
+   * informer synced.
    */
   #replace(items: T[], resourceVersion: string): void {
     const page = { items, resourceVersion };
     const fresh = new Map<string, T>();
-    for (const raw of page.items) {
-      const obj = this.#transform(raw);
-      const key = obj === undefined ? undefined : keyOf(obj);
-      if (obj === undefined || key === undefined) continue;
+    for (const obj of page.items) {
+      const key = keyOf(obj);
+      if (key === undefined) continue;
       fresh.set(key, obj);
     }
     const old = this.#items;
@@ -539,8 +544,11 @@ export class Informer<T extends KubeObject> implements ObjectStore<T> {
             }
             continue;
           }
-          if (event.type === "ADDED") gathered.push(event.object);
-          else {return {
+          if (event.type === "ADDED") {
+            // Trimmed as it arrives, as a list page's items are.
+            const obj = this.#transform(event.object);
+            if (obj !== undefined) gathered.push(obj);
+          } else {return {
               kind: "incomplete",
               err: new Error(`${event.type} before the initial events ended`),
             };}

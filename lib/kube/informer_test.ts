@@ -638,3 +638,37 @@ Deno.test("Informer: a watch list that ends before its end bookmark falls back t
   assert.equal(w2.opts.sendInitialEvents, undefined);
   await s.stop();
 });
+
+Deno.test("Informer: a watch list's initial events are transformed as they arrive", async () => {
+  const seen: string[] = [];
+  const s = setup({
+    watchList: true,
+    transform: (obj) => {
+      seen.push(id(obj));
+      return obj;
+    },
+  });
+  const w = await s.api.expectWatch();
+  w.send({ type: "ADDED", object: pv("a", "1") });
+  w.send({ type: "ADDED", object: pv("b", "2") });
+  await flushPromises();
+  assert.deepEqual(seen, ["a@1", "b@2"], "before the end bookmark, one at a time");
+  assert.equal(s.informer.hasSynced(), false);
+  w.send({
+    type: "BOOKMARK",
+    object: {
+      apiVersion: "v1",
+      kind: "PersistentVolume",
+      metadata: {
+        name: "",
+        resourceVersion: "12",
+        annotations: { "k8s.io/initial-events-end": "true" },
+      },
+    } as unknown as PersistentVolume,
+  });
+  await flushPromises();
+  assert.deepEqual(seen, ["a@1", "b@2"], "each object transformed once");
+  assert.deepEqual(s.events, ["add a@1", "add b@2"]);
+  assert.equal(s.informer.get("a")?.metadata.managedFields, undefined);
+  await s.stop();
+});

@@ -13,7 +13,7 @@ import { Buffer } from "node:buffer";
 import http from "node:http";
 import https from "node:https";
 import type { ClusterConnection } from "./config.ts";
-import type { Transport, TransportRequest, TransportResponse } from "./transport.ts";
+import type { RequestUrl, Transport, TransportRequest, TransportResponse } from "./transport.ts";
 import { TransportError, type TransportErrorKind } from "../wire/http1/errors.ts";
 import { errorText } from "../errors.ts";
 
@@ -80,7 +80,7 @@ export class NodeTransport implements Transport {
     return this.#generation;
   }
 
-  send(url: URL, request: TransportRequest): Promise<TransportResponse> {
+  send(url: RequestUrl, request: TransportRequest): Promise<TransportResponse> {
     const { signal } = request;
     if (this.#closed) {
       return Promise.reject(new TransportError("closed", "the transport is closed"));
@@ -95,7 +95,7 @@ export class NodeTransport implements Transport {
       headers["Content-Length"] = String(Buffer.byteLength(request.body));
     }
     const mod = url.protocol === "https:" ? https : http;
-    const req = mod.request(url, { method: request.method, agent: this.#agent, headers });
+    const req = mod.request(url.href, { method: request.method, agent: this.#agent, headers });
     return new Promise<TransportResponse>((resolve, reject) => {
       let answered = false;
       let fail: (reason: unknown) => void = reject;

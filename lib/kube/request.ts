@@ -7,6 +7,7 @@
  */
 
 import type { Resource } from "./api.ts";
+import type { RequestUrl } from "../wire/http1/api.ts";
 
 /** A request body and its content type. */
 export interface RequestBody {
@@ -26,8 +27,8 @@ export interface RequestContext {
   readonly resource: Resource;
   /** `status` or "". */
   readonly subresource: string;
-  /** The full request URL, query included. */
-  readonly url: URL;
+  /** The full request URL, query included (`./request_url.ts`). */
+  readonly url: RequestUrl;
   /** The body, for create, update and patch. */
   readonly body?: RequestBody;
   /** The caller's signal: aborting it ends the request with its reason. */

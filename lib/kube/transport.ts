@@ -18,6 +18,7 @@ import { Http1Transport } from "../wire/http1/transport.ts";
 import { FetchTransport } from "./fetch_transport.ts";
 
 export type {
+  RequestUrl,
   TlsMaterial,
   Transport,
   TransportRequest,

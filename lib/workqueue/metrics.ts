@@ -103,10 +103,12 @@ export interface QueueMetricsOptions {
 }
 
 /**
- * The per-queue bookkeeping behind the metrics: when each key was added and when its processing
+ * The per-queue bookkeeping behind the metrics: when the processing of each handed-out key
  * started. The queue calls {@link QueueMetrics.add} when a key becomes dirty,
- * {@link QueueMetrics.get} when it is handed out and {@link QueueMetrics.done} when it is done,
- * and {@link QueueMetrics.updateUnfinishedWork} periodically.
+ * {@link QueueMetrics.get} when it is handed out (with the time it was added: the queue keeps it
+ * with the key, where client-go's metrics keep an `addTimes` map of their own) and
+ * {@link QueueMetrics.done} when it is done, and {@link QueueMetrics.updateUnfinishedWork}
+ * periodically.
  *
  * Guarantees: the depth gauge goes up once per accepted add and down once per hand-out, so it
  * returns to its start when every key has been handed out; each key contributes at most one
@@ -120,8 +122,6 @@ export class QueueMetrics {
   #workDuration: HistogramMetric;
   #unfinishedWork: SettableGaugeMetric;
   #longestRunning: SettableGaugeMetric;
-  /** When each dirty key not yet handed out was first added (ms, queue clock). */
-  #addTimes = new Map<string, number>();
   /** When processing of each handed-out key started (ms, queue clock). */
   #processingStartTimes = new Map<string, number>();
 
@@ -136,31 +136,28 @@ export class QueueMetrics {
     this.#longestRunning = p.newLongestRunningProcessorSecondsMetric(opts.name);
   }
 
-  /** Records that `key` became dirty (an add that was not folded into a waiting one). */
-  add(key: string): void {
+  /** Records that a key became dirty (an add that was not folded into a waiting one). */
+  add(): void {
     this.#adds.inc();
     this.#depth.inc();
-    if (!this.#addTimes.has(key)) this.#addTimes.set(key, this.#clock.now());
-  }
-
-  /** Records that `key` was handed to a worker; observes how long it waited. */
-  get(key: string): void {
-    const now = this.#clock.now();
-    this.#depth.dec();
-    this.#processingStartTimes.set(key, now);
-    const addedAt = this.#addTimes.get(key);
-    if (addedAt !== undefined) {
-      this.#latency.observe(secondsBetween(addedAt, now));
-      this.#addTimes.delete(key);
-    }
   }
 
   /**
-   * Records that `key` left without being handed out (it moved to another lane of the queue):
+   * Records that `key`, added at `addedAt` (ms of the queue clock), was handed to a worker;
+   * observes how long it waited.
+   */
+  get(key: string, addedAt: number): void {
+    const now = this.#clock.now();
+    this.#depth.dec();
+    this.#processingStartTimes.set(key, now);
+    this.#latency.observe(secondsBetween(addedAt, now));
+  }
+
+  /**
+   * Records that a key left without being handed out (it moved to another lane of the queue):
    * the depth goes down and no latency is observed.
    */
-  withdraw(key: string): void {
-    if (!this.#addTimes.delete(key)) return;
+  withdraw(): void {
     this.#depth.dec();
   }
 

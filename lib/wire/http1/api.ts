@@ -38,6 +38,27 @@ export interface TransportResponse {
   text?(): Promise<string>;
 }
 
+/**
+ * The parts of a request URL a transport reads. A `URL` has them; a client that sends many
+ * requests to one server can build them as strings instead of parsing a URL per request.
+ */
+export interface RequestUrl {
+  /** The whole URL, as `URL.href`. */
+  readonly href: string;
+  /** `http:` or `https:`. */
+  readonly protocol: string;
+  /** Host and, when not the scheme's default, `:port`. */
+  readonly host: string;
+  /** Host name; an IPv6 address in brackets. */
+  readonly hostname: string;
+  /** The port, "" for the scheme's default. */
+  readonly port: string;
+  /** The path, percent-encoded, starting with `/`. */
+  readonly pathname: string;
+  /** `?` and the query, or "". */
+  readonly search: string;
+}
+
 /** One request. */
 export interface TransportRequest {
   /** HTTP method, e.g. `GET`. */
@@ -64,7 +85,7 @@ export interface Transport {
    */
   readonly generation: number;
   /** Resolves with the status and headers; rejects with the signal's reason when it aborts. */
-  send(url: URL, request: TransportRequest): Promise<TransportResponse>;
+  send(url: RequestUrl, request: TransportRequest): Promise<TransportResponse>;
   /**
    * The connections of `generation` are suspect (a request on one of them got no answer): later
    * requests go out on new connections. Requests under way keep theirs until they end. Nothing

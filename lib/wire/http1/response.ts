@@ -88,6 +88,30 @@ export function headEnd(bytes: Uint8Array, from = 0): number {
 }
 
 const LATIN1 = new TextDecoder("latin1");
+
+/** Longest run of bytes turned into a string by one `String.fromCharCode` call. */
+const CHAR_CODE_CHUNK = 4096;
+
+/**
+ * `bytes` decoded as `TextDecoder("latin1")` decodes them (WHATWG's windows-1252). An all-ASCII
+ * input, as heads and chunk-size lines are, is turned into a string in JavaScript: the decoder is
+ * a call into the runtime per use (0.8 % of busy CPU for the heads alone at N=20 000).
+ */
+export function latin1(bytes: Uint8Array): string {
+  for (let i = 0; i < bytes.length; i++) {
+    if (bytes[i]! >= 0x80) return LATIN1.decode(bytes);
+  }
+  if (bytes.length <= CHAR_CODE_CHUNK) {
+    return String.fromCharCode.apply(null, bytes as unknown as number[]);
+  }
+  let out = "";
+  for (let at = 0; at < bytes.length; at += CHAR_CODE_CHUNK) {
+    const part = bytes.subarray(at, at + CHAR_CODE_CHUNK);
+    out += String.fromCharCode.apply(null, part as unknown as number[]);
+  }
+  return out;
+}
+
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 /** A `protocol` {@link TransportError} with `what` after the usual prefix. */
@@ -101,7 +125,7 @@ function malformed(what: string): TransportError {
  * @throws {TransportError} (`protocol`) for a status line or field line that is not HTTP/1.x.
  */
 export function parseHead(bytes: Uint8Array): ResponseHead {
-  const lines = LATIN1.decode(bytes).split("\r\n");
+  const lines = latin1(bytes).split("\r\n");
   const statusLine = /^(HTTP\/1\.[01]) ([0-9]{3})(?: [^\r\n\0]*)?$/.exec(lines[0]!);
   if (statusLine === null || Number(statusLine[2]) < 100) {
     throw malformed(`status line "${lines[0]!.slice(0, 80)}"`);
@@ -163,7 +187,8 @@ export async function readHead(source: ByteSource): Promise<ResponseHead> {
         );
       }
       if (chunk.length === 0) continue;
-      const window = concat([tail, chunk], tail.length + chunk.length);
+      // The first piece is searched as it is; later ones with the three bytes before them.
+      const window = tail.length === 0 ? chunk : concat([tail, chunk], tail.length + chunk.length);
       const end = headEnd(window);
       if (end >= 0) {
         const used = end - tail.length;
@@ -311,7 +336,7 @@ export class ChunkedDecoder {
               "malformed chunked encoding: chunk-size line too long",
             );
           }
-          this.#line += LATIN1.decode(input.subarray(i, end));
+          this.#line += latin1(input.subarray(i, end));
           i = end;
           if (lf < 0) break;
           i++;
@@ -474,13 +499,18 @@ export class BodyReader {
       } else {
         data = [bytes];
       }
-      for (const part of data) this.#received += part.length;
+      let empty = 0;
+      for (const part of data) {
+        this.#received += part.length;
+        if (part.length === 0) empty++;
+      }
       if (this.#received > this.#maxBytes) {
         this.#ended = true;
         this.#clean = false;
         throw this.#tooLarge();
       }
-      if (data.some((part) => part.length > 0)) return data.filter((part) => part.length > 0);
+      if (empty === 0 && data.length > 0) return data;
+      if (empty < data.length) return data.filter((part) => part.length > 0);
     }
   }
 

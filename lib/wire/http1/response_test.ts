@@ -5,6 +5,7 @@ import {
   ChunkedDecoder,
   framingOf,
   headEnd,
+  latin1,
   MAX_CHUNK_OVERHEAD_BYTES,
   MAX_HEAD_BYTES,
   parseHead,
@@ -250,4 +251,15 @@ Deno.test("BodyReader: ends where the framing says, EOF too early is an error, m
     ),
     "x".repeat(10),
   );
+});
+
+Deno.test("latin1 decodes as TextDecoder('latin1') does, ASCII and not, short and long", () => {
+  const decoder = new TextDecoder("latin1");
+  const every = Uint8Array.from({ length: 256 }, (_, i) => i);
+  const long = Uint8Array.from({ length: 10_000 }, (_, i) => 32 + (i % 90));
+  const longHigh = long.slice();
+  longHigh[9_999] = 0x80;
+  for (const bytes of [new Uint8Array(0), every, every.subarray(0, 128), long, longHigh]) {
+    assert.equal(latin1(bytes), decoder.decode(bytes));
+  }
 });

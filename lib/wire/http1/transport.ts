@@ -16,7 +16,13 @@
  * @module
  */
 
-import type { TlsMaterial, Transport, TransportRequest, TransportResponse } from "./api.ts";
+import type {
+  RequestUrl,
+  TlsMaterial,
+  Transport,
+  TransportRequest,
+  TransportResponse,
+} from "./api.ts";
 import { TransportError } from "./errors.ts";
 import { errorText } from "../../errors.ts";
 import { type Clock, realClock } from "../../clock.ts";
@@ -275,8 +281,35 @@ function raceSignal<T>(value: Promise<T>, signal: AbortSignal, onLate: (v: T) =>
   });
 }
 
-/** A request's bytes: request line, Host, the given header lines in order, Content-Length. */
-export function encodeRequest(url: URL, request: TransportRequest): Uint8Array {
+/**
+ * The number of bytes `TextEncoder` encodes `text` into: a lone surrogate becomes U+FFFD, three
+ * bytes, as the encoder makes it.
+ */
+export function utf8Length(text: string): number {
+  let n = text.length;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x80) continue;
+    if (c < 0x800) {
+      n += 1;
+    } else if (
+      c >= 0xd800 && c <= 0xdbff && i + 1 < text.length &&
+      (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00
+    ) {
+      n += 2; // a surrogate pair: two units, four bytes
+      i++;
+    } else {
+      n += 2; // three bytes, a lone surrogate's U+FFFD too
+    }
+  }
+  return n;
+}
+
+/**
+ * A request's bytes: request line, Host, the given header lines in order, Content-Length, then
+ * the body, encoded in one call (the encoder is a call into the runtime).
+ */
+export function encodeRequest(url: RequestUrl, request: TransportRequest): Uint8Array {
   let head = `${request.method} ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\n`;
   for (const [name, value] of request.headers) {
     if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name) || /[\r\n\0]/.test(value)) {
@@ -284,15 +317,10 @@ export function encodeRequest(url: URL, request: TransportRequest): Uint8Array {
     }
     head += `${name}: ${value}\r\n`;
   }
-  const body = request.body === undefined ? undefined : UTF8_ENCODER.encode(request.body);
-  if (body !== undefined) head += `Content-Length: ${body.length}\r\n`;
+  const body = request.body;
+  if (body !== undefined) head += `Content-Length: ${utf8Length(body)}\r\n`;
   head += "\r\n";
-  const headBytes = UTF8_ENCODER.encode(head);
-  if (body === undefined || body.length === 0) return headBytes;
-  const out = new Uint8Array(headBytes.length + body.length);
-  out.set(headBytes);
-  out.set(body, headBytes.length);
-  return out;
+  return UTF8_ENCODER.encode(body === undefined ? head : head + body);
 }
 
 /** True when the head lets the connection carry another request (RFC 9112 section 9.3). */
@@ -358,7 +386,7 @@ export class Http1Transport implements Transport {
     return this.#generation;
   }
 
-  async send(url: URL, request: TransportRequest): Promise<TransportResponse> {
+  async send(url: RequestUrl, request: TransportRequest): Promise<TransportResponse> {
     const { signal } = request;
     if (this.#closed) throw new TransportError("closed", "the transport is closed");
     signal.throwIfAborted();
@@ -437,7 +465,7 @@ export class Http1Transport implements Transport {
   };
 
   async #connect(
-    url: URL,
+    url: RequestUrl,
     origin: string,
     generation: number,
     signal: AbortSignal,

@@ -3,7 +3,7 @@
  */
 
 import assert from "node:assert/strict";
-import { Http1Transport } from "./transport.ts";
+import { encodeRequest, Http1Transport, utf8Length } from "./transport.ts";
 import type { TransportRequest } from "./api.ts";
 import { isTransportError, TransportError } from "./errors.ts";
 
@@ -430,5 +430,52 @@ Deno.test("Http1Transport: a body over the request's maxBodyBytes fails as too-l
     assert.equal((await fits.text!()).length, 2000);
   } finally {
     transport.close();
+  }
+});
+
+Deno.test("utf8Length counts the bytes TextEncoder writes, lone surrogates as U+FFFD", () => {
+  const samples = [
+    "",
+    'ascii {"a":1}',
+    "é",
+    "€",
+    "😀",
+    "a😀b",
+    "\uD800",
+    "\uDC00",
+    "\uD800x",
+    "x\uDBFF",
+    "\uDC00\uD800",
+    "\uD800\uD800\uDC00",
+    "\u07FF\u0800\uFFFF",
+  ];
+  let all = "";
+  for (let c = 0; c < 0x10000; c += 7) all += String.fromCharCode(c);
+  samples.push(all);
+  const encoder = new TextEncoder();
+  for (const text of samples) {
+    assert.equal(utf8Length(text), encoder.encode(text).length, JSON.stringify(text));
+  }
+});
+
+Deno.test("encodeRequest writes the head and body it wrote in two encodings, in one", () => {
+  const url = new URL("http://127.0.0.1:8080/api/v1/persistentvolumes/pv-1?x=1");
+  const encoder = new TextEncoder();
+  for (const body of [undefined, "", '{"a":"é😀"}', "tail \uD800"]) {
+    const request: TransportRequest = {
+      method: "PATCH",
+      headers: [["Content-Type", "application/merge-patch+json"], ["User-Agent", "t/ü"]],
+      body,
+      signal: new AbortController().signal,
+    };
+    const bodyBytes = body === undefined ? undefined : encoder.encode(body);
+    let head = "PATCH /api/v1/persistentvolumes/pv-1?x=1 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n" +
+      "Content-Type: application/merge-patch+json\r\nUser-Agent: t/ü\r\n";
+    if (bodyBytes !== undefined) head += `Content-Length: ${bodyBytes.length}\r\n`;
+    const headBytes = encoder.encode(head + "\r\n");
+    const want = new Uint8Array(headBytes.length + (bodyBytes?.length ?? 0));
+    want.set(headBytes);
+    if (bodyBytes !== undefined) want.set(bodyBytes, headBytes.length);
+    assert.deepEqual(encodeRequest(url, request), want, JSON.stringify(body));
   }
 });

@@ -111,7 +111,13 @@ abstract class Vector<V> implements Collector {
   readonly #type: string;
   /** The label names, sorted: the order of {@link Series.values} and of the written labels. */
   readonly #labelNames: readonly string[];
-  #series = new Map<string, Series<V>>();
+  /**
+   * The series by label values, one map level per label name (in sorted order), the last level
+   * holding the series: a lookup builds no key string (it ran once per request and CSI call).
+   */
+  readonly #index = new Map<string, unknown>();
+  /** Every series, in no particular order. */
+  readonly #all: Series<V>[] = [];
 
   constructor(opts: MetricOptions, type: string) {
     if (!METRIC_NAME.test(opts.name)) throw new Error(`Invalid metric name ${opts.name}`);
@@ -144,22 +150,28 @@ abstract class Vector<V> implements Collector {
    */
   protected series(labels: Labels): Series<V> {
     const names = this.#labelNames;
-    // The key of the label values, unambiguous: each value prefixed with its length.
-    let key = "";
-    for (const name of names) {
-      const value = labels[name];
-      if (typeof value !== "string") throw this.#labelError(labels);
-      key += names.length === 1 ? value : `${value.length}:${value}`;
-    }
     let given = 0;
     for (const _ in labels) given++;
     if (given !== names.length) throw this.#labelError(labels);
-    let series = this.#series.get(key);
+    for (const name of names) {
+      if (typeof labels[name] !== "string") throw this.#labelError(labels);
+    }
+    const last = names.length - 1;
+    let level = this.#index;
+    for (let i = 0; i < last; i++) {
+      const value = labels[names[i]!]!;
+      let next = level.get(value) as Map<string, unknown> | undefined;
+      if (next === undefined) level.set(value, next = new Map());
+      level = next;
+    }
+    const leaf = last < 0 ? "" : labels[names[last]!]!;
+    let series = level.get(leaf) as Series<V> | undefined;
     if (series === undefined) {
       const values = names.map((n) => labels[n]!);
       const labelText = names.map((n, i) => `${n}="${escapeLabelValue(values[i]!)}"`).join(",");
       series = { values, labelText, value: this.initial() };
-      this.#series.set(key, series);
+      level.set(leaf, series);
+      this.#all.push(series);
     }
     return series;
   }
@@ -173,9 +185,9 @@ abstract class Vector<V> implements Collector {
   }
 
   write(out: string[]): void {
-    if (this.#series.size === 0) return;
+    if (this.#all.length === 0) return;
     out.push(`# HELP ${this.name} ${escapeHelp(this.#help)}`, `# TYPE ${this.name} ${this.#type}`);
-    const all = [...this.#series.values()];
+    const all = [...this.#all];
     if (all.length > 1) all.sort(byLabelValues);
     for (const series of all) this.writeSeries(out, series);
   }

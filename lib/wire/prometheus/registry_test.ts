@@ -273,3 +273,30 @@ Deno.test("misuse is an error: wrong labels, bad values, bad buckets, names, dup
     );
   }
 });
+
+Deno.test("a three-label series is found again whatever the order of its labels; one differing value is another series", () => {
+  const registry = new Registry();
+  const c = new Counter({ name: "c", help: "c", labelNames: ["verb", "code", "host"], registry });
+  c.inc({ code: "200", host: "h", verb: "PATCH" });
+  c.inc({ verb: "PATCH", host: "h", code: "200" });
+  c.labels({ host: "h", verb: "PATCH", code: "200" }).inc(3);
+  c.inc({ code: "200", host: "h", verb: "GET" });
+  c.inc({ code: "404", host: "h", verb: "PATCH" });
+  c.inc({ code: "200", host: "h2", verb: "PATCH" });
+  const lines = registry.metricsText().split("\n").filter((l) => l.startsWith("c{"));
+  assert.deepEqual(lines, [
+    'c{code="200",host="h",verb="GET"} 1',
+    'c{code="200",host="h",verb="PATCH"} 5',
+    'c{code="200",host="h2",verb="PATCH"} 1',
+    'c{code="404",host="h",verb="PATCH"} 1',
+  ]);
+  // A refused label set leaves no series behind.
+  assert.throws(() => c.inc({ code: "500", host: "h" }));
+  assert.throws(() => c.inc({ code: "500", host: "h", verb: 1 as unknown as string }));
+  const gauge = new Gauge({ name: "g", help: "g", registry });
+  gauge.set({}, 2);
+  gauge.labels().set(3);
+  const text = registry.metricsText();
+  assert.equal(text.split("\n").filter((l) => l.startsWith("c{")).length, 4, text);
+  assert.match(text, /^g 3$/m);
+});
