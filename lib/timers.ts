@@ -26,6 +26,8 @@
  * @module
  */
 
+import { type DueEntry, DueHeap } from "./due_heap.ts";
+
 /**
  * What {@link TimerQueue} needs of the runtime: `performance.now`, `setTimeout` and
  * `clearTimeout` in production.
@@ -39,7 +41,7 @@ export interface TimerRuntime {
 }
 
 /** One scheduled callback; its place in the heap is {@link QueuedTimer.index}, -1 once gone. */
-class QueuedTimer {
+class QueuedTimer implements DueEntry {
   readonly due: number;
   readonly seq: number;
   readonly fn: () => void;
@@ -65,15 +67,10 @@ class QueuedTimer {
  */
 const MAX_RUNTIME_DELAY_MS = 2 ** 31 - 1;
 
-/** True when `a` runs before `b`. */
-function before(a: QueuedTimer, b: QueuedTimer): boolean {
-  return a.due < b.due || (a.due === b.due && a.seq < b.seq);
-}
-
 /** Timers in a binary heap by due time, run from one runtime timer; see the module doc. */
 export class TimerQueue {
   readonly #runtime: TimerRuntime;
-  readonly #heap: QueuedTimer[] = [];
+  readonly #heap = new DueHeap<QueuedTimer>();
   #seq = 0;
   /** The runtime timer, while one is pending ({@link TimerQueue.#armedFor} is finite). */
   #handle: unknown;
@@ -90,7 +87,7 @@ export class TimerQueue {
 
   /** Timers scheduled and not yet run or cancelled. */
   get size(): number {
-    return this.#heap.length;
+    return this.#heap.size;
   }
 
   /** Calls `fn` once after `ms` milliseconds (a negative or NaN delay counts as 0). */
@@ -98,28 +95,16 @@ export class TimerQueue {
     const now = this.#runtime.now();
     const delay = ms > 0 ? ms : 0;
     const timer = new QueuedTimer(this, now + delay, this.#seq++, fn);
-    const heap = this.#heap;
-    timer.index = heap.length;
-    heap.push(timer);
-    this.#up(timer.index);
+    this.#heap.push(timer);
     if (!this.#firing && timer.due < this.#armedFor) this.#arm(now);
     return timer;
   }
 
   /** Takes `timer` out of the heap (see {@link QueuedTimer.cancel}). */
   remove(timer: QueuedTimer): void {
-    const at = timer.index;
-    if (at < 0) return;
-    timer.index = -1;
-    const heap = this.#heap;
-    const last = heap.pop()!;
-    if (last !== timer) {
-      heap[at] = last;
-      last.index = at;
-      this.#down(at);
-      this.#up(last.index);
-    }
-    if (heap.length === 0 && this.#armedFor !== Infinity && !this.#firing) {
+    if (timer.index < 0) return;
+    this.#heap.remove(timer);
+    if (this.#heap.size === 0 && this.#armedFor !== Infinity && !this.#firing) {
       this.#runtime.clear(this.#handle);
       this.#handle = undefined;
       this.#armedFor = Infinity;
@@ -128,7 +113,7 @@ export class TimerQueue {
 
   /** (Re)sets the runtime timer for the earliest timer. */
   #arm(now: number): void {
-    const head = this.#heap[0];
+    const head = this.#heap.peek();
     if (this.#armedFor !== Infinity) this.#runtime.clear(this.#handle);
     this.#handle = undefined;
     this.#armedFor = Infinity;
@@ -150,7 +135,7 @@ export class TimerQueue {
     const seqLimit = this.#seq;
     try {
       for (;;) {
-        const head = this.#heap[0];
+        const head = this.#heap.peek();
         if (head === undefined || head.due > now || head.seq >= seqLimit) break;
         this.remove(head);
         head.fn();
@@ -160,39 +145,5 @@ export class TimerQueue {
       // Also when a callback threw: the timers left keep their runtime timer.
       this.#arm(this.#runtime.now());
     }
-  }
-
-  #up(at: number): void {
-    const heap = this.#heap;
-    const timer = heap[at]!;
-    while (at > 0) {
-      const parent = (at - 1) >> 1;
-      const p = heap[parent]!;
-      if (!before(timer, p)) break;
-      heap[at] = p;
-      p.index = at;
-      at = parent;
-    }
-    heap[at] = timer;
-    timer.index = at;
-  }
-
-  #down(at: number): void {
-    const heap = this.#heap;
-    const n = heap.length;
-    const timer = heap[at]!;
-    for (;;) {
-      const left = 2 * at + 1;
-      if (left >= n) break;
-      const right = left + 1;
-      const child = right < n && before(heap[right]!, heap[left]!) ? right : left;
-      const c = heap[child]!;
-      if (!before(c, timer)) break;
-      heap[at] = c;
-      c.index = at;
-      at = child;
-    }
-    heap[at] = timer;
-    timer.index = at;
   }
 }

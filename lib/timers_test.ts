@@ -195,20 +195,19 @@ Deno.test("TimerQueue: a callback re-scheduling itself at 0 ms waits for the nex
   assert.equal(rt.sets - before, 2, "one firing per run");
 });
 
-Deno.test("realClock timers fire after their delay, microtasks after the batch", async () => {
+Deno.test("realClock timers fire after their delay, in order; a cancelled one never", async () => {
+  // Whether a and b share a firing depends on the runtime timer's lateness (b is due a few µs
+  // after a); the batching itself is checked with the manual runtime above.
   const ran: string[] = [];
   const start = performance.now();
   const done = Promise.withResolvers<void>();
-  realClock.setTimer(20, () => {
-    ran.push("a");
-    queueMicrotask(() => ran.push("a's microtask"));
-  });
+  realClock.setTimer(20, () => ran.push("a"));
   realClock.setTimer(20, () => {
     ran.push("b");
-    queueMicrotask(() => done.resolve());
+    done.resolve();
   });
-  realClock.setTimer(5, () => ran.push("first")).cancel();
+  realClock.setTimer(5, () => ran.push("cancelled")).cancel();
   await done.promise;
   assert.ok(performance.now() - start >= 19.5, "not before the delay");
-  assert.deepEqual(ran, ["a", "b", "a's microtask"]);
+  assert.deepEqual(ran, ["a", "b"]);
 });

@@ -10,10 +10,9 @@ import type { Handler, SyncOutcome } from "./handler.ts";
 import { AttachmentMemory } from "./attachment_memory.ts";
 import { FakeInformer } from "../../testkit/fakes/fake_informer.ts";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
+import { testQueue } from "../../testkit/fakes/work_queue.ts";
 import type { Clock } from "../clock.ts";
 import { nullLogger } from "../observe/logger.ts";
-import { ItemExponentialFailureRateLimiter } from "../workqueue/rate_limiters.ts";
-import { RateLimitingWorkQueue } from "../workqueue/rate_limiting_queue.ts";
 import type { PersistentVolume, VolumeAttachment } from "../kube/types.ts";
 
 const DRIVER = "csi.example.com";
@@ -31,11 +30,7 @@ class SyncingInformer<T extends { metadata: { name: string } }> extends FakeInfo
 
 Deno.test("AttachController calls afterSync once, after both caches sync, before any sync", async () => {
   const clock = new FakeClock(0);
-  const queue = (name: string) =>
-    new RateLimitingWorkQueue({
-      clock,
-      rateLimiter: new ItemExponentialFailureRateLimiter({ baseMs: 1000, maxMs: 300_000 }),
-    }, { name });
+  const queue = (name: string) => testQueue(clock, name);
   const vaInformer = new SyncingInformer<VolumeAttachment>();
   const pvInformer = new SyncingInformer<PersistentVolume>();
   const vaQueue = queue("va");
@@ -90,11 +85,7 @@ function synced(order: readonly string[]): boolean {
 
 Deno.test("AttachController calls whenIdle once the queues stay empty for IDLE_AFTER_MS", async () => {
   const clock = new FakeClock(0);
-  const queue = (name: string) =>
-    new RateLimitingWorkQueue({
-      clock,
-      rateLimiter: new ItemExponentialFailureRateLimiter({ baseMs: 1000, maxMs: 300_000 }),
-    }, { name });
+  const queue = (name: string) => testQueue(clock, name);
   const vaInformer = new FakeInformer<VolumeAttachment>();
   const pvInformer = new FakeInformer<PersistentVolume>();
   const vaQueue = queue("va");
@@ -149,11 +140,7 @@ Deno.test("AttachController keeps one idle timer during a burst, not one per key
     },
     sleep: (ms, signal) => clock.sleep(ms, signal),
   };
-  const queue = (name: string) =>
-    new RateLimitingWorkQueue({
-      clock,
-      rateLimiter: new ItemExponentialFailureRateLimiter({ baseMs: 1000, maxMs: 300_000 }),
-    }, { name });
+  const queue = (name: string) => testQueue(clock, name);
   const vaInformer = new FakeInformer<VolumeAttachment>();
   const vaQueue = queue("va");
   const pvQueue = queue("pv");

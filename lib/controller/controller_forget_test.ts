@@ -9,9 +9,8 @@ import type { Handler, SyncOutcome } from "./handler.ts";
 import { AttachmentMemory } from "./attachment_memory.ts";
 import { FakeInformer } from "../../testkit/fakes/fake_informer.ts";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
+import { testQueue } from "../../testkit/fakes/work_queue.ts";
 import { nullLogger } from "../observe/logger.ts";
-import { ItemExponentialFailureRateLimiter } from "../workqueue/rate_limiters.ts";
-import { RateLimitingWorkQueue } from "../workqueue/rate_limiting_queue.ts";
 import type { PersistentVolume, VolumeAttachment } from "../kube/types.ts";
 
 const DRIVER = "csi.example.com";
@@ -44,11 +43,7 @@ class RecordingMemory extends AttachmentMemory {
 
 function setUp() {
   const clock = new FakeClock(0);
-  const queue = (name: string) =>
-    new RateLimitingWorkQueue({
-      clock,
-      rateLimiter: new ItemExponentialFailureRateLimiter({ baseMs: 1000, maxMs: 300_000 }),
-    }, { name });
+  const queue = (name: string) => testQueue(clock, name);
   const vaInformer = new FakeInformer<VolumeAttachment>();
   const pvInformer = new FakeInformer<PersistentVolume>();
   const vaQueue = queue("va");

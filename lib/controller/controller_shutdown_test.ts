@@ -8,9 +8,8 @@ import type { Handler, SyncOutcome } from "./handler.ts";
 import { AttachmentMemory } from "./attachment_memory.ts";
 import { FakeInformer } from "../../testkit/fakes/fake_informer.ts";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
+import { testQueue } from "../../testkit/fakes/work_queue.ts";
 import { nullLogger } from "../observe/logger.ts";
-import { ItemExponentialFailureRateLimiter } from "../workqueue/rate_limiters.ts";
-import { RateLimitingWorkQueue } from "../workqueue/rate_limiting_queue.ts";
 import type { PersistentVolume, VolumeAttachment } from "../kube/types.ts";
 
 const DRIVER = "csi.example.com";
@@ -33,11 +32,7 @@ class SlowHandler implements Handler {
 
 Deno.test("AttachController.run(): after the stop no worker takes another key; syncs in flight finish", async () => {
   const clock = new FakeClock(0);
-  const queue = (name: string) =>
-    new RateLimitingWorkQueue({
-      clock,
-      rateLimiter: new ItemExponentialFailureRateLimiter({ baseMs: 1000, maxMs: 300_000 }),
-    }, { name });
+  const queue = (name: string) => testQueue(clock, name);
   const vaInformer = new FakeInformer<VolumeAttachment>();
   const handler = new SlowHandler();
   const vaQueue = queue("va");

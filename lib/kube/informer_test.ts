@@ -45,6 +45,22 @@ function pv(name: string, rv: string, extra: Record<string, unknown> = {}): Pers
   };
 }
 
+/** The bookmark that ends a watch list's initial events. */
+function initialEventsEnd(resourceVersion: string) {
+  return {
+    type: "BOOKMARK" as const,
+    object: {
+      apiVersion: "v1",
+      kind: "PersistentVolume",
+      metadata: {
+        name: "",
+        resourceVersion,
+        annotations: { "k8s.io/initial-events-end": "true" },
+      },
+    } as unknown as PersistentVolume,
+  };
+}
+
 function status(code: number, reason: string, message: string): Status {
   return {
     kind: "Status",
@@ -599,18 +615,7 @@ Deno.test("Informer: a watch list replaces the cache at its end bookmark and goe
   await flushPromises();
   assert.equal(s.informer.hasSynced(), false, "not before the end bookmark");
   assert.deepEqual(s.events, []);
-  w.send({
-    type: "BOOKMARK",
-    object: {
-      apiVersion: "v1",
-      kind: "PersistentVolume",
-      metadata: {
-        name: "",
-        resourceVersion: "12",
-        annotations: { "k8s.io/initial-events-end": "true" },
-      },
-    } as unknown as PersistentVolume,
-  });
+  w.send(initialEventsEnd("12"));
   await flushPromises();
   assert.equal(s.informer.hasSynced(), true);
   assert.deepEqual(s.events, ["add a@1", "add b@2"]);
@@ -654,18 +659,7 @@ Deno.test("Informer: a watch list's initial events are transformed as they arriv
   await flushPromises();
   assert.deepEqual(seen, ["a@1", "b@2"], "before the end bookmark, one at a time");
   assert.equal(s.informer.hasSynced(), false);
-  w.send({
-    type: "BOOKMARK",
-    object: {
-      apiVersion: "v1",
-      kind: "PersistentVolume",
-      metadata: {
-        name: "",
-        resourceVersion: "12",
-        annotations: { "k8s.io/initial-events-end": "true" },
-      },
-    } as unknown as PersistentVolume,
-  });
+  w.send(initialEventsEnd("12"));
   await flushPromises();
   assert.deepEqual(seen, ["a@1", "b@2"], "each object transformed once");
   assert.deepEqual(s.events, ["add a@1", "add b@2"]);

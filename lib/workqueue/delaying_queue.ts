@@ -5,6 +5,7 @@
  */
 
 import { type Clock, realClock, type Timer } from "../clock.ts";
+import { type DueEntry, DueHeap } from "../due_heap.ts";
 import { type CounterMetric, metricsEnabled } from "./metrics.ts";
 import { WorkQueue, type WorkQueueDeps, type WorkQueueOptions } from "./queue.ts";
 import type { DelayingQueue } from "./types.ts";
@@ -21,15 +22,9 @@ export type DelayingWorkQueueOptions = WorkQueueOptions;
  */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
-/** A key waiting for its due time. */
-interface WaitingEntry {
+/** A key waiting for its due time (ms of the queue clock; equal ones first added, first ready). */
+interface WaitingEntry extends DueEntry {
   key: string;
-  /** Due time, ms of the queue clock. */
-  at: number;
-  /** Insertion order, to break ties between equal due times (first added, first ready). */
-  seq: number;
-  /** Position in the heap. */
-  index: number;
 }
 
 /**
@@ -47,8 +42,8 @@ interface WaitingEntry {
 export class DelayingWorkQueue extends WorkQueue implements DelayingQueue {
   #clock: Clock;
   #retries: CounterMetric | undefined;
-  /** Min-heap on (at, seq). Every entry is also in `#waiting` under its key. */
-  #heap: WaitingEntry[] = [];
+  /** Every entry is also in `#waiting` under its key. */
+  #heap = new DueHeap<WaitingEntry>();
   #waiting = new Map<string, WaitingEntry>();
   #seq = 0;
   #timer: Timer | undefined;
@@ -84,17 +79,16 @@ export class DelayingWorkQueue extends WorkQueue implements DelayingQueue {
     const at = this.#clock.now() + ms;
     const existing = this.#waiting.get(key);
     if (existing !== undefined) {
-      if (at < existing.at) {
-        existing.at = at;
-        this.#siftUp(existing.index);
+      if (at < existing.due) {
+        existing.due = at;
+        this.#heap.movedEarlier(existing);
         this.#arm();
       }
       return;
     }
-    const entry: WaitingEntry = { key, at, seq: this.#seq++, index: this.#heap.length };
+    const entry: WaitingEntry = { key, due: at, seq: this.#seq++, index: -1 };
     this.#heap.push(entry);
     this.#waiting.set(key, entry);
-    this.#siftUp(entry.index);
     this.#arm();
   }
 
@@ -106,24 +100,24 @@ export class DelayingWorkQueue extends WorkQueue implements DelayingQueue {
     this.#timer?.cancel();
     this.#timer = undefined;
     this.#timerFor = undefined;
-    this.#heap = [];
+    this.#heap.clear();
     this.#waiting.clear();
     super.shutDown();
   }
 
   /** Arms the timer for the earliest entry, unless it is already armed for it. */
   #arm(): void {
-    const first = this.#heap[0];
+    const first = this.#heap.peek();
     if (first === undefined) {
       this.#timer?.cancel();
       this.#timer = undefined;
       this.#timerFor = undefined;
       return;
     }
-    if (this.#timer !== undefined && this.#timerFor === first.at) return;
+    if (this.#timer !== undefined && this.#timerFor === first.due) return;
     this.#timer?.cancel();
-    this.#timerFor = first.at;
-    const wait = Math.min(MAX_TIMER_MS, Math.max(0, first.at - this.#clock.now()));
+    this.#timerFor = first.due;
+    const wait = Math.min(MAX_TIMER_MS, Math.max(0, first.due - this.#clock.now()));
     this.#timer = this.#clock.setTimer(wait, () => this.#fire());
   }
 
@@ -133,58 +127,12 @@ export class DelayingWorkQueue extends WorkQueue implements DelayingQueue {
     this.#timerFor = undefined;
     const now = this.#clock.now();
     for (;;) {
-      const first = this.#heap[0];
-      if (first === undefined || first.at > now) break;
-      this.#pop();
+      const first = this.#heap.peek();
+      if (first === undefined || first.due > now) break;
+      this.#heap.remove(first);
       this.#waiting.delete(first.key);
       this.add(first.key);
     }
     this.#arm();
   }
-
-  #pop(): void {
-    const last = this.#heap.pop()!;
-    if (this.#heap.length === 0) return;
-    last.index = 0;
-    this.#heap[0] = last;
-    this.#siftDown(0);
-  }
-
-  #siftUp(index: number): void {
-    const heap = this.#heap;
-    const entry = heap[index]!;
-    while (index > 0) {
-      const parentIndex = (index - 1) >> 1;
-      const parent = heap[parentIndex]!;
-      if (!before(entry, parent)) break;
-      heap[index] = parent;
-      parent.index = index;
-      index = parentIndex;
-    }
-    heap[index] = entry;
-    entry.index = index;
-  }
-
-  #siftDown(index: number): void {
-    const heap = this.#heap;
-    const entry = heap[index]!;
-    for (;;) {
-      const left = 2 * index + 1;
-      if (left >= heap.length) break;
-      const right = left + 1;
-      let child = left;
-      if (right < heap.length && before(heap[right]!, heap[left]!)) child = right;
-      const smaller = heap[child]!;
-      if (!before(smaller, entry)) break;
-      heap[index] = smaller;
-      smaller.index = index;
-      index = child;
-    }
-    heap[index] = entry;
-    entry.index = index;
-  }
-}
-
-function before(a: WaitingEntry, b: WaitingEntry): boolean {
-  return a.at < b.at || (a.at === b.at && a.seq < b.seq);
 }
