@@ -8,6 +8,7 @@
  * @module
  */
 
+import { type ScriptedSocketServer, startScriptedSocketServer } from "../scripted_socket_server.ts";
 import {
   CLIENT_PREFACE,
   encodeFrame,
@@ -195,58 +196,15 @@ export function grpcDataFrame(streamId: number, message: Uint8Array, flags = 0):
   return encodeFrame(FrameType.DATA, flags, streamId, payload);
 }
 
-/** A running scripted server. */
-export interface RawH2Server {
-  /** The unix socket path. */
-  readonly address: string;
-  /** Connections accepted so far. */
-  readonly connections: number;
-  /** Stops listening, closes connections and waits for the scripts. */
-  close(): Promise<void>;
-}
+/** A running scripted server (see {@link startRawH2Server}). */
+export type RawH2Server = ScriptedSocketServer;
 
 /**
  * Listens on a unix socket in a new temp dir; runs `script` for each connection (with its
  * index). Errors of scripts are rethrown by {@link RawH2Server.close}.
  */
-export async function startRawH2Server(
+export function startRawH2Server(
   script: (conn: RawH2Conn, index: number) => Promise<void>,
 ): Promise<RawH2Server> {
-  const dir = await Deno.makeTempDir({ prefix: "raw_h2" });
-  const path = `${dir}/h2.sock`;
-  const listener = Deno.listen({ transport: "unix", path });
-  const conns: RawH2Conn[] = [];
-  const scripts: Promise<void>[] = [];
-  const errors: unknown[] = [];
-  const accepting = (async () => {
-    for (;;) {
-      let conn: Deno.Conn;
-      try {
-        conn = await listener.accept();
-      } catch {
-        return;
-      }
-      const raw = new RawH2Conn(conn);
-      conns.push(raw);
-      scripts.push(
-        script(raw, conns.length - 1).catch((err) => {
-          errors.push(err);
-        }).finally(() => raw.close()),
-      );
-    }
-  })();
-  return {
-    address: path,
-    get connections() {
-      return conns.length;
-    },
-    async close() {
-      listener.close();
-      await accepting;
-      for (const c of conns) c.close();
-      await Promise.all(scripts);
-      await Deno.remove(dir, { recursive: true });
-      if (errors.length > 0) throw errors[0];
-    },
-  };
+  return startScriptedSocketServer("raw_h2", (conn) => new RawH2Conn(conn), script);
 }

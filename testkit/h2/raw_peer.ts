@@ -13,6 +13,7 @@
  * @module
  */
 
+import { type ScriptedSocketServer, startScriptedSocketServer } from "../scripted_socket_server.ts";
 import {
   E,
   F,
@@ -281,60 +282,17 @@ export async function answerOk(peer: PeerConn): Promise<void> {
   }
 }
 
-/** A running server. */
-export interface RawPeerServer {
-  /** The unix socket path. */
-  readonly address: string;
-  /** Connections accepted so far. */
-  readonly connections: number;
-  /** Stops listening, closes every connection, waits for the scripts, removes the socket. */
-  close(): Promise<void>;
-}
+/** A running server (see {@link startRawPeer}). */
+export type RawPeerServer = ScriptedSocketServer;
 
 /**
  * Listens on a unix socket in a new temp dir and runs `script` on each connection (with its
  * index, from 0). A script's error is kept and rethrown by {@link RawPeerServer.close}.
  */
-export async function startRawPeer(
+export function startRawPeer(
   script: (peer: PeerConn, index: number) => Promise<void>,
 ): Promise<RawPeerServer> {
-  const dir = await Deno.makeTempDir({ prefix: "raw_peer" });
-  const path = `${dir}/h2.sock`;
-  const listener = Deno.listen({ transport: "unix", path });
-  const peers: PeerConn[] = [];
-  const scripts: Promise<void>[] = [];
-  const errors: unknown[] = [];
-  const accepting = (async () => {
-    for (;;) {
-      let conn: Deno.Conn;
-      try {
-        conn = await listener.accept();
-      } catch {
-        return;
-      }
-      const peer = new PeerConn(conn);
-      peers.push(peer);
-      scripts.push(
-        script(peer, peers.length - 1).catch((err) => {
-          errors.push(err);
-        }).finally(() => peer.close()),
-      );
-    }
-  })();
-  return {
-    address: path,
-    get connections() {
-      return peers.length;
-    },
-    async close() {
-      listener.close();
-      await accepting;
-      for (const p of peers) p.close();
-      await Promise.all(scripts);
-      await Deno.remove(dir, { recursive: true });
-      if (errors.length > 0) throw errors[0];
-    },
-  };
+  return startScriptedSocketServer("raw_peer", (conn) => new PeerConn(conn), script);
 }
 
 export { E, F, frame, T };
