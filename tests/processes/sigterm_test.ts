@@ -7,46 +7,14 @@
 import assert from "node:assert/strict";
 import { CSI_NODES, LEASES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
-import type { Lease, PersistentVolume, VolumeAttachment } from "../../lib/kube/types.ts";
+import type { Lease, VolumeAttachment } from "../../lib/kube/types.ts";
 import { spawnExampleDriver } from "../../testkit/csi/example_driver_process.ts";
 import { spawnMain } from "../../testkit/harness/main_process.ts";
+import { DRIVER, LEASE, numberedPv as pv, numberedVa as va, until } from "./numbered_objects.ts";
 
-const DRIVER = "example.csi.k8s.io";
-const LEASE = "external-attacher-leader-example-csi-k8s-io";
 const COUNT = 200;
 const WORKERS = 10;
 const PUBLISH_DELAY_MS = 3000;
-
-function pv(i: number): PersistentVolume {
-  return {
-    apiVersion: "v1",
-    kind: "PersistentVolume",
-    metadata: { name: `pv-${i}` },
-    spec: {
-      accessModes: ["ReadWriteOnce"],
-      capacity: { storage: "1Gi" },
-      csi: { driver: DRIVER, volumeHandle: `vol-${i}` },
-    },
-  };
-}
-
-function va(i: number): VolumeAttachment {
-  return {
-    apiVersion: "storage.k8s.io/v1",
-    kind: "VolumeAttachment",
-    metadata: { name: `va-${i}` },
-    spec: { attacher: DRIVER, nodeName: "node1", source: { persistentVolumeName: `pv-${i}` } },
-  };
-}
-
-/** Resolves when `pred()` holds, checked every 20 ms; rejects after `ms`. */
-async function until(what: string, pred: () => boolean, ms = 30_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!pred()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 Deno.test("SIGTERM: no CSI call starts after the signal, calls in flight finish, the Lease is released, exit 0", async () => {
   await using server = await MemoryApiServer.start();

@@ -13,47 +13,15 @@
 import assert from "node:assert/strict";
 import { CSI_NODES, LEASES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
-import type { Lease, PersistentVolume, VolumeAttachment } from "../../lib/kube/types.ts";
+import type { Lease, VolumeAttachment } from "../../lib/kube/types.ts";
 import { spawnExampleDriver } from "../../testkit/csi/example_driver_process.ts";
 import { spawnMain } from "../../testkit/harness/main_process.ts";
+import { DRIVER, LEASE, numberedPv as pv, numberedVa as va, until } from "./numbered_objects.ts";
 
-const DRIVER = "example.csi.k8s.io";
-const LEASE = "external-attacher-leader-example-csi-k8s-io";
 const COUNT = 150;
 const TIMEOUT_MS = 15_000;
 const CALLING_PUBLISH = '"Calling ControllerPublishVolume"';
 const SIGNAL_RECEIVED = '"Signal received, finishing work in flight"';
-
-function pv(i: number): PersistentVolume {
-  return {
-    apiVersion: "v1",
-    kind: "PersistentVolume",
-    metadata: { name: `pv-${i}` },
-    spec: {
-      accessModes: ["ReadWriteOnce"],
-      capacity: { storage: "1Gi" },
-      csi: { driver: DRIVER, volumeHandle: `vol-${i}` },
-    },
-  };
-}
-
-function va(i: number): VolumeAttachment {
-  return {
-    apiVersion: "storage.k8s.io/v1",
-    kind: "VolumeAttachment",
-    metadata: { name: `va-${i}` },
-    spec: { attacher: DRIVER, nodeName: "node1", source: { persistentVolumeName: `pv-${i}` } },
-  };
-}
-
-/** Resolves when `pred()` holds, checked every 20 ms; rejects after `ms`. */
-async function until(what: string, pred: () => boolean, ms = 60_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!pred()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 Deno.test("SIGTERM under the rate limiter: no ControllerPublishVolume starts after the signal, published volumes are recorded, the Lease is released, exit 0", async () => {
   await using server = await MemoryApiServer.start();
@@ -89,10 +57,10 @@ Deno.test("SIGTERM under the rate limiter: no ControllerPublishVolume starts aft
   const attacher = run.child;
   const holder = () => server.find<Lease>(LEASES, LEASE, "default")?.spec.holderIdentity;
   try {
-    await until("the attacher to lead", () => holder() === "attacher-a");
+    await until("the attacher to lead", () => holder() === "attacher-a", 60_000);
     for (const i of indexes) server.create(VOLUME_ATTACHMENTS, va(i));
     // A few seconds in: the burst is spent and every worker waits for a token in turn.
-    await until("the throttled publishes", () => published.length >= 8);
+    await until("the throttled publishes", () => published.length >= 8, 60_000);
     const signalledAt = performance.now();
     attacher.kill("SIGTERM");
     const status = await attacher.status;
