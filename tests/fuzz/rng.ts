@@ -51,3 +51,22 @@ export function inputRng(seed: number, index: number): Rng {
   const mix = { s: (seed ^ Math.imul(index + 1, 0x27d4eb2d)) | 0 };
   return createRng(splitmix32(mix) ^ index);
 }
+
+/**
+ * `input` cut at points chosen from its own bytes (about one piece in ten empty, the others 1 to
+ * 64 bytes): the same input, the same pieces, so a finding replays with its input alone. `salt`
+ * gives each target its own cuts.
+ */
+export function randomPieces(input: Uint8Array, salt: number): Uint8Array[] {
+  let seed = salt | 0;
+  for (const byte of input) seed = Math.imul(seed ^ byte, 0x85ebca6b);
+  const random = createRng(seed);
+  const pieces: Uint8Array[] = [];
+  let at = 0;
+  while (at < input.length) {
+    const size = random.next() < 0.1 ? 0 : 1 + random.int(64);
+    pieces.push(input.subarray(at, at + size));
+    at += size;
+  }
+  return pieces;
+}

@@ -18,6 +18,7 @@ import {
   readHead,
 } from "../../../lib/wire/http1/response.ts";
 import { TransportError } from "../../../lib/wire/http1/errors.ts";
+import { randomPieces } from "../rng.ts";
 
 /** The body limit the reader is given: small, so that generated inputs reach it. */
 const MAX_BODY_BYTES = 64 * 1024;
@@ -70,32 +71,6 @@ async function readAll(pieces: Uint8Array[]): Promise<Outcome> {
     if (err instanceof TransportError) return { error: err.kind };
     throw err;
   }
-}
-
-/** A PRNG (mulberry32) seeded from the bytes of `input`: the same input, the same splits. */
-function splitter(input: Uint8Array): () => number {
-  let seed = 0x9e3779b9;
-  for (const byte of input) seed = Math.imul(seed ^ byte, 0x85ebca6b) >>> 0;
-  return () => {
-    seed = (seed + 0x6d2b79f5) >>> 0;
-    let t = seed;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-/** `input` cut at random points (some pieces empty). */
-function randomPieces(input: Uint8Array): Uint8Array[] {
-  const random = splitter(input);
-  const pieces: Uint8Array[] = [];
-  let at = 0;
-  while (at < input.length) {
-    const size = random() < 0.1 ? 0 : 1 + Math.floor(random() * 64);
-    pieces.push(input.subarray(at, at + size));
-    at += size;
-  }
-  return pieces;
 }
 
 const SEEDS = [
@@ -172,7 +147,7 @@ export const target: FuzzTarget = {
   },
   async run(input: Uint8Array): Promise<void> {
     const whole = await readAll([input]);
-    const ways: [string, Uint8Array[]][] = [["random pieces", randomPieces(input)]];
+    const ways: [string, Uint8Array[]][] = [["random pieces", randomPieces(input, 0x9e3779b9)]];
     if (input.length <= BYTEWISE_MAX) {
       ways.push(["byte by byte", [...input].map((b) => new Uint8Array([b]))]);
     }

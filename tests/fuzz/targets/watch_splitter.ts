@@ -15,6 +15,7 @@
 import type { FuzzTarget, Rng } from "../target.ts";
 import { decodeWatchEvent, WatchFrameSplitter } from "../../../lib/kube/watch_stream.ts";
 import { ApiError } from "../../../lib/kube/api.ts";
+import { randomPieces } from "../rng.ts";
 
 /** The frame limit the splitter is given: small, so that generated inputs reach it. */
 const MAX_FRAME_BYTES = 4096;
@@ -38,32 +39,6 @@ function framesOf(pieces: Uint8Array[]): string[] | "too-large" {
   const last = splitter.end();
   if (last !== undefined) frames.push(last);
   return frames;
-}
-
-/** A PRNG (mulberry32) seeded from the bytes of `input`: the same input, the same splits. */
-function splitter(input: Uint8Array): () => number {
-  let seed = 0x2545f491;
-  for (const byte of input) seed = Math.imul(seed ^ byte, 0x85ebca6b) >>> 0;
-  return () => {
-    seed = (seed + 0x6d2b79f5) >>> 0;
-    let t = seed;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-/** `input` cut at random points (some pieces empty). */
-function randomPieces(input: Uint8Array): Uint8Array[] {
-  const random = splitter(input);
-  const pieces: Uint8Array[] = [];
-  let at = 0;
-  while (at < input.length) {
-    const size = random() < 0.1 ? 0 : 1 + Math.floor(random() * 64);
-    pieces.push(input.subarray(at, at + size));
-    at += size;
-  }
-  return pieces;
 }
 
 /** Throws unless `frame` is a frame the splitter may give, and decodes or refuses as it may. */
@@ -119,7 +94,7 @@ export const target: FuzzTarget = {
   },
   run(input: Uint8Array): void {
     const whole = framesOf([input]);
-    const ways: [string, Uint8Array[]][] = [["random pieces", randomPieces(input)]];
+    const ways: [string, Uint8Array[]][] = [["random pieces", randomPieces(input, 0x2545f491)]];
     if (input.length <= BYTEWISE_MAX) {
       ways.push(["byte by byte", [...input].map((b) => new Uint8Array([b]))]);
     }
