@@ -12,6 +12,7 @@
 import { ABORTED, raceAbort } from "../abort.ts";
 import type { TransportResponse } from "./transport.ts";
 import { TransportError } from "../wire/http1/errors.ts";
+import { concatBytes } from "../bytes.ts";
 
 /**
  * The largest answer to a non-watch request the client reads, in bytes: 64 MiB. client-go reads
@@ -99,18 +100,4 @@ export async function readText(
     chunks.push(next.value);
   }
   return chunks.length === 0 ? "" : UTF8.decode(concatBytes(chunks));
-}
-
-/** The bytes of `parts` in one array (the part itself when there is one). */
-export function concatBytes(parts: Uint8Array[]): Uint8Array {
-  if (parts.length === 1) return parts[0]!;
-  let length = 0;
-  for (const part of parts) length += part.length;
-  const out = new Uint8Array(length);
-  let offset = 0;
-  for (const part of parts) {
-    out.set(part, offset);
-    offset += part.length;
-  }
-  return out;
 }

@@ -24,7 +24,8 @@
 
 import { ApiError, type WatchEvent } from "./api.ts";
 import type { Clock, Timer } from "../clock.ts";
-import { bodyReader, concatBytes } from "./body.ts";
+import { concatBytes } from "../bytes.ts";
+import { bodyReader } from "./body.ts";
 import { isObject, tryParseJson } from "./json.ts";
 import { type RequestContext, requestFailure } from "./request.ts";
 import type { KubeObject } from "./types.ts";

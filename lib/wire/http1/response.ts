@@ -27,6 +27,7 @@
  */
 
 import { TransportError } from "./errors.ts";
+import { concatBytes } from "../../bytes.ts";
 
 /** Most bytes of the heads of one answer, interim 1xx heads included (Go: 10 MiB). */
 export const MAX_HEAD_BYTES = 64 * 1024;
@@ -148,18 +149,6 @@ export function parseHead(bytes: Uint8Array): ResponseHead {
   return { version: statusLine[1]!, status: Number(statusLine[2]), fields };
 }
 
-/** The bytes of `parts` in one array. */
-function concat(parts: Uint8Array[], length: number): Uint8Array {
-  if (parts.length === 1) return parts[0]!;
-  const out = new Uint8Array(length);
-  let offset = 0;
-  for (const part of parts) {
-    out.set(part, offset);
-    offset += part.length;
-  }
-  return out;
-}
-
 /**
  * Reads the head of the final answer from `source`, skipping interim 1xx answers; the bytes after
  * it stay in `source`. Each piece is searched once (with the three bytes before it), so a head
@@ -188,7 +177,9 @@ export async function readHead(source: ByteSource): Promise<ResponseHead> {
       }
       if (chunk.length === 0) continue;
       // The first piece is searched as it is; later ones with the three bytes before them.
-      const window = tail.length === 0 ? chunk : concat([tail, chunk], tail.length + chunk.length);
+      const window = tail.length === 0
+        ? chunk
+        : concatBytes([tail, chunk], tail.length + chunk.length);
       const end = headEnd(window);
       if (end >= 0) {
         const used = end - tail.length;
@@ -215,7 +206,7 @@ export async function readHead(source: ByteSource): Promise<ResponseHead> {
         `malformed HTTP response: head over ${MAX_HEAD_BYTES} bytes`,
       );
     }
-    const head = parseHead(concat(parts, length));
+    const head = parseHead(concatBytes(parts, length));
     if (head.status === 101) throw malformed("101 Switching Protocols was not asked for");
     if (head.status >= 200) return head;
     answered = true;

@@ -75,6 +75,7 @@ import { StreamError, type StreamFailure } from "./stream_error.ts";
 import { HeaderBlock } from "./header_block.ts";
 import { type Clock, realClock } from "../../clock.ts";
 import { errorText } from "../../errors.ts";
+import { concatBytes } from "../../bytes.ts";
 
 /** Options of {@link Http2Session}. */
 export interface Http2SessionOptions {
@@ -709,7 +710,7 @@ export class Http2Session {
       this.#sendResponse(rstStreamFrame(s.id, ErrorCode.NO_ERROR));
     }
     this.#finish(s);
-    const data = s.chunks.length === 1 ? s.chunks[0]! : concat(s.chunks, s.size);
+    const data = s.chunks.length === 1 ? s.chunks[0]! : concatBytes(s.chunks, s.size);
     s.resolve({ headers: s.headers ?? [], data, trailers, headersOnly });
   }
 
@@ -756,15 +757,4 @@ export class Http2Session {
   #sendResponse(bytes: Uint8Array): void {
     if (!this.#closed) this.#writer.write(bytes, true);
   }
-}
-
-function concat(parts: Uint8Array[], size: number): Uint8Array {
-  if (parts.length === 1) return parts[0]!;
-  const out = new Uint8Array(size);
-  let offset = 0;
-  for (const p of parts) {
-    out.set(p, offset);
-    offset += p.length;
-  }
-  return out;
 }

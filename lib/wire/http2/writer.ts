@@ -9,6 +9,8 @@
  * @module
  */
 
+import { concatBytes } from "../../bytes.ts";
+
 /** Queues frames and writes them to `conn` in order, one write at a time. */
 export class FrameWriter {
   readonly #conn: Deno.Conn;
@@ -80,7 +82,7 @@ export class FrameWriter {
         const parts = this.#out.splice(0);
         this.#writingResponses = this.#queuedResponses;
         this.#queuedResponses = 0;
-        let chunk = concat(parts);
+        let chunk = concatBytes(parts);
         while (chunk.length > 0) chunk = chunk.subarray(await this.#conn.write(chunk));
         this.#writingResponses = 0;
         this.#wake(false);
@@ -114,17 +116,4 @@ export class FrameWriter {
       // already closed
     }
   }
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  if (parts.length === 1) return parts[0]!;
-  let size = 0;
-  for (const p of parts) size += p.length;
-  const out = new Uint8Array(size);
-  let offset = 0;
-  for (const p of parts) {
-    out.set(p, offset);
-    offset += p.length;
-  }
-  return out;
 }
