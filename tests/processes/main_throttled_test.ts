@@ -6,17 +6,17 @@
  */
 
 import assert from "node:assert/strict";
-import { CSI_NODES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
+import { PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import type { PersistentVolume, VolumeAttachment } from "../../lib/kube/types.ts";
 import { spawnExampleDriver } from "../../testkit/csi/example_driver_process.ts";
 import { spawnMain } from "../../testkit/harness/main_process.ts";
+import { DRIVER, prepareWorkspace } from "./process_fixtures.ts";
 import {
   driverPersistentVolume,
   driverVolumeAttachment,
 } from "../../testkit/harness/client_fixtures.ts";
 
-const DRIVER = "example.csi.k8s.io";
 const COUNT = 3;
 const THROTTLED = 6;
 
@@ -62,16 +62,7 @@ function metric(text: string, name: string, labels: Record<string, string>): num
 
 Deno.test("main.ts under a 429 storm: every VA attached, no attachError written, retries counted", async () => {
   await using server = await MemoryApiServer.start();
-  const dir = await Deno.makeTempDir({ prefix: "attacher-throttled-" });
-  const socket = `${dir}/csi.sock`;
-  const kubeconfig = `${dir}/kubeconfig`;
-  await Deno.writeTextFile(kubeconfig, server.kubeconfig());
-  server.create(CSI_NODES, {
-    apiVersion: "storage.k8s.io/v1",
-    kind: "CSINode",
-    metadata: { name: "node1" },
-    spec: { drivers: [{ name: DRIVER, nodeID: "node-1" }] },
-  });
+  const { dir, socket, kubeconfig } = await prepareWorkspace(server, "attacher-throttled-");
   const handles = Array.from({ length: COUNT }, (_, i) => `vol-${i}`);
   for (const [i, h] of handles.entries()) server.create(PERSISTENT_VOLUMES, pv(`pv-${i}`, h));
   const attachErrors: string[] = [];
@@ -150,16 +141,7 @@ Deno.test("main.ts under a 429 storm: every VA attached, no attachError written,
 
 Deno.test("main.ts at --v=0, --kube-api-qps=1 --kube-api-burst=1: client-go's throttling line and rate limiter histogram", async () => {
   await using server = await MemoryApiServer.start();
-  const dir = await Deno.makeTempDir({ prefix: "attacher-qps1-" });
-  const socket = `${dir}/csi.sock`;
-  const kubeconfig = `${dir}/kubeconfig`;
-  await Deno.writeTextFile(kubeconfig, server.kubeconfig());
-  server.create(CSI_NODES, {
-    apiVersion: "storage.k8s.io/v1",
-    kind: "CSINode",
-    metadata: { name: "node1" },
-    spec: { drivers: [{ name: DRIVER, nodeID: "node-1" }] },
-  });
+  const { dir, socket, kubeconfig } = await prepareWorkspace(server, "attacher-qps1-");
   const handles = ["vol-0", "vol-1"];
   for (const [i, h] of handles.entries()) {
     server.create(PERSISTENT_VOLUMES, pv(`pv-${i}`, h));

@@ -5,12 +5,18 @@
  */
 
 import assert from "node:assert/strict";
-import { CSI_NODES, LEASES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
+import { LEASES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import type { Lease, VolumeAttachment } from "../../lib/kube/types.ts";
 import { spawnExampleDriver } from "../../testkit/csi/example_driver_process.ts";
 import { spawnMain } from "../../testkit/harness/main_process.ts";
-import { DRIVER, LEASE, numberedPv as pv, numberedVa as va, until } from "./numbered_objects.ts";
+import {
+  LEASE,
+  numberedPv as pv,
+  numberedVa as va,
+  prepareWorkspace,
+  until,
+} from "./process_fixtures.ts";
 
 const COUNT = 200;
 const WORKERS = 10;
@@ -18,16 +24,7 @@ const PUBLISH_DELAY_MS = 3000;
 
 Deno.test("SIGTERM: no CSI call starts after the signal, calls in flight finish, the Lease is released, exit 0", async () => {
   await using server = await MemoryApiServer.start();
-  const dir = await Deno.makeTempDir({ prefix: "attacher-sigterm-" });
-  const socket = `${dir}/csi.sock`;
-  const kubeconfig = `${dir}/kubeconfig`;
-  await Deno.writeTextFile(kubeconfig, server.kubeconfig());
-  server.create(CSI_NODES, {
-    apiVersion: "storage.k8s.io/v1",
-    kind: "CSINode",
-    metadata: { name: "node1" },
-    spec: { drivers: [{ name: DRIVER, nodeID: "node-1" }] },
-  });
+  const { dir, socket, kubeconfig } = await prepareWorkspace(server, "attacher-sigterm-");
   const indexes = Array.from({ length: COUNT }, (_, i) => i);
   for (const i of indexes) server.create(PERSISTENT_VOLUMES, pv(i));
 

@@ -11,12 +11,18 @@
  */
 
 import assert from "node:assert/strict";
-import { CSI_NODES, LEASES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
+import { LEASES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import type { Lease, VolumeAttachment } from "../../lib/kube/types.ts";
 import { spawnExampleDriver } from "../../testkit/csi/example_driver_process.ts";
 import { spawnMain } from "../../testkit/harness/main_process.ts";
-import { DRIVER, LEASE, numberedPv as pv, numberedVa as va, until } from "./numbered_objects.ts";
+import {
+  LEASE,
+  numberedPv as pv,
+  numberedVa as va,
+  prepareWorkspace,
+  until,
+} from "./process_fixtures.ts";
 
 const COUNT = 150;
 const TIMEOUT_MS = 15_000;
@@ -25,16 +31,7 @@ const SIGNAL_RECEIVED = '"Signal received, finishing work in flight"';
 
 Deno.test("SIGTERM under the rate limiter: no ControllerPublishVolume starts after the signal, published volumes are recorded, the Lease is released, exit 0", async () => {
   await using server = await MemoryApiServer.start();
-  const dir = await Deno.makeTempDir({ prefix: "attacher-sigterm-qps-" });
-  const socket = `${dir}/csi.sock`;
-  const kubeconfig = `${dir}/kubeconfig`;
-  await Deno.writeTextFile(kubeconfig, server.kubeconfig());
-  server.create(CSI_NODES, {
-    apiVersion: "storage.k8s.io/v1",
-    kind: "CSINode",
-    metadata: { name: "node1" },
-    spec: { drivers: [{ name: DRIVER, nodeID: "node-1" }] },
-  });
+  const { dir, socket, kubeconfig } = await prepareWorkspace(server, "attacher-sigterm-qps-");
   const indexes = Array.from({ length: COUNT }, (_, i) => i);
   for (const i of indexes) server.create(PERSISTENT_VOLUMES, pv(i));
 
