@@ -16,13 +16,16 @@
  * lease when it reads the record, which is after the request started, so before the fence says
  * no, nobody can have taken the lease over. A pause (SIGSTOP, a frozen VM) longer than that ends
  * the term at the first question asked after it, before any timer could fire; a renewal that
- * reads the Lease held by someone else ends it at once. See {@link fenceMarginMs}.
+ * reads the Lease held by someone else ends it at once. See `./term_fence.ts`.
  *
  * @module
  */
 
-import { type Clock, realClock, type Timer } from "../clock.ts";
+import { type Clock, realClock } from "../clock.ts";
 import type { LeaseFence } from "../lease_fence.ts";
+import { LEASE_LAPSED_MESSAGE, TermFence } from "./term_fence.ts";
+import { checkTiming, JITTER_FACTOR } from "./config.ts";
+import { EMPTY_RECORD, type LeaderElectionRecord, recordOf, specOf } from "./record.ts";
 import { linkSignal, raceAbort } from "../abort.ts";
 import { isNotFound, type KubeApi, LEASES } from "../kube/api.ts";
 import type { Logger } from "../observe/logger.ts";
@@ -30,34 +33,13 @@ import { formatMicroTime } from "../kube/time.ts";
 import type { EventSink, EventSinks } from "../events/recorder.ts";
 import type { Lease, ObjectReference } from "../kube/types.ts";
 
-/** client-go's `JitterFactor`: acquire attempts are spread over 1–2.2 retry periods. */
-export const JITTER_FACTOR = 1.2;
+export { JITTER_FACTOR } from "./config.ts";
 
 /**
  * csi-lib-utils' `DefaultHealthCheckTimeout`: how long past the lease duration a leader may go
  * without renewing before {@link LeaderElector.healthCheck} reports it unhealthy.
  */
 export const DEFAULT_HEALTH_CHECK_TIMEOUT_MS = 20_000;
-
-/**
- * How much sooner than the lease duration the leader stops counting itself leader: a tenth of
- * the duration written into the Lease, at most 1 s (1 s of the default 15 s lease).
- *
- * It covers what the fence cannot see: the difference between the rates of two replicas'
- * monotonic clocks (NTP slews a clock by at most 500 ppm, 15 ms over 15 s), the time a request
- * takes from our socket to the driver's handler once written (well under a millisecond on the
- * unix socket of a sidecar, tens of milliseconds when the node is loaded), and the time between
- * the fence's answer and the write (microseconds, ARCHITECTURE.md "One leader at a time"). It
- * costs a healthy leader nothing: with the default timing the leader's last attempt before the
- * fence closes is the same as client-go's last attempt before its renew deadline (the second
- * retry after the last success).
- */
-export function fenceMarginMs(leaseDurationSeconds: number): number {
-  return Math.min(1000, leaseDurationSeconds * 100);
-}
-
-/** The text logged when the fence closes: the lease could have passed to another replica. */
-export const LEASE_LAPSED_MESSAGE = "Lease could have expired, stopping leading";
 
 /** The text logged when a renewal finds the Lease held by another replica. */
 export const LEASE_TAKEN_MESSAGE = "Lease is held by another replica, stopping leading";
@@ -139,25 +121,6 @@ export interface LeaderCallbacks {
   onNewLeader?(identity: string): void;
 }
 
-/** client-go's `resourcelock.LeaderElectionRecord`, the part of a Lease the election uses. */
-interface LeaderElectionRecord {
-  holderIdentity: string;
-  leaseDurationSeconds: number;
-  /** MicroTime text, kept as received: it is carried over, never compared. */
-  acquireTime: string | null;
-  renewTime: string | null;
-  leaderTransitions: number;
-}
-
-/** The record of a Lease nobody has written. */
-const EMPTY_RECORD: LeaderElectionRecord = Object.freeze({
-  holderIdentity: "",
-  leaseDurationSeconds: 0,
-  acquireTime: null,
-  renewTime: null,
-  leaderTransitions: 0,
-});
-
 /**
  * How one renewal round (a poll of up to `renewDeadline`) ended; `taken`: an attempt read the
  * Lease held by another replica.
@@ -173,8 +136,7 @@ interface Term {
   leader: AbortController;
   /** Aborts when the fence closes: ends the renewals and their requests. */
   lapse: AbortController;
-  /** Fires when the fence would close, unless a renewal moves it. */
-  timer: Timer | undefined;
+  fence: TermFence;
 }
 
 /** How the onStartedLeading promise settled. */
@@ -252,13 +214,10 @@ export class LeaderElector {
   #running = false;
   /** Where the `LeaderElection` Events are queued; none when no sink was given. */
   #events: EventSink | undefined;
-  /** The term while this replica leads; undefined otherwise, and once the fence closed. */
+  /** The term while this replica leads. */
   #term: Term | undefined;
-  /**
-   * Monotonic time (ms) until which the fence is open: the start of the last successful acquire
-   * or renew request plus the lease duration written, minus {@link fenceMarginMs}.
-   */
-  #validUntil = -Infinity;
+  /** When the last successful write naming this replica started (monotonic ms). */
+  #wroteAt = -Infinity;
 
   /**
    * The fence of this replica's work ({@link import("../lease_fence.ts").LeaseFence}): true while
@@ -276,20 +235,7 @@ export class LeaderElector {
    * @throws {TypeError} when the name, namespace or identity is empty.
    */
   constructor(deps: LeaderElectorDeps, opts: LeaderElectorOptions) {
-    for (const key of ["leaseDurationMs", "renewDeadlineMs", "retryPeriodMs"] as const) {
-      if (!Number.isFinite(opts[key])) {
-        throw new RangeError(`Cannot create leader elector: ${key} must be a finite number`);
-      }
-    }
-    if (opts.leaseDurationMs <= opts.renewDeadlineMs) {
-      throw new RangeError("leaseDuration must be greater than renewDeadline");
-    }
-    if (opts.renewDeadlineMs <= JITTER_FACTOR * opts.retryPeriodMs) {
-      throw new RangeError("renewDeadline must be greater than retryPeriod*JitterFactor");
-    }
-    if (opts.leaseDurationMs < 1) throw new RangeError("leaseDuration must be greater than zero");
-    if (opts.renewDeadlineMs < 1) throw new RangeError("renewDeadline must be greater than zero");
-    if (opts.retryPeriodMs < 1) throw new RangeError("retryPeriod must be greater than zero");
+    checkTiming(opts);
     if (opts.identity === "") throw new TypeError("Lock identity is empty");
     if (opts.name === "") throw new TypeError("Cannot create leader elector: lease name is empty");
     if (opts.namespace === "") {
@@ -323,59 +269,13 @@ export class LeaderElector {
 
   /** See {@link fence}. */
   leadershipValid(): boolean {
-    const term = this.#term;
-    if (term === undefined) return false;
-    if (this.#clock.now() < this.#validUntil) return true;
-    this.#lapse(term);
-    return false;
+    return this.#term?.fence.valid() ?? false;
   }
 
-  /** The fence closed during `term`: end it (once). */
-  #lapse(term: Term): void {
-    if (this.#term !== term) return;
-    this.#term = undefined;
-    term.timer?.cancel();
-    term.timer = undefined;
-    this.#metrics?.setLeader(this.#name, false);
-    const err = new Error(
-      `Lease ${this.#namespace}/${this.#name} not renewed for ${this.#fenceMs()} ms (lease duration minus ${
-        fenceMarginMs(this.#writtenSeconds())
-      } ms)`,
-    );
-    this.#log.error(err, LEASE_LAPSED_MESSAGE, { identity: this.#identity });
-    term.lapse.abort(err);
-    term.leader.abort(err);
-  }
-
-  /** The lease duration written into the Lease, in whole seconds (what other replicas count). */
-  #writtenSeconds(): number {
-    return Math.floor(this.#leaseDurationMs / 1000);
-  }
-
-  /** How long after a request's start the fence stays open. */
-  #fenceMs(): number {
-    const seconds = this.#writtenSeconds();
-    return seconds * 1000 - fenceMarginMs(seconds);
-  }
-
-  /** A write naming this replica, started at `startedAt`, succeeded: move the fence. */
+  /** A write naming this replica, started at `startedAt`, succeeded: the fence moves. */
   #wrote(startedAt: number): void {
-    this.#validUntil = Math.max(this.#validUntil, startedAt + this.#fenceMs());
-    this.#armLapseTimer();
-  }
-
-  /** Arms the timer that closes the fence when no question is asked in time. */
-  #armLapseTimer(): void {
-    const term = this.#term;
-    if (term === undefined) return;
-    term.timer?.cancel();
-    term.timer = this.#clock.setTimer(
-      Math.max(0, this.#validUntil - this.#clock.now()),
-      () => {
-        term.timer = undefined;
-        if (this.#term === term) this.leadershipValid();
-      },
-    );
+    this.#wroteAt = Math.max(this.#wroteAt, startedAt);
+    this.#term?.fence.wrote(startedAt);
   }
 
   /** True when the last record this replica saw or wrote names it as the holder. */
@@ -461,14 +361,20 @@ export class LeaderElector {
   /** Leads from acquisition to the end of leadership; see {@link run}. */
   async #lead(signal: AbortSignal, callbacks: LeaderCallbacks): Promise<void> {
     const leader = new AbortController();
-    const term: Term = { leader, lapse: new AbortController(), timer: undefined };
+    const lapse = new AbortController();
+    const fence = new TermFence(this.#clock, this.#writtenSeconds(), this.#wroteAt, (err) => {
+      this.#metrics?.setLeader(this.#name, false);
+      this.#log.error(err, LEASE_LAPSED_MESSAGE, { identity: this.#identity });
+      lapse.abort(err);
+      leader.abort(err);
+    });
+    const term: Term = { leader, lapse, fence };
     this.#term = term;
-    this.#armLapseTimer();
     try {
       await this.#leadTerm(signal, callbacks, term);
     } finally {
-      term.timer?.cancel();
-      if (this.#term === term) this.#term = undefined;
+      fence.close();
+      this.#term = undefined;
     }
   }
 
@@ -552,9 +458,12 @@ export class LeaderElector {
 
   /** The term is over: the fence closes for good (no question reopens it). */
   #endTerm(term: Term): void {
-    if (this.#term === term) this.#term = undefined;
-    term.timer?.cancel();
-    term.timer = undefined;
+    term.fence.close();
+  }
+
+  /** The lease duration written into the Lease, in whole seconds (what other replicas count). */
+  #writtenSeconds(): number {
+    return Math.floor(this.#leaseDurationMs / 1000);
   }
 
   /**
@@ -621,7 +530,7 @@ export class LeaderElector {
     const nowText = formatMicroTime(this.#clock.wallNow());
     const desired: LeaderElectionRecord = {
       holderIdentity: this.#identity,
-      leaseDurationSeconds: Math.floor(this.#leaseDurationMs / 1000),
+      leaseDurationSeconds: this.#writtenSeconds(),
       acquireTime: nowText,
       renewTime: nowText,
       leaderTransitions: 0,
@@ -872,28 +781,6 @@ export class LeaderElector {
   #sleep(ms: number, signal: AbortSignal): Promise<boolean> {
     return this.#clock.sleep(ms, signal).then(() => true, () => false);
   }
-}
-
-/** The election record of `lease`; missing fields read as client-go reads them (zero). */
-function recordOf(lease: Lease): LeaderElectionRecord {
-  const spec = lease.spec ?? {};
-  return {
-    holderIdentity: spec.holderIdentity ?? "",
-    leaseDurationSeconds: spec.leaseDurationSeconds ?? 0,
-    acquireTime: spec.acquireTime ?? null,
-    renewTime: spec.renewTime ?? null,
-    leaderTransitions: spec.leaseTransitions ?? 0,
-  };
-}
-
-function specOf(record: LeaderElectionRecord): Lease["spec"] {
-  return {
-    holderIdentity: record.holderIdentity,
-    leaseDurationSeconds: record.leaseDurationSeconds,
-    acquireTime: record.acquireTime,
-    renewTime: record.renewTime,
-    leaseTransitions: record.leaderTransitions,
-  };
 }
 
 /** Calls onStartedLeading; the result never rejects, it reports how the work ended. */

@@ -3,12 +3,12 @@ import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { ApiError } from "../kube/api.ts";
 import {
   DEFAULT_HEALTH_CHECK_TIMEOUT_MS,
-  fenceMarginMs,
   type LeaderElectionMetrics,
   LeaderElector,
   type LeaderElectorOptions,
 } from "./elector.ts";
 import { nullLogger } from "../observe/logger.ts";
+import { fenceMarginMs } from "./term_fence.ts";
 import { EventRecorder } from "../events/recorder.ts";
 import { formatMicroTime } from "../kube/time.ts";
 import type { Lease } from "../kube/types.ts";
