@@ -35,6 +35,8 @@ Deno.test("chaos: 200 random fault schedules keep every invariant and converge",
       "csi.slowBeyondTimeout",
       "process.kill",
       "process.replicaSwitch",
+      "process.pausePastLease",
+      "process.shortPause",
       "user.deleteAttachedVolumeAttachment",
     ]
   ) {

@@ -10,12 +10,16 @@ import { CSI_NODES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../lib/kub
 import { finalizerName } from "../../lib/controller/names.ts";
 import type { CsiNode, VolumeAttachment } from "../../lib/kube/types.ts";
 import { DRIVER_NAME, Simulation } from "./simulation.ts";
+import type { Sabotage } from "./sabotage.ts";
 
 const FINALIZER = finalizerName(DRIVER_NAME);
 
 /** A quiet world: one node with the driver, one PV, no random faults, no latency. */
-function quietWorld(opts: { serializeVolumeOps?: boolean; nodes?: string[] } = {}) {
+function quietWorld(
+  opts: { serializeVolumeOps?: boolean; nodes?: string[]; sabotage?: Sabotage } = {},
+) {
   const sim = new Simulation({
+    ...(opts.sabotage ? { sabotage: opts.sabotage } : {}),
     seed: 7,
     randomWorld: false,
     faults: false,
@@ -293,4 +297,54 @@ Deno.test("a finalizer removal handled after its VA was deleted and created agai
   assert.equal(getVA(sim, va), undefined);
   assert.equal(sim.driver.isPublished(volumeId, "node-1-id"), false, "detached before it went");
   assert.deepEqual(sim.violations, []);
+});
+
+/**
+ * The leader stores the VA's finalizer and is paused before its answer arrives (so before its
+ * ControllerPublishVolume); meanwhile the VA is deleted and the standby, leading after a lease,
+ * detaches it and lets it go. Then the paused replica resumes and gets the answer.
+ */
+async function pausedBeforePublish(sabotage?: Sabotage) {
+  const { sim, pv, volumeId } = quietWorld(sabotage ? { sabotage } : {});
+  const va = sim.createVolumeAttachment(pv, "node-1");
+  sim.api.inject({
+    verb: "patch",
+    resource: "volumeattachments",
+    subresource: "",
+    fault: { kind: "slow", applyOnSend: true },
+  });
+  const a = sim.startInstance();
+  assert.ok(await sim.drive(() => sim.api.pending().length === 1, { skip: ["respondApi"] }));
+  assert.deepEqual(getVA(sim, va)?.metadata.finalizers, [FINALIZER], "the finalizer is stored");
+  sim.pauseInstance(40_000);
+  sim.deleteVolumeAttachment(va);
+  // Time passes for the world (the paused replica's timers are held) until a lease has passed.
+  for (let i = 0; i < 50 && !await sim.perform("start"); i++) await sim.perform("clock");
+  assert.notEqual(sim.instance, a, "the standby leads");
+  assert.ok(await sim.drive(() => getVA(sim, va) === undefined), "the standby let the VA go");
+  for (let i = 0; i < 50 && !await sim.perform("resume"); i++) await sim.perform("clock");
+  assert.equal(sim.pausedInstance, a, "resumed, not yet out");
+  sim.api.respond(sim.api.pending().find((p) => p.client === a.name)!);
+  await sim.settle();
+  sim.check();
+  return { sim, a, volumeId };
+}
+
+Deno.test("pause: a leader resumed after its lease could have passed does not publish (its fence)", async () => {
+  const { sim, a, volumeId } = await pausedBeforePublish();
+  assert.equal(a.lapsed, true, "the fence found the lease lapsed at the answer");
+  assert.equal(sim.driver.isPublished(volumeId, "node-1-id"), false);
+  assert.deepEqual(sim.csi.calls.filter((c) => c.client === a.name), []);
+  assert.deepEqual(sim.violations, []);
+  assert.ok(await sim.runUntilQuiet(), sim.unconverged().join("; "));
+  assert.deepEqual(sim.violations, []);
+});
+
+Deno.test("pause: without the fence, the resumed leader publishes a volume nothing will detach (invariant 1)", async () => {
+  const { sim, a, volumeId } = await pausedBeforePublish("noFence");
+  assert.deepEqual(sim.csi.calls.filter((c) => c.client === a.name).map((c) => c.method), [
+    "ControllerPublishVolume",
+  ]);
+  assert.equal(sim.driver.isPublished(volumeId, "node-1-id"), true);
+  assert.deepEqual(sim.violations.map((v) => v.invariant), [1]);
 });
