@@ -72,11 +72,11 @@ export interface Violation extends Breach {
  *
  * - `lateWriteOnRecreatedVolumeAttachment`: a patch the attacher sent was handled by the API
  *   server only after its VA had been deleted and created again under the same name (it waited in
- *   the server up to its request timeout, after the attacher gave up on it or died). Patches are
- *   addressed by name, without a uid or resourceVersion precondition (the Go attacher's too), so
- *   it lands on the new VA: a late `attached: true` marks a VA that nothing attached (the
- *   ListVolumes reconciler repairs it), and a late finalizer removal strips the finalizer of an
- *   attached VA.
+ *   the server up to its request timeout, after the attacher gave up on it or died), and changed
+ *   what matters on the new VA. The Go attacher's patches are addressed by name alone, so a late
+ *   `attached: true` marks a VA that nothing attached and a late finalizer removal strips the
+ *   finalizer of an attached VA; ours carry the VA's uid (metadata and status patches alike) and
+ *   are refused, so this is no longer reached (ARCHITECTURE.md, "One leader at a time").
  */
 export interface InherentWindow {
   kind: "lateWriteOnRecreatedVolumeAttachment";
