@@ -124,7 +124,8 @@ export type StepKind =
   | "fault"
   | "clock"
   | "resume"
-  | "release";
+  | "release"
+  | "workResumed";
 
 /**
  * A replica stopped (SIGSTOP, a frozen VM) with its clock and work: nothing of it runs and none of
@@ -632,6 +633,27 @@ export class Simulation {
     return !this.#paused || this.clock.now() >= this.#paused.standbyAt;
   }
 
+  /**
+   * Whether the resumed replica's workers may take a key: as the process's workers loop, they
+   * take the next key at once after the resume, before anything tells them the lease is gone.
+   */
+  #canWorkResumed(): boolean {
+    const inst = this.#resumed;
+    if (!inst || !inst.ready()) return false;
+    return (inst.vaQueue.len() > 0 && inst.vaWorkers < this.#workers) ||
+      (inst.pvQueue.len() > 0 && inst.pvWorkers < this.#workers);
+  }
+
+  /** A worker of the resumed replica takes its next key (a VA one when it can). */
+  #workResumed(): void {
+    const inst = this.#resumed;
+    if (!inst) return;
+    const va = inst.vaQueue.len() > 0 && inst.vaWorkers < this.#workers;
+    this.journal.note(`${inst.name} (resumed) ${va ? "va" : "pv"} worker starts`);
+    if (va) inst.workVolumeAttachment(this.#onFailure);
+    else inst.workPersistentVolume(this.#onFailure);
+  }
+
   /** Whether the paused replica's pause is over. */
   #canResume(): boolean {
     return this.#paused !== undefined && this.clock.now() >= this.#paused.until;
@@ -836,6 +858,7 @@ export class Simulation {
       ["start", this.#canStart() ? chaos ? 1.5 : 50 : 0],
       ["resume", this.#canResume() ? 5 : 0],
       ["release", this.#resumed?.clock.holding ? 3 : 0],
+      ["workResumed", this.#canWorkResumed() ? 4 : 0],
       ["user", chaos && this.#opts.userActions !== false ? 3 : 0],
       ["fault", chaos && this.#opts.faults !== false ? this.#faultWeight : 0],
     ];
@@ -863,6 +886,7 @@ export class Simulation {
       clock: () => this.#nextClockStop() !== undefined,
       resume: () => this.#canResume(),
       release: () => this.#resumed?.clock.holding ?? false,
+      workResumed: () => this.#canWorkResumed(),
     };
     if (!possible[kind]()) return false;
     this.journal.step++;
@@ -935,6 +959,9 @@ export class Simulation {
         break;
       case "release":
         this.releaseResumed();
+        break;
+      case "workResumed":
+        this.#workResumed();
         break;
     }
     await this.settle();
