@@ -37,6 +37,8 @@ Deno.test("chaos: 200 random fault schedules keep every invariant and converge",
       "process.replicaSwitch",
       "process.pausePastLease",
       "process.shortPause",
+      "process.stoppedLeadingAfterPause",
+      "fence.refusedAct",
       "user.deleteAttachedVolumeAttachment",
     ]
   ) {

@@ -53,6 +53,7 @@ import type { Sabotage } from "./sabotage.ts";
 import { AttacherInstance, LEASE_SECONDS } from "./attacher_instance.ts";
 import { DRIVER_NAME, OTHER_ATTACHER, SECRET_NAMESPACE } from "./world_names.ts";
 import { Prng } from "./prng.ts";
+import { FENCE_REFUSED_MESSAGE } from "../../lib/lease_fence.ts";
 
 export { DRIVER_NAME, OTHER_ATTACHER, SECRET_NAMESPACE } from "./world_names.ts";
 
@@ -598,6 +599,12 @@ export class Simulation {
     this.api.kill(inst.name);
     this.csi.kill(inst.name);
     inst.kill();
+    this.journal.count("process.stoppedLeadingAfterPause", inst.name);
+    const refused =
+      this.log.lines.filter((l) =>
+        l.msg === FENCE_REFUSED_MESSAGE && l.fields.instance === inst.name
+      ).length;
+    for (let i = 0; i < refused; i++) this.journal.count("fence.refusedAct", inst.name);
     this.journal.note(`${inst.name} stopped leading: its lease could have passed`);
   }
 
