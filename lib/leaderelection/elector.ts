@@ -309,9 +309,11 @@ export class LeaderElector {
    *
    * 1. Tries to acquire the lease every retry period (jittered by {@link JITTER_FACTOR}) until
    *    it succeeds; resolves without acquiring if `signal` aborts first.
-   * 2. Calls `onStartedLeading` and renews the lease every retry period. A renewal that does
-   *    not succeed within the renew deadline loses the lease: the leader signal aborts,
-   *    `onStoppedLeading` is called at once, and run() resolves once the work promise settled.
+   * 2. Calls `onStartedLeading` and renews the lease every retry period. The lease is lost when
+   *    the fence closes ({@link fence}: asked, or by its timer), when a renewal reads it held by
+   *    another replica, or when no renewal succeeds within the renew deadline: the leader
+   *    signal aborts, `onStoppedLeading` is called at once, and run() resolves once the work
+   *    promise settled.
    * 3. When `signal` aborts while leading, the leader signal aborts, the elector keeps renewing
    *    until the work promise settles, then stops renewing, releases the lease if
    *    `releaseOnCancel`, and resolves.
