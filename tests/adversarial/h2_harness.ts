@@ -1,5 +1,5 @@
 /**
- * The runner of the adversarial HTTP/2 table (`h2_peer_test.ts`): one gRPC call from our channel
+ * The runner of the adversarial HTTP/2 table (`h2_peer.ts`): one gRPC call from our channel
  * to a scripted peer that misbehaves on its first connection, then the checks every row shares.
  *
  * For each row it asserts that
