@@ -602,8 +602,10 @@ export const ROWS: Row[] = [
   },
   {
     name: "a slow peer: the answer one octet at a time, past the deadline",
-    script: answer(async (peer, id) => {
-      for (const b of grpcOk(id)) if (!await peer.trickle(b, 20)) return;
+    script: answer(async (peer, id, ctx) => {
+      for (const octet of grpcOk(id).flatMap((b) => [...b])) {
+        if (ctx.callSettled() || !await peer.trickle(Uint8Array.of(octet), 20)) return;
+      }
     }),
     timeoutMs: 300,
     code: C.DeadlineExceeded,
