@@ -11,9 +11,13 @@ import assert from "node:assert/strict";
 
 /**
  * Fails unless the folder of `table` (a module URL) holds exactly the files
- * `<table>_<k>_test.ts` for k = 0 … `shards` - 1, each calling `testShard(k)`.
+ * `<table>_<k>_test.ts` for k = 0 … `shards` - 1, each calling `testShard(k)`, and the table
+ * registers its tests only there (a test declared at the top of the table would run once per
+ * shard file).
  */
 export async function assertShardFiles(table: URL, shards: number): Promise<void> {
+  const declared = (await Deno.readTextFile(table)).match(/\bDeno\.test\(/g) ?? [];
+  assert.equal(declared.length, 1, "the table declares its tests only in testShard()");
   const name = table.pathname.split("/").pop()!.replace(/\.ts$/, "");
   const dir = new URL(".", table);
   const pattern = new RegExp(`^${name}_(\\d+)_test\\.ts$`);
