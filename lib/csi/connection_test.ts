@@ -147,12 +147,17 @@ async function spawnDriverProcess(socket: string): Promise<Deno.ChildProcess> {
 Deno.test("connect() calls onConnectionLoss once when the driver process dies", async () => {
   await using dir = await tempDir();
   const child = await spawnDriverProcess(`${dir.path}/csi.sock`);
+  const clock = new FakeClock();
   let lost = 0;
   const client = await connect(`${dir.path}/csi.sock`, {
     log: nullLogger,
-    clock: realClock,
+    clock,
     timeoutMs: 3000,
     onConnectionLoss: () => lost++,
+  });
+  let failures = 0;
+  client.channel.onStateChange((state) => {
+    if (state === "TRANSIENT_FAILURE") failures++;
   });
   try {
     assert.equal(await getDriverName(client), "example.csi.k8s.io");
@@ -161,7 +166,13 @@ Deno.test("connect() calls onConnectionLoss once when the driver process dies", 
     child.kill("SIGKILL");
     await child.status;
     await eventually(() => lost > 0);
-    await new Promise((r) => setTimeout(r, 300));
+    // The channel dials again and again, each failed dial arming the backoff on the clock: the
+    // loss is still reported once.
+    client.channel.connect();
+    for (let dials = 1; dials <= 3; dials++) {
+      await eventually(() => failures >= dials);
+      assert.ok(clock.advanceToNextTimer(), "the backoff before the next dial");
+    }
     assert.equal(lost, 1, "reported once, although the channel keeps reconnecting");
   } finally {
     client.close();
@@ -181,32 +192,33 @@ Deno.test("connect() calls onConnectionLoss once when the driver shuts down grac
     identity: {
       getPluginInfo: () => Promise.resolve({ name: "csi.example.com", vendorVersion: "1" }),
       probe: async () => {
+        probing = true;
         await held;
         return { ready: { value: true } };
       },
     },
   });
+  let probing = false;
   let lost = 0;
   const client = await connect(server.address, {
     log: nullLogger,
-    clock: realClock,
+    clock: new FakeClock(),
     timeoutMs: 3000,
     onConnectionLoss: () => lost++,
   });
   try {
     for (let i = 0; i < 3; i++) assert.equal(await getDriverName(client), "csi.example.com");
     const inFlight = client.probe({ timeoutMs: 5000 });
-    await new Promise((r) => setTimeout(r, 50));
+    await eventually(() => probing);
     const stopped = server.shutdown();
     await eventually(() => lost > 0);
     release();
     assert.deepEqual(await inFlight, { ready: true }, "the call in flight finished");
     await stopped;
-    await new Promise((r) => setTimeout(r, 200));
-    assert.equal(lost, 1);
     // Later calls find no driver: Unavailable, as grpc-go reports a failed dial.
     const err = await client.getPluginInfo({ timeoutMs: 1000 }).catch((e: unknown) => e);
     assert.ok(err instanceof CsiError && err.code === 14, String(err));
+    assert.equal(lost, 1, "reported once, although the later call dialled again");
   } finally {
     client.close();
     await server.close();
@@ -216,16 +228,22 @@ Deno.test("connect() calls onConnectionLoss once when the driver shuts down grac
 Deno.test("connect() does not report a loss when the client itself is closed", async () => {
   await using dir = await tempDir();
   const driver = await startFake(dir.path);
+  const clock = new FakeClock();
   let lost = 0;
   const client = await connect(driver.address, {
     log: nullLogger,
-    clock: realClock,
+    clock,
     timeoutMs: 3000,
     onConnectionLoss: () => lost++,
   });
+  const states: string[] = [];
+  client.channel.onStateChange((state) => states.push(state));
   client.close();
   await driver.close();
-  await new Promise((r) => setTimeout(r, 200));
+  // Everything the close set off has run: the channel is shut down, with nothing left to fire.
+  await new Promise((r) => setTimeout(r, 0));
+  assert.deepEqual(states, ["SHUTDOWN"]);
+  assert.equal(clock.pendingTimers(), 0);
   assert.equal(lost, 0);
 });
 
@@ -362,20 +380,21 @@ Deno.test("getDriverName() returns the name and rejects an empty one", async () 
       { method: "GetPluginInfo", delayMs: STARTUP_CALL_TIMEOUT_MS + 1000 },
     ],
   });
-  const client = await connect(driver.address, {
-    log: nullLogger,
-    clock: realClock,
-    timeoutMs: 3000,
-  });
+  const clock = new FakeClock();
+  const client = await connect(driver.address, { log: nullLogger, clock, timeoutMs: 3000 });
   try {
     assert.equal(await getDriverName(client), "csi.example.com");
     await assert.rejects(getDriverName(client), /^Error: driver name is empty$/);
-    const started = Date.now();
-    await assert.rejects(
-      getDriverName(client),
-      (err: unknown) => err instanceof CsiError && err.code === 4,
-    );
-    assert.ok(Date.now() - started < STARTUP_CALL_TIMEOUT_MS + 500, "used the 1 s timeout");
+    // The third answer comes too late: the call ends at the 1 s timeout, on the clock.
+    let settled = false;
+    const late = getDriverName(client).finally(() => settled = true);
+    late.catch(() => {});
+    await eventually(() => driver.calls.length === 3);
+    clock.advance(STARTUP_CALL_TIMEOUT_MS - 1);
+    await new Promise((r) => setTimeout(r, 10));
+    assert.equal(settled, false, "still waiting just before the timeout");
+    clock.advance(1);
+    await assert.rejects(late, (err: unknown) => err instanceof CsiError && err.code === 4);
   } finally {
     client.close();
     await driver.close();

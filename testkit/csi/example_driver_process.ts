@@ -2,10 +2,12 @@
  * Runs the example CSI driver as its own process, for tests that must kill a driver the way a
  * crash does (the kernel closes its sockets; no HTTP/2 GOAWAY is sent).
  *
- * Usage: `deno run -A testkit/csi/example_driver_process.ts [--publish-delay-ms=N] <socket>
- * [volume-id...]`; prints `listening` once it serves. With a publish delay each
- * ControllerPublishVolume waits N ms before it answers (a slow driver), and the driver prints
- * `publish <volume-id>` when each one starts.
+ * Usage: `deno run -A testkit/csi/example_driver_process.ts [--publish-delay-ms=N |
+ * --publish-hold] <socket> [volume-id...]`; prints `listening` once it serves. With a publish
+ * delay each ControllerPublishVolume waits N ms before it answers (a slow driver); with
+ * `--publish-hold` each one waits until a line arrives on stdin (the test releases them all at
+ * once; later ones answer at once). With either, the driver prints `publish <volume-id>` when
+ * each one starts.
  *
  * @module
  */
@@ -14,11 +16,25 @@ import { ExampleDriver } from "./example_driver.ts";
 import { startCsiDriverServer } from "./server.ts";
 
 const DELAY_FLAG = "--publish-delay-ms=";
+const HOLD_FLAG = "--publish-hold";
+
+/** Resolves when the first line (or the end) arrives on stdin. */
+async function firstStdinLine(): Promise<void> {
+  const decoder = new TextDecoder();
+  for await (const chunk of Deno.stdin.readable) {
+    if (decoder.decode(chunk).includes("\n")) return;
+  }
+}
 
 if (import.meta.main) {
   const args = [...Deno.args];
   let publishDelayMs: number | undefined;
-  if (args[0]?.startsWith(DELAY_FLAG)) {
+  let held: Promise<void> | undefined;
+  if (args[0] === HOLD_FLAG) {
+    args.shift();
+    held = firstStdinLine();
+    publishDelayMs = 0;
+  } else if (args[0]?.startsWith(DELAY_FLAG)) {
     publishDelayMs = Number(args.shift()!.slice(DELAY_FLAG.length));
     if (!Number.isFinite(publishDelayMs) || publishDelayMs < 0) {
       console.error(`${DELAY_FLAG}: not a non-negative number`);
@@ -27,7 +43,9 @@ if (import.meta.main) {
   }
   const [socket, ...volumes] = args;
   if (!socket) {
-    console.error(`usage: example_driver_process.ts [${DELAY_FLAG}N] <socket> [volume-id...]`);
+    console.error(
+      `usage: example_driver_process.ts [${DELAY_FLAG}N | ${HOLD_FLAG}] <socket> [volume-id...]`,
+    );
     Deno.exit(2);
   }
   const driver = new ExampleDriver();
@@ -45,6 +63,7 @@ if (import.meta.main) {
         controllerPublishVolume: async (req) => {
           console.log(`publish ${req.volumeId}`);
           await new Promise((resolve) => setTimeout(resolve, delayMs));
+          await held;
           return driver.publish(req);
         },
       },
@@ -57,6 +76,11 @@ if (import.meta.main) {
 export interface SpawnExampleDriverOptions {
   /** Each ControllerPublishVolume waits this long before it answers. */
   publishDelayMs?: number;
+  /**
+   * Each ControllerPublishVolume waits until {@link releasePublishes} (instead of a delay); the
+   * driver's stdin is then a pipe.
+   */
+  holdPublishes?: boolean;
   /** Called with each line the driver prints after `listening` (with a publish delay: calls). */
   onLine?: (line: string) => void;
 }
@@ -67,12 +91,14 @@ export async function spawnExampleDriver(
   volumes: string[],
   options: SpawnExampleDriverOptions = {},
 ): Promise<Deno.ChildProcess> {
-  const flags = options.publishDelayMs === undefined
+  const flags = options.holdPublishes
+    ? [HOLD_FLAG]
+    : options.publishDelayMs === undefined
     ? []
     : [`${DELAY_FLAG}${options.publishDelayMs}`];
   const child = new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", new URL(import.meta.url).pathname, ...flags, socket, ...volumes],
-    stdin: "null",
+    stdin: options.holdPublishes ? "piped" : "null",
     stdout: "piped",
     stderr: "null",
   }).spawn();
@@ -98,6 +124,16 @@ export async function spawnExampleDriver(
     })().catch(() => {});
   }
   return child;
+}
+
+/**
+ * Lets every ControllerPublishVolume held by a driver started with `holdPublishes` answer, and
+ * every later one answer at once.
+ */
+export async function releasePublishes(driver: Deno.ChildProcess): Promise<void> {
+  const writer = driver.stdin.getWriter();
+  await writer.write(new TextEncoder().encode("release\n"));
+  await writer.close();
 }
 
 function splitLines(): TransformStream<string, string> {

@@ -67,6 +67,8 @@ export interface ScriptedCall {
   error?: { code: number; message: string };
   /** Wait this long (real time) before answering. */
   delayMs?: number;
+  /** Answer only once this settles (after `delayMs`): holds a call until the test lets it go. */
+  until?: Promise<unknown>;
 }
 
 /** A call the fake received. */
@@ -293,6 +295,7 @@ export class FakeCsiDriver {
     const mismatch = this.#compare(method, scripted.expect, req);
     if (mismatch !== undefined) return this.#fail(`${method} call mismatch: ${mismatch}`);
     if (scripted.delayMs !== undefined && scripted.delayMs > 0) await this.#sleep(scripted.delayMs);
+    if (scripted.until !== undefined) await scripted.until.catch(() => {});
     if (scripted.error) throw new CsiStatusError(scripted.error.code, scripted.error.message);
     return scripted.respond ?? {};
   }

@@ -1,5 +1,5 @@
 /**
- * The runner of the adversarial HTTP/2 table (`h2_peer_test.ts`): one gRPC call from our channel
+ * The runner of the adversarial HTTP/2 table (`h2_peer.ts`): one gRPC call from our channel
  * to a scripted peer that misbehaves on its first connection, then the checks every row shares.
  *
  * For each row it asserts that
@@ -33,6 +33,8 @@ export interface RowContext {
    * connection is closed when the script returns.
    */
   hold(): Promise<void>;
+  /** Whether the client's call has settled: a script that misbehaves without end may stop. */
+  callSettled(): boolean;
 }
 
 /** One row of the table. */
@@ -73,12 +75,14 @@ export async function runRow(row: Row): Promise<void> {
   const misbehaved = new Promise<void>((resolve) => held = resolve);
   let release!: () => void;
   const released = new Promise<void>((resolve) => release = resolve);
+  let settled = false;
   const ctx: RowContext = {
     checkpoint: () => heaps.push(liveHeapMiB()),
     hold: () => {
       held();
       return released;
     },
+    callSettled: () => settled,
   };
   const server = await startRawPeer(async (peer, index) => {
     if (index > 0) return answerOk(peer);
@@ -104,6 +108,7 @@ export async function runRow(row: Row): Promise<void> {
       },
     );
     const elapsed = performance.now() - started;
+    settled = true;
     assert.ok(elapsed < timeoutMs + 500, `settled after ${elapsed.toFixed(0)} ms`);
     assert.equal(result.code, row.code, `code ${result.code}: ${result.details}`);
     if (row.details !== undefined) assert.match(result.details, row.details);

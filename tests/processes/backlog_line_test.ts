@@ -22,15 +22,17 @@ Deno.test("main.ts logs the backlog line when a VolumeAttachment waits longer th
   const example = new ExampleDriver({}, { name: DRIVER });
   example.createVolume("vol-1");
   example.createVolume("vol-2");
+  const held = Promise.withResolvers<void>();
   const csi = await FakeCsiDriver.start({
     address: `${dir}/csi.sock`,
     pluginName: DRIVER,
     controllerCapabilities: ["PUBLISH_UNPUBLISH_VOLUME"],
-    // The first publish holds the only attach worker for 4 s; the rest answer at once.
+    // The first publish holds the only attach worker until the backlog line is seen; the rest
+    // answer at once.
     script: [{
       method: "ControllerPublishVolume",
       respond: { publishContext: {} },
-      delayMs: 4000,
+      until: held.promise,
     }],
     permissive: example,
   });
@@ -56,7 +58,7 @@ Deno.test("main.ts logs the backlog line when a VolumeAttachment waits longer th
       `--kubeconfig=${kubeconfig}`,
       `--csi-address=${csi.address}`,
       "--attach-worker-threads=1",
-      "--log-backlog-interval=1s",
+      "--log-backlog-interval=500ms",
       "--timeout=10s",
     ],
     stdout: "piped",
@@ -77,11 +79,13 @@ Deno.test("main.ts logs the backlog line when a VolumeAttachment waits longer th
     assert.match(line, /depth=1/);
     assert.match(line, /oldest="va-2"/);
     const waited = Number(line.match(/oldestWaitSeconds=([\d.]+)/)?.[1]);
-    assert.ok(waited > 1, `waited longer than the interval: ${line}`);
+    assert.ok(waited > 0.5, `waited longer than the interval: ${line}`);
+    held.resolve();
     await waitFor(() =>
       server.find<VolumeAttachment>(VOLUME_ATTACHMENTS, "va-2")?.status?.attached === true
     );
   } finally {
+    held.resolve();
     attacher.kill("SIGKILL");
     await attacher.status;
     await reading;

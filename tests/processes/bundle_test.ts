@@ -95,6 +95,31 @@ async function buildBundle(
   assert.ok(built.success, `deno bundle failed:\n${new TextDecoder().decode(built.stderr)}`);
 }
 
+/** Where this file's bundles are built, once per kind; removed when the module unloads. */
+let buildRoot: string | undefined;
+const builds = new Map<"bundle" | "release", Promise<string>>();
+addEventListener("unload", () => {
+  if (buildRoot !== undefined) Deno.removeSync(buildRoot, { recursive: true });
+});
+
+/**
+ * The directory holding the `kind` bundle, built by the first test that needs it: the tests only
+ * read it, so one build serves them all.
+ */
+function builtBundle(kind: "bundle" | "release", signal?: AbortSignal): Promise<string> {
+  let dir = builds.get(kind);
+  if (dir === undefined) {
+    dir = (async () => {
+      buildRoot ??= await Deno.makeTempDir({ prefix: "bundle-build-test-" });
+      const outdir = `${buildRoot}/${kind}`;
+      await buildBundle(outdir, signal, kind);
+      return outdir;
+    })();
+    builds.set(kind, dir);
+  }
+  return dir;
+}
+
 /** The files `entry` imports statically (`import … from "./x.js"`), transitively, with it. */
 async function staticClosure(dir: string, entry: string): Promise<Map<string, string>> {
   const seen = new Map<string, string>();
@@ -118,24 +143,19 @@ Deno.test({
     "import (the sandbox with grpc-js, client-node for exec kubeconfigs)",
   ignore: !BUNDLE_AVAILABLE,
   fn: async () => {
-    const tmp = await Deno.makeTempDir({ prefix: "bundle-chunks-test-" });
-    try {
-      await buildBundle(tmp);
-      const closure = await staticClosure(tmp, "main.js");
-      const all = await filesUnder(tmp);
-      assert.ok(closure.size < all.length, `some chunks are loaded on demand: ${all}`);
-      for (const [file, text] of closure) {
-        const npm = text.match(/^\/\/ .*registry\.npmjs\.org\/(@[^/]+\/[^/]+|[^/]+)\//m);
-        assert.equal(npm, null, `${file}, loaded at start, holds npm package ${npm?.[1]}`);
-      }
-      // The dynamically imported code is there, in the other chunks.
-      const rest = await Promise.all(
-        all.filter((f) => !closure.has(f)).map((f) => Deno.readTextFile(`${tmp}/${f}`)),
-      );
-      assert.ok(rest.some((t) => t.includes("@kubernetes/client-node")), "client-node chunk");
-    } finally {
-      await Deno.remove(tmp, { recursive: true });
+    const dir = await builtBundle("bundle");
+    const closure = await staticClosure(dir, "main.js");
+    const all = await filesUnder(dir);
+    assert.ok(closure.size < all.length, `some chunks are loaded on demand: ${all}`);
+    for (const [file, text] of closure) {
+      const npm = text.match(/^\/\/ .*registry\.npmjs\.org\/(@[^/]+\/[^/]+|[^/]+)\//m);
+      assert.equal(npm, null, `${file}, loaded at start, holds npm package ${npm?.[1]}`);
     }
+    // The dynamically imported code is there, in the other chunks.
+    const rest = await Promise.all(
+      all.filter((f) => !closure.has(f)).map((f) => Deno.readTextFile(`${dir}/${f}`)),
+    );
+    assert.ok(rest.some((t) => t.includes("@kubernetes/client-node")), "client-node chunk");
   },
 });
 
@@ -210,12 +230,12 @@ async function runsAlone(kind: "bundle" | "release"): Promise<void> {
   example.createVolume("vol-1");
   const driver = await example.start(`${workDir}/csi.sock`);
   try {
-    // 1. Build with the task's own command, into the temporary directory.
-    await buildBundle(`${tmp}/build`, guard.signal, kind);
-    const builtFiles = await filesUnder(`${tmp}/build`);
+    // 1. Build with the task's own command (once per kind for this file), copy the files alone.
+    const buildDir = await builtBundle(kind, guard.signal);
+    const builtFiles = await filesUnder(buildDir);
     assert.ok(builtFiles.includes("main.js"), `the entry is main.js: ${builtFiles}`);
     for (const file of builtFiles) {
-      await Deno.copyFile(`${tmp}/build/${file}`, `${runDir}/${file}`);
+      await Deno.copyFile(`${buildDir}/${file}`, `${runDir}/${file}`);
     }
 
     // 2. The objects a cluster would have.

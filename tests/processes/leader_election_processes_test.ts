@@ -11,9 +11,12 @@ import type { Lease, VolumeAttachment } from "../../lib/kube/types.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 const LEASE = "external-attacher-leader-csi-dummy";
-const RETRY_MS = 500;
-const LEASE_MS = 10_000;
-const RENEW_MS = 8000;
+// Short enough that the SIGKILL hand-over (which waits out the lease) takes seconds, long enough
+// that a leader on a loaded machine renews well within the deadline (client-go's rule:
+// lease duration > renew deadline > 1.2 × retry period).
+const RETRY_MS = 400;
+const LEASE_MS = 4000;
+const RENEW_MS = 3000;
 
 /** One attacher child process and its log. */
 class Replica {

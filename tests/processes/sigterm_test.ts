@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { LEASES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import type { Lease, VolumeAttachment } from "../../lib/kube/types.ts";
-import { spawnExampleDriver } from "../../testkit/csi/example_driver_process.ts";
+import { releasePublishes, spawnExampleDriver } from "../../testkit/csi/example_driver_process.ts";
 import { spawnMain } from "../../testkit/harness/main_process.ts";
 import {
   LEASE,
@@ -20,7 +20,8 @@ import {
 
 const COUNT = 200;
 const WORKERS = 10;
-const PUBLISH_DELAY_MS = 3000;
+const TIMEOUT_MS = 15_000;
+const SIGNAL_RECEIVED = '"Signal received, finishing work in flight"';
 
 Deno.test("SIGTERM: no CSI call starts after the signal, calls in flight finish, the Lease is released, exit 0", async () => {
   await using server = await MemoryApiServer.start();
@@ -30,7 +31,7 @@ Deno.test("SIGTERM: no CSI call starts after the signal, calls in flight finish,
 
   const publishes: string[] = [];
   const driver = await spawnExampleDriver(socket, indexes.map((i) => `vol-${i}`), {
-    publishDelayMs: PUBLISH_DELAY_MS,
+    holdPublishes: true,
     onLine: (line) => {
       if (line.startsWith("publish ")) publishes.push(line.slice("publish ".length));
     },
@@ -42,7 +43,7 @@ Deno.test("SIGTERM: no CSI call starts after the signal, calls in flight finish,
     // The workers' first publishes start together, not 1/qps apart.
     "--kube-api-qps=1000",
     "--kube-api-burst=1000",
-    "--timeout=15s",
+    `--timeout=${TIMEOUT_MS / 1000}s`,
     "--leader-election",
     "--leader-election-namespace=default",
     "--v=2",
@@ -56,18 +57,17 @@ Deno.test("SIGTERM: no CSI call starts after the signal, calls in flight finish,
   try {
     await until("the attacher to lead", () => holder() === "attacher-a");
     for (const i of indexes) server.create(VOLUME_ATTACHMENTS, va(i));
-    // Every worker is in a publish that lasts PUBLISH_DELAY_MS: no call can start by itself
-    // until they end, so any call started later was started after the signal.
+    // Every worker is in a publish the driver holds: no call can start until they end, so any
+    // call started later was started after the signal.
     await until("the first publishes", () => publishes.length >= WORKERS);
-    // Signal in a quiet moment: no publish started in the last 500 ms.
-    for (let seen = -1; seen !== publishes.length;) {
-      seen = publishes.length;
-      await new Promise((resolve) => setTimeout(resolve, 500));
-    }
     const startedBefore = publishes.length;
-    assert.ok(attached() < startedBefore, "publishes are in flight at the signal");
+    assert.equal(startedBefore, WORKERS, "one publish per worker");
+    assert.equal(attached(), 0, "publishes are in flight at the signal");
     const signalledAt = performance.now();
     attacher.kill("SIGTERM");
+    // The calls in flight end once the attacher has taken the signal.
+    await until("the signal to be logged", () => run.log.includes(SIGNAL_RECEIVED));
+    await releasePublishes(driver);
     const status = await attacher.status;
     const exitMs = performance.now() - signalledAt;
     await reading;
@@ -84,7 +84,7 @@ Deno.test("SIGTERM: no CSI call starts after the signal, calls in flight finish,
     );
     assert.equal(rest.length, COUNT - startedBefore);
     assert.ok(rest.every((v) => v.status?.attachError === undefined));
-    assert.ok(exitMs < PUBLISH_DELAY_MS + 10_000, `exit took ${exitMs} ms`);
+    assert.ok(exitMs < TIMEOUT_MS, `exit took ${exitMs} ms`);
     console.log(
       `SIGTERM figures: CSI calls started after the signal ${
         publishes.length - startedBefore
@@ -93,6 +93,7 @@ Deno.test("SIGTERM: no CSI call starts after the signal, calls in flight finish,
       } ms, Lease holder "${holder()}"`,
     );
   } finally {
+    await releasePublishes(driver).catch(() => {});
     for (const child of [attacher, driver]) {
       try {
         child.kill("SIGKILL");

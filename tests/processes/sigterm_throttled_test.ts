@@ -46,6 +46,10 @@ Deno.test("SIGTERM under the rate limiter: no ControllerPublishVolume starts aft
     `--kubeconfig=${kubeconfig}`,
     `--csi-address=${socket}`,
     `--timeout=${TIMEOUT_MS / 1000}s`,
+    // A bucket that empties and refills within a second: the workers queue for tokens sooner
+    // than at the default 5 QPS, burst 10.
+    "--kube-api-qps=20",
+    "--kube-api-burst=5",
     "--leader-election",
     "--leader-election-namespace=default",
     "--feature-gates=ReleaseLeaderElectionOnExit=true",
@@ -56,7 +60,7 @@ Deno.test("SIGTERM under the rate limiter: no ControllerPublishVolume starts aft
   try {
     await until("the attacher to lead", () => holder() === "attacher-a", 60_000);
     for (const i of indexes) server.create(VOLUME_ATTACHMENTS, va(i));
-    // A few seconds in: the burst is spent and every worker waits for a token in turn.
+    // The burst is spent by then and every worker waits for a token in turn.
     await until("the throttled publishes", () => published.length >= 8, 60_000);
     const signalledAt = performance.now();
     attacher.kill("SIGTERM");

@@ -9,6 +9,12 @@
  * `ApiError` (its transport cause's kind, or its reason) before the row's deadline; the heap
  * after a forced GC has not grown by more than {@link HEAP_SLACK}; and the same client then
  * gets a good answer from the server.
+ *
+ * The table runs in {@link SHARDS} test files, `http1_table_<k>_test.ts`: file k runs the rows
+ * whose index is k modulo {@link SHARDS}, so that `deno test --parallel` spreads them over its
+ * workers (each row measures its own worker's heap). A new row goes into the table below.
+ *
+ * @module
  */
 
 import assert from "node:assert/strict";
@@ -620,8 +626,19 @@ async function good(ex: RawExchange): Promise<RawOutcome> {
   return "keep";
 }
 
-Deno.test("hostile HTTP/1.1 servers: every call settles with a clear answer, memory stays bounded, the client goes on", async (t) => {
-  for (const row of ROWS) {
+/** How many test files share the table. */
+export const SHARDS = 4;
+
+/** Registers the rows of shard `k` (see the module documentation) as the steps of one test. */
+export function testShard(k: number): void {
+  const rows = ROWS.filter((_, index) => index % SHARDS === k);
+  Deno.test(`hostile HTTP/1.1 servers (rows ${k} mod ${SHARDS}): every call settles with a clear answer, memory stays bounded, the client goes on`, (t) =>
+    runRows(t, rows));
+}
+
+/** Runs `rows` one by one as steps of `t`. */
+async function runRows(t: Deno.TestContext, rows: Row[]): Promise<void> {
+  for (const row of rows) {
     const before = heapAfterGc();
     await t.step(row.name, async () => {
       await using server = RawHttpServer.start(row.script);
@@ -643,4 +660,4 @@ Deno.test("hostile HTTP/1.1 servers: every call settles with a clear answer, mem
     const grown = heapAfterGc() - before;
     assert.ok(grown < HEAP_SLACK, `${row.name}: heap grew by ${grown} bytes`);
   }
-});
+}
