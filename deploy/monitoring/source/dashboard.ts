@@ -59,7 +59,8 @@ export const ROWS: readonly RowSpec[] = [
       {
         title: "Leader",
         description: "leader_election_master_status: 1 on the replica that holds the Lease " +
-          "(with --leader-election; a standby reports nothing until it has led once).",
+          "(with --leader-election). A standby of this attacher reports nothing until it has " +
+          "led once; the Go csi-attacher reports 0 with an empty name.",
         origin: "both",
         unit: "none",
         queries: [{ expr: `leader_election_master_status{${T}}`, legend: "{{instance}} {{name}}" }],
@@ -207,7 +208,7 @@ export const ROWS: readonly RowSpec[] = [
       {
         title: "API requests by code",
         description: "rest_client_requests_total per second (every try).",
-        origin: "both",
+        origin: "deno",
         unit: "reqps",
         queries: [{
           expr: `sum by (method, code) (rate(rest_client_requests_total{${T}}${W}))`,
@@ -218,7 +219,7 @@ export const ROWS: readonly RowSpec[] = [
         title: "Client-side rate limiter wait (p90, p99)",
         description: "rest_client_rate_limiter_duration_seconds: time a request waited for " +
           "--kube-api-qps/--kube-api-burst (the CSIAttacherClientThrottled alert).",
-        origin: "both",
+        origin: "deno",
         unit: "s",
         queries: [
           {

@@ -124,7 +124,7 @@ export const ALERT_ORIGINS: Readonly<Record<AlertName, "both" | "deno">> = Objec
   CSIAttacherDriverErrors: "both",
   CSIAttacherDown: "both",
   CSIAttacherRestarting: "both",
-  CSIAttacherClientThrottled: "both",
+  CSIAttacherClientThrottled: "deno",
   CSIAttacherMemoryNearLimit: "both",
 });
 
@@ -178,7 +178,9 @@ export function ruleGroups(settings: Partial<RuleSettings> = {}): RuleGroup[] {
     labels: { severity },
     annotations: { summary, description, runbook_url: runbook(name) },
   });
-  const leaseSeries = `leader_election_master_status{${sel}, name=~"external-attacher-leader-.*"}`;
+  // The Go csi-attacher v4.13 reports `name=""` (csi-lib-utils sets no LeaderElectionConfig.Name),
+  // this one the Lease name: both are grouped by it, and the selector keeps other programs out.
+  const leaseSeries = `leader_election_master_status{${sel}}`;
   return [
     {
       name: "csi-attacher.rules",
@@ -207,16 +209,16 @@ export function ruleGroups(settings: Partial<RuleSettings> = {}): RuleGroup[] {
       rules: [
         alert(
           "CSIAttacherNoLeader",
-          `group by (namespace, name) (max_over_time(${leaseSeries}[${s.leaderMemory}]))\n` +
-            `unless on (namespace, name)\n` +
-            `max by (namespace, name) (${leaseSeries} == 1)`,
+          `group by (namespace, job, name) (max_over_time(${leaseSeries}[${s.leaderMemory}]))\n` +
+            `unless on (namespace, job, name)\n` +
+            `max by (namespace, job, name) (${leaseSeries} == 1)`,
           s.noLeaderFor,
           "critical",
-          "No csi-attacher replica holds the Lease {{ $labels.name }}",
-          `No replica of the attacher has held the Lease {{ $labels.name }} (namespace ` +
-            `{{ $labels.namespace }}) for ${s.noLeaderFor}, though one did within the last ` +
-            `${s.leaderMemory}: no VolumeAttachment of this driver is attached or detached until ` +
-            `one leads.`,
+          "No csi-attacher replica leads{{ with $labels.name }} on the Lease {{ . }}{{ end }}",
+          `No replica of job {{ $labels.job }} in namespace {{ $labels.namespace }} has led` +
+            `{{ with $labels.name }} (Lease {{ . }}){{ end }} for ${s.noLeaderFor}, though one did ` +
+            `within the last ${s.leaderMemory}: no VolumeAttachment of this driver is attached or ` +
+            `detached until one leads.`,
         ),
         alert(
           "CSIAttacherAttachStuck",

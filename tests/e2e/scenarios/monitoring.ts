@@ -15,7 +15,7 @@
 
 import assert from "node:assert/strict";
 import type { ScenarioContext } from "../context.ts";
-import { waitForLog, waitUntil } from "../kit.ts";
+import { sleep, waitForLog, waitUntil } from "../kit.ts";
 import { csiNode, node, PATHS } from "../objects.ts";
 import { READY_LINE } from "./round_trip.ts";
 import { LEASE_FLAGS } from "./leader_failover.ts";
@@ -201,6 +201,8 @@ export async function monitoring(ctx: ScenarioContext): Promise<void> {
       15_000,
       250,
     );
+    // A range query's last step may fall up to one step before now: let two more scrapes in.
+    await sleep(2_000);
 
     // Every dashboard query and variable, over the scenario's time range.
     const vars = { job: JOB, instance, driver: ctx.cluster.info.driverName };
