@@ -216,7 +216,7 @@ export function ruleGroups(settings: Partial<RuleSettings> = {}): RuleGroup[] {
           "critical",
           "No csi-attacher replica leads{{ with $labels.name }} on the Lease {{ . }}{{ end }}",
           `No replica of job {{ $labels.job }} in namespace {{ $labels.namespace }} has led` +
-            `{{ with $labels.name }} (Lease {{ . }}){{ end }} for ${s.noLeaderFor}, though one did ` +
+            `{{ with $labels.name }} (Lease {{ . }}){{ end }} for ${s.noLeaderFor}, while replicas reported ` +
             `within the last ${s.leaderMemory}: no VolumeAttachment of this driver is attached or ` +
             `detached until one leads.`,
         ),
