@@ -59,6 +59,7 @@ import { leaseName } from "./controller/names.ts";
 import { ItemExponentialFailureRateLimiter } from "./workqueue/rate_limiters.ts";
 import { RateLimitingWorkQueue } from "./workqueue/rate_limiting_queue.ts";
 import type { QueueLanes } from "./workqueue/queue.ts";
+import { VERSION } from "./version.ts";
 
 /** The message written to the termination log when the driver connection is lost. */
 export const CONNECTION_LOST_MESSAGE = "Lost connection to CSI driver, exiting";
@@ -288,6 +289,15 @@ async function runWithEvents(
         ? () => elector?.healthCheck()
         : undefined,
       ready: () => ready,
+      zpages: {
+        component: "csi-attacher",
+        binaryVersion: VERSION,
+        runtimeVersion: `deno ${Deno.version.deno} (V8 ${Deno.version.v8}, TypeScript ` +
+          `${Deno.version.typescript})`,
+        startTimeMs: clock.wallNow() - clock.now(),
+        uptimeMs: () => clock.now(),
+        flags: options.flagValues,
+      },
       log,
     }).catch((err) => {
       setup.csi?.close();

@@ -33,6 +33,11 @@ export interface FlagNotes {
   deprecated?: string;
   /** Marks the flag as accepted but without effect; the text says why. */
   ignored?: string;
+  /**
+   * The value may hold a credential: {@link Flag.valueText} reads `CLASSIFIED` (component-base
+   * `zpages/flagz/flagreader.go` masks flags annotated `classified` so).
+   */
+  classified?: boolean;
 }
 
 /** How a custom flag turns its text into a value. */
@@ -49,6 +54,11 @@ export interface CustomFlagSpec<T> extends FlagNotes {
   typeName?: string;
   /** Printed as `(default <text>)` in the usage text; omitted when absent. */
   defaultText?: string;
+  /**
+   * The value as text, Go's `flag.Value.String()`; default: the value itself for strings,
+   * numbers and booleans, `key=value` pairs sorted and joined by `,` for a record.
+   */
+  format?(value: T): string;
 }
 
 /** A defined flag; `value` changes when {@link FlagSet.parse} sets it. */
@@ -59,10 +69,17 @@ export interface Flag<T> {
   readonly defaultValue: T;
   readonly deprecated: string | undefined;
   readonly ignored: string | undefined;
+  /** The value may hold a credential (see {@link FlagNotes.classified}). */
+  readonly classified: boolean;
   /** The default until the command line sets it; the last occurrence wins. */
   readonly value: T;
   /** True once the command line has set the flag. */
   readonly isSet: boolean;
+  /**
+   * The current value as Go's `flag.Value.String()` writes it (`15s`, `true`, `/run/csi/socket`),
+   * or `CLASSIFIED` for a classified flag.
+   */
+  valueText(): string;
 }
 
 /** The outcome of a parse that did not fail. */
@@ -242,6 +259,18 @@ function parseGoFloat(text: string): number {
   return value;
 }
 
+/** What a classified flag's {@link Flag.valueText} reads. */
+export const CLASSIFIED = "CLASSIFIED";
+
+/** The default text of a custom flag's value (see {@link CustomFlagSpec.format}). */
+function formatValue(value: unknown): string {
+  if (value !== null && typeof value === "object" && !Array.isArray(value)) {
+    return Object.entries(value).sort(([a], [b]) => a < b ? -1 : a > b ? 1 : 0)
+      .map(([k, v]) => `${k}=${String(v)}`).join(",");
+  }
+  return String(value);
+}
+
 /** A flag's behaviour: how it reads text and how the usage text shows it. */
 interface FlagCodec<T> {
   parse(text: string, current: T): T;
@@ -249,6 +278,8 @@ interface FlagCodec<T> {
   typeName: string;
   /** The `(default ...)` text, or undefined when the default is the zero value. */
   defaultText(value: T): string | undefined;
+  /** The value as Go's `flag.Value.String()` writes it. */
+  valueText(value: T): string;
 }
 
 /** One defined flag with its current value. */
@@ -259,6 +290,7 @@ class DefinedFlag<T> implements Flag<T> {
   readonly defaultValue: T;
   readonly deprecated: string | undefined;
   readonly ignored: string | undefined;
+  readonly classified: boolean;
   readonly codec: FlagCodec<T>;
   #value: T;
   #isSet = false;
@@ -273,6 +305,7 @@ class DefinedFlag<T> implements Flag<T> {
     this.defaultValue = spec.defaultValue;
     this.deprecated = spec.notes.deprecated;
     this.ignored = spec.notes.ignored;
+    this.classified = spec.notes.classified === true;
     this.codec = codec;
     this.#value = spec.defaultValue;
   }
@@ -283,6 +316,10 @@ class DefinedFlag<T> implements Flag<T> {
 
   get isSet(): boolean {
     return this.#isSet;
+  }
+
+  valueText(): string {
+    return this.classified ? CLASSIFIED : this.codec.valueText(this.#value);
   }
 
   /** Sets the value from command-line text; throws the codec's error unchanged. */
@@ -350,6 +387,7 @@ export class FlagSet {
       isBool: false,
       typeName: "string",
       defaultText: (v) => v === "" ? undefined : goQuote(v),
+      valueText: (v) => v,
     });
   }
 
@@ -370,6 +408,7 @@ export class FlagSet {
       isBool: true,
       typeName: "",
       defaultText: (v) => v ? "true" : undefined,
+      valueText: String,
     });
   }
 
@@ -388,6 +427,7 @@ export class FlagSet {
       isBool: false,
       typeName: "int",
       defaultText: (v) => v === 0 ? undefined : String(v),
+      valueText: String,
     });
   }
 
@@ -403,6 +443,7 @@ export class FlagSet {
       isBool: false,
       typeName: "uint",
       defaultText: (v) => v === 0 ? undefined : String(v),
+      valueText: String,
     });
   }
 
@@ -413,6 +454,7 @@ export class FlagSet {
       isBool: false,
       typeName: "float",
       defaultText: (v) => v === 0 ? undefined : String(v),
+      valueText: String,
     });
   }
 
@@ -432,6 +474,7 @@ export class FlagSet {
       isBool: false,
       typeName: "duration",
       defaultText: (v) => v === 0 ? undefined : formatGoDuration(v),
+      valueText: formatGoDuration,
     });
   }
 
@@ -441,12 +484,17 @@ export class FlagSet {
    * `invalid value "<text>" for flag -<name>: <reason>`.
    */
   custom<T>(name: string, defaultValue: T, usage: string, spec: CustomFlagSpec<T>): Flag<T> {
-    const notes = { deprecated: spec.deprecated, ignored: spec.ignored };
+    const notes = {
+      deprecated: spec.deprecated,
+      ignored: spec.ignored,
+      classified: spec.classified,
+    };
     return this.#define({ name, kind: "custom", usage, defaultValue, notes }, {
       parse: (text, current) => spec.parse(text, current),
       isBool: spec.isBool ?? false,
       typeName: spec.typeName ?? "value",
       defaultText: () => spec.defaultText,
+      valueText: (v) => spec.format ? spec.format(v) : formatValue(v),
     });
   }
 

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { FlagError, FlagSet, parseGoBool } from "./flags.ts";
+import { CLASSIFIED, FlagError, FlagSet, parseGoBool } from "./flags.ts";
 
 /** A small flag set with one flag of every kind. */
 function sample() {
@@ -398,4 +398,25 @@ Deno.test("FlagSet.flags() and lookup() expose the definitions", () => {
   assert.equal(f.fs.lookup("timeout")?.kind, "duration");
   assert.equal(f.fs.lookup("nope"), undefined);
   assert.equal(f.fs.name, "prog");
+});
+
+Deno.test("Flag.valueText() writes values as Go's flag.Value.String(); classified flags are masked", () => {
+  const fs = new FlagSet({ name: "test" });
+  const str = fs.string("s", "", "a string");
+  const on = fs.bool("b", false, "a bool");
+  const n = fs.int("n", 0, "an int");
+  const f = fs.float("f", 5, "a float");
+  const d = fs.duration("d", 90_000, "a duration");
+  const map = fs.custom<Record<string, boolean>>("m", {}, "a map", {
+    parse: (text, current) => ({ ...current, [text]: true }),
+  });
+  const secret = fs.string("token", "", "a credential", { classified: true });
+  fs.parse(["-s=/run/csi/socket", "-b", "-n=-3", "-f=0.25", "-m=B", "-m=A", "-token=hunter2"]);
+  assert.deepEqual(
+    [str, on, n, f, d, map, secret].map((x) => x.valueText()),
+    ["/run/csi/socket", "true", "-3", "0.25", "1m30s", "A=true,B=true", CLASSIFIED],
+  );
+  assert.equal(secret.value, "hunter2", "masked only in its text");
+  assert.equal(secret.classified, true);
+  assert.equal(str.classified, false);
 });

@@ -113,6 +113,18 @@ export interface Options {
   dummy: boolean;
   /** Arguments left after the flags (Go ignores them; so does the attacher). */
   args: string[];
+  /**
+   * Every flag, sorted by name, with its value as the command line left it (the default when
+   * not given), as Go's `flag.Value.String()` writes it: what `/flagz` shows. No flag of the
+   * attacher holds a credential (`--kubeconfig` is a path; the file is never read for this).
+   */
+  flagValues: readonly FlagValue[];
+}
+
+/** One flag and its value as text (see {@link Options.flagValues}). */
+export interface FlagValue {
+  name: string;
+  value: string;
 }
 
 /** The outcome of {@link parseOptions}. Nothing is printed and the process is never exited. */
@@ -347,7 +359,10 @@ function defineFlags(program: string): AttacherFlags {
       "List of labels to add to lease when given replica becomes leader. Formatted as a comma " +
         "separated list of key:value labels. " +
         "Example: 'my-label:my-value,my-second-label:my-second-value'",
-      { parse: parseLabels },
+      {
+        parse: parseLabels,
+        format: (labels) => Object.entries(labels).sort().map(([k, v]) => `${k}:${v}`).join(","),
+      },
     ),
     defaultFsType: fs.string(
       "default-fstype",
@@ -479,7 +494,7 @@ function defineFlags(program: string): AttacherFlags {
       "Timeout of one ListVolumes reconcile pass, all its pages included. 0 means the value of " +
         "--timeout, which keeps bounding each ControllerPublish/ControllerUnpublish call. " +
         "See https://github.com/kubernetes-csi/external-attacher/issues/356.",
-      { parse: parseNonNegativeDuration, typeName: "duration" },
+      { parse: parseNonNegativeDuration, typeName: "duration", format: formatGoDuration },
     ),
     // Beyond the Go attacher: https://github.com/kubernetes-csi/external-attacher/issues/706
     logBacklogInterval: fs.custom<number>(
@@ -491,6 +506,7 @@ function defineFlags(program: string): AttacherFlags {
         parse: parseNonNegativeDuration,
         typeName: "duration",
         defaultText: formatGoDuration(BACKLOG_INTERVAL_DEFAULT_MS),
+        format: formatGoDuration,
       },
     ),
     // From attacher v1, removed from the Go attacher in v2.0; kept here for testing.
@@ -614,6 +630,7 @@ export function parseOptions(
       logJsonInfoBufferSize: flags.logJsonInfoBufferSize.value,
       dummy: flags.dummy.value,
       args: rest,
+      flagValues: flags.set.flags().map((f) => ({ name: f.name, value: f.valueText() })),
     },
   };
 }

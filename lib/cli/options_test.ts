@@ -22,7 +22,8 @@ function assertUsageError(result: ParseResult, message: string): void {
 }
 
 Deno.test("parseOptions() defaults equal the Go attacher's (cmd/csi-attacher/main.go)", () => {
-  assert.deepEqual(options([]), {
+  const { flagValues: _, ...parsed } = options([]);
+  assert.deepEqual(parsed, {
     kubeconfig: "",
     csiAddress: "/run/csi/socket",
     timeoutMs: 15_000,
@@ -142,7 +143,10 @@ Deno.test("parseOptions() sets every flag, in single-dash and separate-value for
     "-dummy",
     "rest",
   ]);
-  assert.deepEqual(o, {
+  const { flagValues, ...parsed } = o;
+  assert.equal(flagValues.find((f) => f.name === "vmodule")?.value, "controller=5");
+  assert.equal(flagValues.find((f) => f.name === "metrics-address")?.value, ":9090");
+  assert.deepEqual(parsed, {
     kubeconfig: "/etc/kube.conf",
     csiAddress: "/csi.sock",
     timeoutMs: 90_000,
@@ -474,4 +478,51 @@ Deno.test("parseOptions() reads --reconcile-timeout; 0 or unset means --timeout,
     /-reconcile-timeout duration\n[^\n]*--timeout[^\n]*external-attacher\/issues\/356/,
     "--help names upstream external-attacher#356",
   );
+});
+
+Deno.test("parseOptions() lists every flag with its value as Go prints it, for /flagz", () => {
+  const text = (args: string[]) => options(args).flagValues.map((f) => `${f.name}=${f.value}`);
+  const defaults = text([]);
+  assert.deepEqual(
+    defaults.map((line) => line.slice(0, line.indexOf("="))),
+    [...usageText().matchAll(/^ {2}-([a-z0-9-]+)/gm)].map((m) => m[1]!),
+    "every flag of the usage, in its order",
+  );
+  for (
+    const line of [
+      "csi-address=/run/csi/socket",
+      "kubeconfig=",
+      "timeout=15s",
+      "resync=10m0s",
+      "reconcile-sync=1m0s",
+      "reconcile-timeout=0s",
+      "log-backlog-interval=30s",
+      "kube-api-qps=5",
+      "kube-api-burst=10",
+      "leader-election=false",
+      "feature-gates=",
+      "max-grpc-log-length=-1",
+      "v=0",
+    ]
+  ) assert.ok(defaults.includes(line), line);
+  const set = text([
+    "--kubeconfig=/etc/kube/config",
+    "--timeout=90s",
+    "--reconcile-timeout=2m",
+    "--kube-api-qps=7.5",
+    "--feature-gates=ReleaseLeaderElectionOnExit=false",
+    "--leader-election-labels=b:2,a:1",
+    "--v=5",
+  ]);
+  for (
+    const line of [
+      "kubeconfig=/etc/kube/config",
+      "timeout=1m30s",
+      "reconcile-timeout=2m0s",
+      "kube-api-qps=7.5",
+      "feature-gates=ReleaseLeaderElectionOnExit=false",
+      "leader-election-labels=a:1,b:2",
+      "v=5",
+    ]
+  ) assert.ok(set.includes(line), line);
 });

@@ -1,19 +1,41 @@
 /**
  * The sidecar's HTTP endpoint (`--http-endpoint`, or the deprecated `--metrics-address`) on
  * `Deno.serve`: Prometheus metrics at `--metrics-path`, csi-lib-utils' leader-election health
- * check at `/healthz/leader-election`, and a plain readiness check at `/healthz`.
+ * check at `/healthz/leader-election`, a plain readiness check at `/healthz`, and the z-pages
+ * `/statusz` and `/flagz` (`./zpages.ts`).
  *
  * @module
  */
 
 import type { Logger } from "./logger.ts";
 import { errorText } from "../errors.ts";
+import { acceptsPlainText, flagzText, statuszText } from "./zpages.ts";
 
 /** The path of the leader-election health check (csi-lib-utils' `HealthCheckerAddress`). */
 export const LEADER_ELECTION_HEALTH_PATH = "/healthz/leader-election";
 
 /** The path of the readiness check (an addition: the Go attacher has none). */
 export const HEALTH_PATH = "/healthz";
+
+/** The path of the status page (KEP-4827). */
+export const STATUSZ_PATH = "/statusz";
+
+/** The path of the flags page (KEP-4828). */
+export const FLAGZ_PATH = "/flagz";
+
+/** What the z-pages show (see `./zpages.ts`). */
+export interface ZPagesSource {
+  /** The component's name, e.g. `csi-attacher`. */
+  component: string;
+  binaryVersion: string;
+  runtimeVersion: string;
+  /** Wall-clock start of the process, ms since the epoch. */
+  startTimeMs: number;
+  /** Time since the start, ms, from the monotonic clock. */
+  uptimeMs(): number;
+  /** Every flag with its value as text, credentials already masked. */
+  flags: readonly { name: string; value: string }[];
+}
 
 /** The metrics as {@link startHttpServer} serves them (see `createMetrics()`). */
 export interface MetricsSource {
@@ -42,6 +64,8 @@ export interface HttpServerOptions {
   leaderHealth?: () => Error | undefined;
   /** Readiness for {@link HEALTH_PATH}; always ready when absent. */
   ready?: () => boolean;
+  /** The z-pages: {@link STATUSZ_PATH} and {@link FLAGZ_PATH} are served only when given. */
+  zpages?: ZPagesSource;
   log: Logger;
 }
 
@@ -102,6 +126,8 @@ export function parseListenAddress(address: string): ListenAddress {
  * - `/healthz/leader-election` (only with `leaderHealth`): 200 `ok`, or 500
  *   `internal server error: <message>` and a newline, as csi-lib-utils' handler writes it;
  * - `/healthz`: 200 `ok` when ready, else 500 `not ready`;
+ * - `/statusz`, `/flagz` (only with `zpages`): the z-pages as text, or 406 when the `Accept`
+ *   header excludes `text/plain`, as component-base answers;
  * - anything else: 404 `404 page not found`, as Go's `ServeMux`.
  *
  * An address without a host listens on every interface: IPv6 and IPv4 (`::`), or IPv4 only
@@ -199,7 +225,34 @@ async function route(opts: HttpServerOptions, req: Request): Promise<Response> {
   if (path === HEALTH_PATH) {
     return (opts.ready?.() ?? true) ? text(200, "ok") : text(500, "not ready");
   }
+  if (opts.zpages && (path === STATUSZ_PATH || path === FLAGZ_PATH)) {
+    if (!acceptsPlainText(req.headers.get("accept"))) {
+      return text(406, "media type not acceptable, must be: text/plain\n");
+    }
+    const z = opts.zpages;
+    return text(
+      200,
+      path === FLAGZ_PATH ? flagzText(z.component, z.flags) : statuszText({
+        component: z.component,
+        startTimeMs: z.startTimeMs,
+        uptimeMs: z.uptimeMs(),
+        binaryVersion: z.binaryVersion,
+        runtimeVersion: z.runtimeVersion,
+        paths: servedPaths(opts),
+      }),
+    );
+  }
   return text(404, "404 page not found\n");
+}
+
+/** The paths {@link route} answers for `opts`. */
+function servedPaths(opts: HttpServerOptions): string[] {
+  return [
+    ...(opts.metrics ? [opts.metricsPath] : []),
+    ...(opts.leaderHealth ? [LEADER_ELECTION_HEALTH_PATH] : []),
+    HEALTH_PATH,
+    ...(opts.zpages ? [STATUSZ_PATH, FLAGZ_PATH] : []),
+  ];
 }
 
 /** A plain-text answer with the headers Go's `http.Error` sets. */

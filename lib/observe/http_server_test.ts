@@ -224,3 +224,63 @@ Deno.test("parseListenAddress() splits Go listen addresses", () => {
     assert.throws(() => parseListenAddress(address), { name: "TypeError", message }, address);
   }
 });
+
+Deno.test("startHttpServer() serves /statusz and /flagz as text for people, 406 for machines", async () => {
+  const metrics = createMetrics({ driverName: "csi.example.com" });
+  let uptime = 61_000;
+  const server = await startHttpServer({
+    address: "127.0.0.1:0",
+    metricsPath: "/metrics",
+    metrics,
+    leaderHealth: () => undefined,
+    zpages: {
+      component: "csi-attacher",
+      binaryVersion: "v0.1.0",
+      runtimeVersion: "deno 2.9.6",
+      startTimeMs: Date.UTC(2026, 10, 28, 5, 0, 0),
+      uptimeMs: () => uptime,
+      flags: [{ name: "v", value: "5" }, { name: "csi-address", value: "/csi/csi.sock" }],
+    },
+    log: nullLogger,
+  });
+  try {
+    const status = await get(server.port, "/statusz");
+    assert.equal(status.status, 200);
+    assert.equal(status.contentType, "text/plain; charset=utf-8");
+    assert.match(status.body, /^\ncsi-attacher statusz\nWarning: This endpoint is not meant/);
+    assert.match(status.body, /\nStarted: Sat Nov 28 05:00:00 UTC 2026\nUp: 0 hr 01 min 01 sec\n/);
+    assert.match(status.body, /\nRuntime version: deno 2.9.6\nBinary version: v0.1.0\n/);
+    assert.match(
+      status.body,
+      /\nPaths: \/flagz \/healthz \/healthz\/leader-election \/metrics \/statusz\n$/,
+    );
+    uptime = 3_600_000;
+    assert.match((await get(server.port, "/statusz")).body, /\nUp: 1 hr 00 min 00 sec\n/);
+
+    const flags = await get(server.port, "/flagz");
+    assert.equal(flags.status, 200);
+    assert.match(
+      flags.body,
+      /^\ncsi-attacher flags\nWarning: .*\n\ncsi-address=\/csi\/csi.sock\nv=5\n$/,
+    );
+
+    const json = await fetch(`http://127.0.0.1:${server.port}/statusz`, {
+      headers: { accept: "application/json;v=v1alpha1;g=config.k8s.io;as=Statusz" },
+    });
+    assert.equal(json.status, 406);
+    assert.equal(await json.text(), "media type not acceptable, must be: text/plain\n");
+  } finally {
+    await server.close();
+  }
+  const bare = await startHttpServer({
+    address: "127.0.0.1:0",
+    metricsPath: "/metrics",
+    log: nullLogger,
+  });
+  try {
+    assert.equal((await get(bare.port, "/statusz")).status, 404, "only when given z-pages");
+    assert.equal((await get(bare.port, "/flagz")).status, 404);
+  } finally {
+    await bare.close();
+  }
+});

@@ -42,6 +42,7 @@ import { bundleAttacher } from "./bundle.ts";
 import { idleDriverStop } from "./scenarios/idle_driver_stop.ts";
 import { rollingUpdate } from "./scenarios/rolling_update.ts";
 import { sigtermBacklog } from "./scenarios/sigterm_backlog.ts";
+import { monitoring } from "./scenarios/monitoring.ts";
 import {
   buildGoAttacher,
   DEFAULT_VERSION as GO_ATTACHER_VERSION,
@@ -149,6 +150,12 @@ const SCENARIOS: Scenario[] = [
     run: async (ctx) => {
       await sigtermBacklog(ctx);
     },
+  },
+  {
+    id: 21,
+    name: "Prometheus scrapes the attacher: the stuck-attach alert fires and resolves, every " +
+      "dashboard query has data",
+    run: monitoring,
   },
 ];
 

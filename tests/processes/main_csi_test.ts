@@ -191,6 +191,18 @@ Deno.test("main.ts attaches and detaches through a CSI driver and exits 1 when t
       (metricLine(metrics, "workqueue_adds_total", { name: "csi-attacher-va-attach" }) ?? 0) >= 2,
     );
 
+    // The z-pages of the running process: versions and paths; every flag, the kubeconfig as a
+    // path only.
+    const statusz = await (await fetch(`http://127.0.0.1:${port}/statusz`)).text();
+    assert.match(statusz, /^\ncsi-attacher statusz\nWarning: This endpoint is not meant/);
+    assert.match(statusz, /\nRuntime version: deno \d+\.\d+\.\d+ \(V8 /);
+    assert.match(statusz, /\nBinary version: v\d+\.\d+\.\d+/);
+    assert.match(statusz, /\nPaths: \/flagz \/healthz \/metrics \/statusz\n$/);
+    const flagz = await (await fetch(`http://127.0.0.1:${port}/flagz`)).text();
+    assert.ok(flagz.includes(`\nkubeconfig=${kubeconfig}\n`), flagz);
+    assert.ok(flagz.includes("\ntimeout=5s\n") && flagz.includes("\nv=5\n"), flagz);
+    assert.ok(!flagz.includes("certificate-authority-data"), "no kubeconfig content");
+
     // Detach, then the PV finalizer goes once the PV is deleted and no VA names it.
     server.delete(VOLUME_ATTACHMENTS, "va-1");
     await until(server, "va-1 gone", () => !server.find(VOLUME_ATTACHMENTS, "va-1"));
