@@ -40,7 +40,6 @@ import {
   va,
   vaInline,
   vaMetaPatch,
-  vaStatusPatch,
   with_,
 } from "../../testkit/harness/fixtures.ts";
 
