@@ -15,9 +15,21 @@ import { GrpcCode, GrpcStatusError } from "./status.ts";
 import { StreamError } from "../http2/stream_error.ts";
 import { ErrorCode } from "../http2/frames.ts";
 import type { HeaderField } from "../http2/hpack.ts";
+import type { DataSizeHint } from "../http2/receive_buffer.ts";
 
 /** The largest response message accepted (grpc-go's default receive limit, 4 MiB). */
 export const MAX_RECEIVE_MESSAGE_BYTES = 4 * 1024 * 1024;
+
+/**
+ * A unary response's DATA length from its message prefix (a flag octet, then the message length
+ * as 4 octets big-endian; PROTOCOL-HTTP2.md "Length-Prefixed-Message"): the HTTP/2 stream
+ * buffers the answer in one array of that size (capped by its limit), as grpc-go's `recvMsg`
+ * allocates the message from the prefix (`rpc_util.go`).
+ */
+export const GRPC_MESSAGE_SIZE: DataSizeHint = {
+  prefixLength: 5,
+  total: (prefix) => 5 + new DataView(prefix.buffer, prefix.byteOffset, 5).getUint32(1),
+};
 /** HTTP status → gRPC code (grpc `doc/http-grpc-status-mapping.md`). */
 function httpStatusToCode(status: number): number {
   switch (status) {
