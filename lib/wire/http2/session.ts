@@ -400,7 +400,6 @@ export class Http2Session {
           return;
         }
         this.#reader.push(buf.subarray(0, n));
-        this.#pacer.startTurn();
         for (let frame = this.#reader.next(); frame; frame = this.#reader.next()) {
           this.#handle(frame);
           if (this.#closed) return;
@@ -408,7 +407,7 @@ export class Http2Session {
             // Thousands of tiny frames in one read: let timers and other I/O run.
             await yieldTurn();
             if (this.#closed) return;
-            this.#pacer.startTurn();
+            this.#pacer.yielded();
           }
           if (this.#writer.pendingResponses >= MAX_PENDING_RESPONSES) {
             // The peer asks for more answers than it reads: read nothing until it catches up.
