@@ -371,3 +371,23 @@ Deno.test("GrpcCsiClient fails fast with Unavailable when no driver listens", as
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("GrpcCsiClient quotes a driver's error text safe: controls escaped, UTF-8 unchanged", async () => {
+  const message = "ボリューム vol-1 は使用中 — \x1b[31mbusy\x00\nnext line";
+  await withDriver({
+    script: [{ method: "ControllerUnpublishVolume" as const, error: { code: 9, message } }],
+  }, async ({ driver, client }) => {
+    const err = await client.controllerUnpublishVolume(
+      { volumeId: "v", nodeId: "n", secrets: {} },
+      T,
+    )
+      .then(() => undefined, (e: unknown) => e);
+    assert.ok(err instanceof CsiError);
+    assert.equal(err.details, "ボリューム vol-1 は使用中 — \\x1b[31mbusy\\x00\\x0anext line");
+    assert.equal(
+      err.message,
+      "rpc error: code = FailedPrecondition desc = ボリューム vol-1 は使用中 — \\x1b[31mbusy\\x00\\x0anext line",
+    );
+    driver.assertDone();
+  });
+});
