@@ -17,6 +17,7 @@
 
 import { F, frame, FrameParser, T } from "../../testkit/h2/frame_codec.ts";
 import { createRng } from "./rng.ts";
+import { concatBytes } from "../../lib/bytes.ts";
 
 const MAX_FRAME = 16_384;
 const MAX_HEADER_PIECES = 64;
@@ -63,11 +64,5 @@ export function reframe(stream: Uint8Array, salt: number): Uint8Array {
   }
   const rest = parser.take(parser.buffered);
   if (rest !== undefined) out.push(rest);
-  const joined = new Uint8Array(out.reduce((n, p) => n + p.length, 0));
-  let offset = 0;
-  for (const p of out) {
-    joined.set(p, offset);
-    offset += p.length;
-  }
-  return joined;
+  return concatBytes(out);
 }
