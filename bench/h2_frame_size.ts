@@ -164,7 +164,35 @@ function spawn(
   return { child, lines };
 }
 
-async function measure(frameSize: number, mib: number, timeoutMs: number): Promise<void> {
+/** What {@link measure} found. */
+export interface FrameSizeResult {
+  frameSize: number;
+  mib: number;
+  /** "OK", or the call's gRPC code and details. */
+  outcome: string;
+  /** Octets of the message received. */
+  bytes: number;
+  /** The call's time. */
+  ms: number;
+  /** Peak RSS of the client during the call over its RSS before. */
+  rssGrowthMiB: number;
+  heapPeakGrowthMiB: number;
+  /** How late a 10 ms interval timer of the client ran at worst during the call. */
+  worstTimerLateMs: number;
+  healthPolls: number;
+  /** The slowest `/healthz` answer of the client. */
+  worstHealthMs: number;
+}
+
+/**
+ * One answer of `mib` MiB in DATA frames of `frameSize` octets, from a server process to a client
+ * process (see the module documentation).
+ */
+export async function measure(
+  frameSize: number,
+  mib: number,
+  timeoutMs: number,
+): Promise<FrameSizeResult> {
   const server = spawn(["--serve", `--frame=${frameSize}`, `--mib=${mib}`]);
   const { address } = JSON.parse(await readLine(server.lines));
   const cl = spawn(["--client", `--address=${address}`, `--timeout=${timeoutMs}`]);
@@ -189,15 +217,13 @@ async function measure(frameSize: number, mib: number, timeoutMs: number): Promi
   const result = JSON.parse(await resultLine);
   await cl.child.status;
   await server.child.status;
-  console.log(
-    JSON.stringify({
-      frameSize,
-      mib,
-      ...result,
-      healthPolls: polls,
-      worstHealthMs: Math.round(worstHealthMs),
-    }),
-  );
+  return {
+    frameSize,
+    mib,
+    ...result,
+    healthPolls: polls,
+    worstHealthMs: Math.round(worstHealthMs),
+  };
 }
 
 if (import.meta.main) {
@@ -215,7 +241,7 @@ if (import.meta.main) {
     await client(args.address!, timeoutMs);
   } else {
     for (const size of (args.sizes ?? "16384,64,8,1").split(",")) {
-      await measure(Number(size), mib, timeoutMs);
+      console.log(JSON.stringify(await measure(Number(size), mib, timeoutMs)));
     }
   }
 }
