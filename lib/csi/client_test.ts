@@ -407,3 +407,23 @@ Deno.test("GrpcCsiClient: a call whose fence says no is not written; the next ca
     assert.equal(asked, 2);
   });
 });
+
+Deno.test("GrpcCsiClient quotes a driver's error text safe: controls escaped, UTF-8 unchanged", async () => {
+  const message = "ボリューム vol-1 は使用中 — \x1b[31mbusy\x00\nnext line";
+  await withDriver({
+    script: [{ method: "ControllerUnpublishVolume" as const, error: { code: 9, message } }],
+  }, async ({ driver, client }) => {
+    const err = await client.controllerUnpublishVolume(
+      { volumeId: "v", nodeId: "n", secrets: {} },
+      T,
+    )
+      .then(() => undefined, (e: unknown) => e);
+    assert.ok(err instanceof CsiError);
+    assert.equal(err.details, "ボリューム vol-1 は使用中 — \\x1b[31mbusy\\x00\\x0anext line");
+    assert.equal(
+      err.message,
+      "rpc error: code = FailedPrecondition desc = ボリューム vol-1 は使用中 — \\x1b[31mbusy\\x00\\x0anext line",
+    );
+    driver.assertDone();
+  });
+});

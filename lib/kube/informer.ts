@@ -23,6 +23,7 @@ import type { Logger } from "../observe/logger.ts";
 import { nullLogger } from "../observe/logger.ts";
 import type { EventHandlers, ObjectStore } from "./store.ts";
 import type { KubeObject, Status } from "./types.ts";
+import { statusMessage, statusReason } from "./status_errors.ts";
 
 /** Collaborators of {@link Informer}. */
 export interface InformerDeps {
@@ -155,8 +156,8 @@ function isExpired(err: unknown): err is ApiError {
 function statusError(status: Status | undefined): ApiError {
   return new ApiError(
     status?.code ?? 0,
-    status?.reason ?? "",
-    status?.message ?? "watch returned an ERROR event",
+    statusReason(status) ?? "",
+    statusMessage(status) ?? "watch returned an ERROR event",
   );
 }
 

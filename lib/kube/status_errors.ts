@@ -8,11 +8,17 @@
  */
 
 import { ApiError } from "./api.ts";
+import { peerText } from "../peer_text.ts";
 import { isObject, tryParseJson } from "./json.ts";
 import type { Status } from "./types.ts";
 
-/** Most characters of a non-Status error body kept in the message. */
+/**
+ * Most characters of a non-Status error body kept in the message, and of a Status' reason; a
+ * Status message is kept up to `PEER_TEXT_MAX` (4096). Control characters are escaped
+ * (`lib/peer_text.ts`).
+ */
 const BODY_SNIPPET_CHARS = 200;
+const REASON_CHARS = 128;
 
 /** True when a body is a `v1.Status`. */
 function isStatus(value: unknown): value is Status {
@@ -56,6 +62,21 @@ export function reasonForCode(code: number): string {
 }
 
 /**
+ * A Status' `reason`, made safe to quote (it reaches logs, Events and VolumeAttachment status);
+ * undefined when absent, empty or not a string.
+ */
+export function statusReason(status: Status | undefined): string | undefined {
+  const reason: unknown = status?.reason;
+  return typeof reason === "string" && reason !== "" ? peerText(reason, REASON_CHARS) : undefined;
+}
+
+/** A Status' `message`, made safe to quote; undefined when absent, empty or not a string. */
+export function statusMessage(status: Status | undefined): string | undefined {
+  const message: unknown = status?.message;
+  return typeof message === "string" && message !== "" ? peerText(message) : undefined;
+}
+
+/**
  * The {@link ApiError} for an error answer: the Status' reason and message when the body is a
  * Status, else `the server responded with HTTP <code>` and the start of the body.
  */
@@ -64,11 +85,11 @@ export function errorFromResponse(code: number, text: string): ApiError {
   if (isStatus(body)) {
     return new ApiError(
       code,
-      body.reason || reasonForCode(code),
-      body.message || `the server responded with HTTP ${code}`,
+      statusReason(body) ?? reasonForCode(code),
+      statusMessage(body) ?? `the server responded with HTTP ${code}`,
     );
   }
-  const snippet = text.trim().replace(/\s+/g, " ").slice(0, BODY_SNIPPET_CHARS);
+  const snippet = peerText(text.trim().replace(/\s+/g, " "), BODY_SNIPPET_CHARS);
   return new ApiError(
     code,
     reasonForCode(code),

@@ -22,6 +22,7 @@
  * @module
  */
 
+import { peerText } from "../peer_text.ts";
 import { ApiError, type WatchEvent } from "./api.ts";
 import type { Clock, Timer } from "../clock.ts";
 import { concatBytes } from "../bytes.ts";
@@ -194,7 +195,7 @@ export function decodeWatchEvent<T extends KubeObject>(
     throw new ApiError(
       0,
       "InvalidResponse",
-      requestFailure(ctx, `invalid watch event: ${line.slice(0, LINE_SNIPPET_CHARS)}`),
+      requestFailure(ctx, `invalid watch event: ${peerText(line, LINE_SNIPPET_CHARS)}`),
     );
   }
   if (!EVENT_TYPES.has(ev.type)) {
@@ -204,7 +205,7 @@ export function decodeWatchEvent<T extends KubeObject>(
       requestFailure(
         ctx,
         "unable to decode an event from the watch stream: got invalid watch event type: " +
-          ev.type.slice(0, LINE_SNIPPET_CHARS),
+          peerText(ev.type, LINE_SNIPPET_CHARS),
       ),
     );
   }

@@ -56,8 +56,10 @@ export class RawH2Conn {
         }
         this.#preface = true;
       }
-      const frame = this.#reader.next();
-      if (frame !== undefined) {
+      const next = this.#reader.next();
+      if (next !== undefined) {
+        // The reader gives a view of its buffer: keep a copy.
+        const frame = { ...next, payload: next.payload.slice() };
         this.frames.push(frame);
         return frame;
       }

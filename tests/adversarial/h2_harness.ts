@@ -9,6 +9,8 @@
  *   and after the call, grows by less than {@link MAX_GROWTH_MIB};
  * - once the misbehaving connection is gone, a next call, on a new connection, succeeds.
  *
+ * With `H2_ROW_FIGURES` set, each row prints its code, time and heap growth as a JSON line.
+ *
  * @module
  */
 
@@ -116,6 +118,14 @@ export async function runRow(row: Row): Promise<void> {
     await Promise.race([misbehaved, sleep(5000)]);
     heaps.push(liveHeapMiB());
     const growth = Math.max(...heaps) - before;
+    if (Deno.env.get("H2_ROW_FIGURES") !== undefined) {
+      console.log(JSON.stringify({
+        row: row.name,
+        code: result.code,
+        ms: Math.round(elapsed),
+        heapGrowthMiB: +growth.toFixed(1),
+      }));
+    }
     assert.ok(growth < MAX_GROWTH_MIB, `the heap grew ${growth.toFixed(1)} MiB`);
     release();
     // The next call, once the bad connection is gone, goes to a new one and succeeds.

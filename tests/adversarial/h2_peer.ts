@@ -97,6 +97,8 @@ const block = (id: number, bytes: number[], flags: number = F.END_HEADERS) =>
 
 const STATUS_200 = 0x88; // static index 8, §6.1
 const BIG = 8 * 1024 * 1024;
+/** Octets of the one-octet-frame answer: 0x0493e0, the length its prefix states. */
+const DRIBBLE = 300_000;
 
 /** The rows, in the order the shard files split them. */
 export const ROWS: Row[] = [
@@ -115,9 +117,13 @@ export const ROWS: Row[] = [
     timeoutMs: 800,
     code: C.DeadlineExceeded,
   },
-  { name: "PING flood, then the answer", script: floodThenOk(() => ping(2), 50_000), code: 0 },
   {
-    name: "SETTINGS flood of full frames (2730 entries each), then the answer",
+    name: "CVE-2019-9512 ping flood: 50 000 PINGs answered, then the answer",
+    script: floodThenOk(() => ping(2), 50_000),
+    code: 0,
+  },
+  {
+    name: "CVE-2019-9515 SETTINGS flood of full frames (2730 entries each), then the answer",
     script: floodThenOk(() => settings(new Array(2730).fill([3, 100])), 100),
     code: 0,
   },
@@ -132,12 +138,12 @@ export const ROWS: Row[] = [
     code: 0,
   },
   {
-    name: "PRIORITY flood, then the answer",
+    name: "CVE-2019-9513 PRIORITY flood, then the answer",
     script: floodThenOk((id) => priority(id), 100_000),
     code: 0,
   },
   {
-    name: "empty DATA flood on the open stream, then the answer",
+    name: "CVE-2019-9518 empty frames: 0-octet DATA without END_STREAM, then the answer",
     script: answer(async (peer, id, ctx) => {
       drain(peer);
       await peer.send(headers(id, [...GRPC_HEADERS]));
@@ -148,7 +154,7 @@ export const ROWS: Row[] = [
     code: 0,
   },
   {
-    name: "RST_STREAM flood on a closed stream",
+    name: "CVE-2019-9514 RST_STREAM flood on a closed stream",
     script: answer(async (peer, id, ctx) => {
       drain(peer);
       await peer.send(...grpcOk(id));
@@ -176,6 +182,73 @@ export const ROWS: Row[] = [
     }),
     code: C.Unavailable,
     details: conn("ENHANCE_YOUR_CALM: too many CONTINUATION frames"),
+  },
+  // The 2019 HTTP/2 attack family from the client's side (CVE-2019-9511 to -9518).
+  {
+    name: "CVE-2019-9511 data dribble: a 300 000-octet answer in one-octet DATA frames",
+    script: answer(async (peer, id, ctx) => {
+      drain(peer);
+      await peer.send(headers(id, [...GRPC_HEADERS]));
+      for (const b of [0, 0, 0x04, 0x93, 0xe0]) await peer.send(frame(T.DATA, 0, id, [b]));
+      await peer.flood(frame(T.DATA, 0, id, [0]), DRIBBLE);
+      ctx.checkpoint();
+      await peer.send(grpcTrailers(id, 0));
+    }),
+    code: 0,
+  },
+  {
+    name: "CVE-2019-9513 priority loop: streams depending on each other and on themselves",
+    script: floodThenOk(
+      (id) =>
+        Uint8Array.from([
+          ...priority(id, id + 2),
+          ...priority(id + 2, id + 4),
+          ...priority(id + 4, id),
+          ...priority(id, id),
+        ]),
+      50_000,
+    ),
+    code: 0,
+  },
+  {
+    name: "CVE-2019-9514 reset flood: RST_STREAM on the call's open stream, 100 000 times",
+    script: answer(async (peer, id, ctx) => {
+      drain(peer);
+      await peer.flood(rstStream(id, E.CANCEL), 100_000);
+      ctx.checkpoint();
+    }),
+    code: C.Canceled,
+  },
+  {
+    name: "CVE-2019-9515 settings flood: full frames changing INITIAL_WINDOW_SIZE, then the answer",
+    script: floodThenOk(
+      () =>
+        settings(
+          Array.from({ length: 2730 }, (_, i) => [i % 3 === 2 ? 1 : 4, i % 2 ? 65_535 : 1 << 20]),
+        ),
+      200,
+    ),
+    code: 0,
+  },
+  {
+    name: "CVE-2019-9516 zero-length header fields: 40 000 empty fields over CONTINUATION",
+    script: answer(async (peer, id, ctx) => {
+      drain(peer);
+      // Literal without indexing, new name: a 0-octet name and value, plain and Huffman.
+      const fields = new Uint8Array(40_000 * 3);
+      for (let i = 0; i < fields.length; i += 3) fields.set([0x00, i % 2 ? 0x80 : 0, 0x80], i);
+      const cut = 16_384;
+      await peer.send(block(id, [STATUS_200, ...fields.subarray(0, cut - 1)], 0));
+      for (let at = cut - 1; at < fields.length; at += cut) {
+        const last = at + cut >= fields.length;
+        await peer.send(
+          frame(T.CONTINUATION, last ? F.END_HEADERS : 0, id, fields.subarray(at, at + cut)),
+        );
+      }
+      ctx.checkpoint();
+    }),
+    code: C.Internal,
+    details: /^peer header list size exceeded limit$/,
   },
   // Bad frame sizes and lengths.
   {
@@ -611,7 +684,7 @@ export const ROWS: Row[] = [
     code: C.DeadlineExceeded,
   },
   {
-    name: "a peer that never reads an 8 MiB request",
+    name: "CVE-2019-9517 internal buffering: a peer that opens every window, never reads 8 MiB",
     script: async (peer, ctx) => {
       await peer.handshake([[4, 2 ** 31 - 1]]);
       await peer.send(windowUpdate(0, 2 ** 31 - 1 - 65_535));

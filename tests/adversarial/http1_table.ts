@@ -46,6 +46,10 @@ const PV_JSON = JSON.stringify({
   spec: {},
 });
 const GOOD = ok(PV_JSON);
+/** What a prior-knowledge HTTP/2 server answers to an HTTP/1.1 request: SETTINGS, GOAWAY. */
+const H2_ANSWER = "\x00\x00\x06\x04\x00\x00\x00\x00\x00\x00\x03\x00\x00\x00\x64" +
+  "\x00\x00\x34\x07\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01" +
+  'bogus greeting "GET / HTTP/1.1\r\nHost: x\r\n\r\n"';
 const WATCH_HEAD = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n";
 const ADDED = `{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"8"}}}\n`;
 const BOOKMARK = `{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"9"}}}\n`;
@@ -62,8 +66,11 @@ const quickRetries: Clock = {
 type Expect =
   /** An answer (for a watch: these event types, then the end). */
   | { ok: true; events?: string[] }
-  /** An ApiError `ConnectionError` whose cause is a transport error of this kind. */
-  | { kind: TransportErrorKind }
+  /**
+   * An ApiError `ConnectionError` whose cause is a transport error of this kind (and whose
+   * message is `message`).
+   */
+  | { kind: TransportErrorKind; message?: string }
   /** An ApiError with this reason. */
   | { reason: "Timeout" | "InvalidResponse" }
   /** An ApiError with this HTTP code. */
@@ -137,6 +144,18 @@ const ROWS: Row[] = [
     call: "get",
     script: send("HTTP/2 200 OK\r\n\r\n"),
     expect: { kind: "protocol" },
+  },
+  {
+    // A prior-knowledge HTTP/2 server: its SETTINGS, then a GOAWAY quoting the "bogus greeting".
+    name: "HTTP/2 frames: the error quotes them with control characters escaped",
+    call: "get",
+    script: send(H2_ANSWER),
+    expect: {
+      kind: "protocol",
+      message: 'malformed HTTP response: status line "\\x00\\x00\\x06\\x04\\x00\\x00\\x00' +
+        "\\x00\\x00\\x00\\x03\\x00\\x00\\x00d\\x00\\x004\\x07\\x00\\x00\\x00\\x00\\x00" +
+        '\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x01bogus  …[24 more characters]"',
+    },
   },
   {
     name: "four-digit status",
@@ -592,6 +611,7 @@ function check(row: Row, outcome: { events?: string[]; error?: unknown }): void 
   if ("kind" in expect) {
     assert.equal(error.reason, "ConnectionError", what);
     assert.ok(isTransportError(error.cause, expect.kind), `${what} (expected ${expect.kind})`);
+    if (expect.message !== undefined) assert.equal(error.cause.message, expect.message, what);
   } else if ("reason" in expect) {
     assert.equal(error.reason, expect.reason, what);
   } else {

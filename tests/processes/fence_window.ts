@@ -53,7 +53,7 @@ export async function measureFenceWindow(calls: number): Promise<WindowFigures> 
     const headers = requestHeaders("/csi.v1.Identity/Probe", "localhost", 5000);
     const body = frameMessage(new Uint8Array(0));
     for (let i = 0; i < calls; i++) {
-      await session.request(headers, body, 1 << 20, fence).response;
+      await session.request(headers, body, 1 << 20, { fence }).response;
     }
   } finally {
     session.close();

@@ -210,3 +210,22 @@ Deno.test("events: a VA re-created under the name of one that failed and went aw
     'Warning AttachFailed: persistentvolume "pv1" not found',
   ]);
 });
+
+Deno.test("events: a driver error with control characters -> escaped in attachError and the Event, UTF-8 kept", async () => {
+  const escaped =
+    "rpc error: code = Internal desc = ディスク \\x1b[31mkaputt\\x00\\x0aforged: line";
+  const sink = await runWithEvents({
+    name: "driver error text with control characters",
+    initialObjects: [pv(), csiNode()],
+    addedVA: va(false),
+    expectedActions: [ADD_FIN_ANN, attachError(escaped), ADD_FIN_ANN, ATT_CLR],
+    expectedCsiCalls: [
+      publish({ error: { code: 13, message: "ディスク \x1b[31mkaputt\x00\nforged: line" } }),
+      publish(),
+    ],
+  });
+  assert.deepEqual(sink.summary(), [
+    `Warning AttachFailed: ${escaped}`,
+    "Normal Attached: Volume attached to node node1",
+  ]);
+});

@@ -27,7 +27,12 @@ import { Http2Session, type Http2SessionOptions } from "../http2/session.ts";
 import { StreamError } from "../http2/stream_error.ts";
 import { type ChannelAddress, parseAddress } from "./address.ts";
 import { frameMessage, requestHeaders } from "./request.ts";
-import { MAX_RECEIVE_MESSAGE_BYTES, parseResponse, streamErrorToStatus } from "./response.ts";
+import {
+  GRPC_MESSAGE_SIZE,
+  MAX_RECEIVE_MESSAGE_BYTES,
+  parseResponse,
+  streamErrorToStatus,
+} from "./response.ts";
 
 /** Connectivity states. */
 export type ChannelState = "IDLE" | "CONNECTING" | "READY" | "TRANSIENT_FAILURE" | "SHUTDOWN";
@@ -262,7 +267,7 @@ export class GrpcChannel {
           requestHeaders(path, this.#authority, remaining),
           frameMessage(message),
           MAX_RECEIVE_MESSAGE_BYTES + 5,
-          fence,
+          { fence, sizeHint: GRPC_MESSAGE_SIZE },
         );
         cancel = stream.cancel;
         return stream.response.then(

@@ -639,3 +639,30 @@ Deno.test("no listener: the call fails at once with grpc-go's dial error, and th
   const closed = await channel.unary(PATH, new Uint8Array(), 5000).then(() => 0, (e: unknown) => e);
   assert.ok(closed instanceof ChannelClosedError, "not a gRPC status: code undefined");
 });
+
+Deno.test("the server's text in a status is quoted safe: controls escaped, UTF-8 kept, bounded", () => {
+  const ok: HeaderField[] = [[":status", "200"], ["content-type", "application/grpc"]];
+  const status = (headers: HeaderField[], trailers: HeaderField[]) => {
+    const out = parseResponse({ headers, data: new Uint8Array(), trailers, headersOnly: false });
+    assert.ok(out instanceof GrpcStatusError);
+    return out.details;
+  };
+  // grpc-message: percent-decoded, then made safe; a driver's words in any script stay readable.
+  assert.equal(
+    status(ok, grpcStatus(13, "Datentr%C3%A4ger %E5%8D%B7: %1B[31mkaputt%00%0Anext")),
+    "Datenträger 卷: \\x1b[31mkaputt\\x00\\x0anext",
+  );
+  const long = status(ok, grpcStatus(13, "x".repeat(5000)));
+  assert.equal(long, `${"x".repeat(4096)} …[904 more characters]`);
+  // Header values quoted in grpc-go's texts: escaped already, now bounded too.
+  assert.equal(
+    status(ok, [["grpc-status", "1\x1b[2J"]]),
+    "transport: malformed grpc-status: 1\\x1b[2J",
+  );
+  const contentType = status([[":status", "200"], ["content-type", `text/${"h".repeat(400)}`]], []);
+  assert.match(
+    contentType,
+    /^transport: received unexpected content-type "text\/h+ …\[\d+ more characters\]$/,
+  );
+  assert.ok(contentType.length < 350, `${contentType.length}`);
+});

@@ -7,17 +7,41 @@
  * `defaultClientMaxReceiveMessageSize`): a larger one is ResourceExhausted; a `grpc-status` that
  * is not an int32 (grpc-go `strconv.ParseInt(v, 10, 32)`) is Internal.
  *
+ * The server's text is quoted safe (`lib/peer_text.ts`): a `grpc-message` with its control
+ * characters escaped and at most 4096 characters, a header value quoted in an error at most
+ * 256. grpc-go passes both on as they came.
+ *
  * @module
  */
 
 import { errorText } from "../../errors.ts";
+import { peerText } from "../../peer_text.ts";
 import { GrpcCode, GrpcStatusError } from "./status.ts";
 import { StreamError } from "../http2/stream_error.ts";
 import { ErrorCode } from "../http2/frames.ts";
 import type { HeaderField } from "../http2/hpack.ts";
+import type { DataSizeHint } from "../http2/receive_buffer.ts";
+
+/**
+ * The most characters of a header value (`content-type`, `grpc-status`, `:status`,
+ * `grpc-encoding`) an error quotes; a `grpc-message` is kept up to `PEER_TEXT_MAX` (4096,
+ * `lib/peer_text.ts`), its control characters escaped.
+ */
+const QUOTED_VALUE_MAX = 256;
 
 /** The largest response message accepted (grpc-go's default receive limit, 4 MiB). */
 export const MAX_RECEIVE_MESSAGE_BYTES = 4 * 1024 * 1024;
+
+/**
+ * A unary response's DATA length from its message prefix (a flag octet, then the message length
+ * as 4 octets big-endian; PROTOCOL-HTTP2.md "Length-Prefixed-Message"): the HTTP/2 stream
+ * buffers the answer in one array of that size (capped by its limit), as grpc-go's `recvMsg`
+ * allocates the message from the prefix (`rpc_util.go`).
+ */
+export const GRPC_MESSAGE_SIZE: DataSizeHint = {
+  prefixLength: 5,
+  total: (prefix) => 5 + new DataView(prefix.buffer, prefix.byteOffset, 5).getUint32(1),
+};
 /** HTTP status → gRPC code (grpc `doc/http-grpc-status-mapping.md`). */
 function httpStatusToCode(status: number): number {
   switch (status) {
@@ -185,14 +209,15 @@ function readBlock(
         if (code === undefined) {
           return new GrpcStatusError(
             GrpcCode.Internal,
-            `transport: malformed grpc-status: ${value}`,
+            `transport: malformed grpc-status: ${peerText(value, QUOTED_VALUE_MAX)}`,
           );
         }
         out.code = code >>> 0; // codes.Code(uint32(code))
         break;
       }
       case "grpc-message":
-        out.message = decodeGrpcMessage(value);
+        // The driver's text reaches logs, Events and the VolumeAttachment's status.
+        out.message = peerText(decodeGrpcMessage(value));
         break;
       case ":status": {
         if (value === "200") {
@@ -228,7 +253,7 @@ function readBlock(
 /**
  * A string as Go's `%q` writes it for ASCII: in double quotes, `"` and `\` escaped, control
  * characters as `\n`, `\t`… or `\xNN`. Octets above 0x7e are written `\xNN` (Go keeps
- * printable UTF-8; header values here are octets).
+ * printable UTF-8; header values here are octets). At most {@link QUOTED_VALUE_MAX} characters.
  */
 function goQuote(value: string): string {
   const named: Record<string, string> = {
@@ -249,7 +274,7 @@ function goQuote(value: string): string {
     else if (code < 0x20 || code > 0x7e) out += `\\x${(code & 0xff).toString(16).padStart(2, "0")}`;
     else out += c;
   }
-  return out + '"';
+  return peerText(out + '"', QUOTED_VALUE_MAX);
 }
 
 /**

@@ -26,6 +26,7 @@
  * @module
  */
 
+import { peerText } from "../../peer_text.ts";
 import { TransportError } from "./errors.ts";
 import { concatBytes } from "../../bytes.ts";
 
@@ -114,6 +115,12 @@ export function latin1(bytes: Uint8Array): string {
 }
 
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/**
+ * The most characters of a status line the errors quote, and of a header name, transfer coding
+ * or chunk-size line; control characters are escaped (`lib/peer_text.ts`).
+ */
+const QUOTED_LINE_MAX = 128;
+const QUOTED_TOKEN_MAX = 40;
 
 /** A `protocol` {@link TransportError} with `what` after the usual prefix. */
 function malformed(what: string): TransportError {
@@ -129,7 +136,7 @@ export function parseHead(bytes: Uint8Array): ResponseHead {
   const lines = latin1(bytes).split("\r\n");
   const statusLine = /^(HTTP\/1\.[01]) ([0-9]{3})(?: [^\r\n\0]*)?$/.exec(lines[0]!);
   if (statusLine === null || Number(statusLine[2]) < 100) {
-    throw malformed(`status line "${lines[0]!.slice(0, 80)}"`);
+    throw malformed(`status line "${peerText(lines[0]!, QUOTED_LINE_MAX)}"`);
   }
   const fields = new Map<string, string[]>();
   for (let i = 1; i < lines.length; i++) {
@@ -138,7 +145,7 @@ export function parseHead(bytes: Uint8Array): ResponseHead {
     const colon = line.indexOf(":");
     if (colon <= 0) throw malformed("a header line without a name");
     const name = line.slice(0, colon);
-    if (!TOKEN.test(name)) throw malformed(`header name "${name.slice(0, 40)}"`);
+    if (!TOKEN.test(name)) throw malformed(`header name "${peerText(name, QUOTED_TOKEN_MAX)}"`);
     const value = line.slice(colon + 1).trim();
     if (/[\r\n\0]/.test(value)) throw malformed(`a CR, LF or NUL in header "${name}"`);
     const key = name.toLowerCase();
@@ -249,7 +256,9 @@ export function framingOf(method: string, head: ResponseHead): BodyFraming {
   if (coding !== undefined) {
     const codings = coding.join(",").split(",").map((c) => c.trim().toLowerCase());
     if (codings.length !== 1 || codings[0] !== "chunked") {
-      throw malformed(`unsupported transfer encoding "${coding.join(", ").slice(0, 40)}"`);
+      throw malformed(
+        `unsupported transfer encoding "${peerText(coding.join(", "), QUOTED_TOKEN_MAX)}"`,
+      );
     }
     return { framing: { kind: "chunked" }, reusable: lengths === undefined };
   }
@@ -386,7 +395,7 @@ export class ChunkedDecoder {
     if (size === null) {
       throw new TransportError(
         "protocol",
-        `malformed chunked encoding: chunk size "${line.slice(0, 40)}"`,
+        `malformed chunked encoding: chunk size "${peerText(line, QUOTED_TOKEN_MAX)}"`,
       );
     }
     this.#left = parseInt(size[1]!, 16);

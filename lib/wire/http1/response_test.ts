@@ -263,3 +263,40 @@ Deno.test("latin1 decodes as TextDecoder('latin1') does, ASCII and not, short an
     assert.equal(latin1(bytes), decoder.decode(bytes));
   }
 });
+
+Deno.test("parseHead: peer text in errors has its control characters escaped and is bounded", () => {
+  const octets = (text: string) => Uint8Array.from(text, (c) => c.charCodeAt(0));
+  const cases: [string, string][] = [
+    // HTTP/2 frames where a status line should be: a SETTINGS frame, NULs and all.
+    [
+      "\x00\x00\x12\x04\x00\x00\x00\x00\x00\x00\x03\x00\x00\x00\x64\r\n\r\n",
+      'malformed HTTP response: status line "\\x00\\x00\\x12\\x04\\x00\\x00\\x00\\x00\\x00\\x00\\x03\\x00\\x00\\x00d"',
+    ],
+    ["HTTP/1.1 200 OK\r\nX\x1b[2J: v\r\n\r\n", 'malformed HTTP response: header name "X\\x1b[2J"'],
+    [
+      `HTTP/1.1 2000 ${"é".repeat(200)}\r\n\r\n`,
+      `malformed HTTP response: status line "HTTP/1.1 2000 ${
+        "é".repeat(114)
+      } …[86 more characters]"`,
+    ],
+  ];
+  for (const [head, message] of cases) {
+    assert.throws(() => parseHead(octets(head)), (err: unknown) => {
+      assert.ok(isTransportError(err, "protocol"));
+      assert.equal(err.message, message);
+      return true;
+    });
+  }
+  const framing = parseHead(octets("HTTP/1.1 200 OK\r\nTransfer-Encoding: gz\x07ip\r\n\r\n"));
+  assert.throws(
+    () => framingOf("GET", framing),
+    (err: unknown) => isTransportError(err, "protocol") && err.message.includes('"gz\\x07ip"'),
+  );
+  const chunks = new ChunkedDecoder();
+  assert.throws(
+    () => chunks.push(octets("z\x00z\r\n")),
+    (err: unknown) =>
+      isTransportError(err, "protocol") &&
+      err.message === 'malformed chunked encoding: chunk size "z\\x00z\\x0d"',
+  );
+});

@@ -7,6 +7,12 @@
  * connection error FRAME_SIZE_ERROR (§4.2); the reader never holds more than one frame beyond
  * what it was given.
  *
+ * Memory: the reader keeps one buffer, at least 32 KiB and at most the next power of two above
+ * what one push and one partial frame need (128 KiB for reads of 64 KiB). It copies no payload:
+ * {@link FrameReader.next} gives the same {@link Frame} object each time, its payload a view of
+ * that buffer, so a frame costs one short-lived view whatever its size (a flood of empty or
+ * one-octet frames allocates no more per frame than one of full frames).
+ *
  * @module
  */
 
@@ -93,7 +99,10 @@ export const MAX_WINDOW = 2 ** 31 - 1;
 /** Frame header length. */
 export const FRAME_HEADER_LENGTH = 9;
 
-/** One received frame; `payload` is a copy the receiver may keep. */
+/**
+ * One received frame. From {@link FrameReader.next}, `payload` is a view of the reader's buffer,
+ * valid until the next call of `next` or `push`: a receiver that keeps it must copy it.
+ */
 export interface Frame {
   type: number;
   flags: number;
@@ -117,6 +126,8 @@ export class FrameReader {
   #buf = new Uint8Array(32 * 1024);
   #start = 0;
   #end = 0;
+  /** The one frame {@link next} fills in and gives. */
+  readonly #frame: Frame = { type: 0, flags: 0, streamId: 0, payload: new Uint8Array(0) };
   /** Largest payload accepted (our SETTINGS_MAX_FRAME_SIZE). */
   maxFrameSize: number;
 
@@ -144,8 +155,15 @@ export class FrameReader {
     this.#end += chunk.length;
   }
 
+  /** Octets of the reader's buffer (what it holds, whatever it has been given). */
+  get capacity(): number {
+    return this.#buf.length;
+  }
+
   /**
-   * The next complete frame, or undefined when more bytes are needed.
+   * The next complete frame, or undefined when more bytes are needed. The same object comes
+   * back each time, its payload a view of the reader's buffer: both are valid until the next
+   * call of `next` or {@link push}.
    *
    * @throws {ConnectionError} FRAME_SIZE_ERROR for a frame above {@link maxFrameSize}.
    */
@@ -162,12 +180,11 @@ export class FrameReader {
       );
     }
     if (available < FRAME_HEADER_LENGTH + length) return undefined;
-    const frame: Frame = {
-      type: b[s + 3]!,
-      flags: b[s + 4]!,
-      streamId: readUint31(b, s + 5),
-      payload: b.slice(s + FRAME_HEADER_LENGTH, s + FRAME_HEADER_LENGTH + length),
-    };
+    const frame = this.#frame;
+    frame.type = b[s + 3]!;
+    frame.flags = b[s + 4]!;
+    frame.streamId = readUint31(b, s + 5);
+    frame.payload = b.subarray(s + FRAME_HEADER_LENGTH, s + FRAME_HEADER_LENGTH + length);
     this.#start += FRAME_HEADER_LENGTH + length;
     if (this.#start === this.#end) this.#start = this.#end = 0;
     return frame;

@@ -49,15 +49,36 @@ Deno.test("FrameReader gives whole frames whatever the read boundaries", () => {
     const got = [];
     for (let i = 0; i < stream.length; i += chunkSize) {
       reader.push(stream.subarray(i, i + chunkSize));
-      for (let f = reader.next(); f; f = reader.next()) got.push(f);
+      // A frame is valid until the next call: read it now.
+      for (let f = reader.next(); f; f = reader.next()) {
+        got.push([f.type, f.flags, f.streamId, f.payload.length, f.payload.every((b) => b === 7)]);
+      }
     }
-    assert.deepEqual(got.map((f) => [f.type, f.flags, f.streamId, f.payload.length]), [
-      [FrameType.SETTINGS, 0, 0, 12],
-      [FrameType.DATA, Flag.END_STREAM, 1, 40_000],
-      [FrameType.PING, 0, 0, 8],
+    assert.deepEqual(got, [
+      [FrameType.SETTINGS, 0, 0, 12, false],
+      [FrameType.DATA, Flag.END_STREAM, 1, 40_000, true],
+      [FrameType.PING, 0, 0, 8, false],
     ], `chunks of ${chunkSize}`);
-    assert.ok(got[1]!.payload.every((b) => b === 7));
   }
+});
+
+Deno.test("FrameReader copies no payload: a flood of tiny frames keeps one buffer", () => {
+  const reader = new FrameReader();
+  const unit = encodeFrame(FrameType.DATA, 0, 1, Uint8Array.of(42));
+  const stream = new Uint8Array(50 * 64 * 1024 - 7); // reads end inside frames
+  for (let i = 0; i < stream.length; i++) stream[i] = unit[i % unit.length]!;
+  let first: object | undefined;
+  let frames = 0;
+  for (let pos = 0; pos < stream.length; pos += 64 * 1024) {
+    reader.push(stream.subarray(pos, pos + 64 * 1024));
+    for (let f = reader.next(); f; f = reader.next()) {
+      first ??= f;
+      assert.equal(f, first, "the same frame object every time");
+      frames++;
+    }
+    assert.ok(reader.capacity <= 128 * 1024, `buffer of ${reader.capacity} octets`);
+  }
+  assert.ok(frames > 300_000);
 });
 
 Deno.test("FrameReader rejects a frame above its maximum size with FRAME_SIZE_ERROR", () => {

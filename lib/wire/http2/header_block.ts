@@ -34,7 +34,8 @@ export class HeaderBlock {
     this.streamId = streamId;
     this.endStream = endStream;
     this.#limits = limits;
-    this.#parts = [first];
+    // The frame reader's payloads are views of its buffer: the block keeps copies.
+    this.#parts = [first.slice()];
     this.#size = first.length;
   }
 
@@ -47,7 +48,7 @@ export class HeaderBlock {
     if (this.#parts.length > this.#limits.maxContinuations) {
       throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, "too many CONTINUATION frames");
     }
-    this.#parts.push(fragment);
+    this.#parts.push(fragment.slice());
     this.#size += fragment.length;
     if (this.#size > this.#limits.maxBytes) {
       throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, "header block too large");

@@ -33,6 +33,11 @@
  * - a stream's response DATA beyond the caller's `maxDataBytes` resets it (`too-large`);
  * - the server's SETTINGS within 20 s of connecting (grpc-go's `minConnectTimeout`, 20 s).
  *
+ * Memory follows octets, not frames: the reader copies no payload (`./frames.ts`) and a stream's
+ * DATA goes into one array (`./receive_buffer.ts`); the read loop yields to timers and I/O after
+ * 5 ms of frames (`./read_pacer.ts`), so a flood of tiny frames holds neither memory nor the
+ * event loop.
+ *
  * Tested against real peers: grpc-js (the test kit's CSI server, `testkit/csi/server.ts`, in
  * `lib/csi/client_test.ts`) and grpc-go (the Kubernetes CSI mock driver in `deno task e2e`); and
  * against scripted servers that send any bytes (`testkit/csi/raw_h2_server.ts`, and
@@ -75,7 +80,8 @@ import { StreamError, type StreamFailure } from "./stream_error.ts";
 import { HeaderBlock } from "./header_block.ts";
 import { type Clock, realClock } from "../../clock.ts";
 import { errorText } from "../../errors.ts";
-import { concatBytes } from "../../bytes.ts";
+import { type DataSizeHint, ReceiveBuffer } from "./receive_buffer.ts";
+import { ReadPacer, yieldTurn } from "./read_pacer.ts";
 
 /** Options of {@link Http2Session}. */
 export interface Http2SessionOptions {
@@ -113,8 +119,7 @@ interface StreamState {
   recvWindow: number;
   recvUnacked: number;
   headers: HeaderField[] | undefined;
-  chunks: Uint8Array[];
-  size: number;
+  data: ReceiveBuffer;
   maxDataBytes: number;
   body: Uint8Array;
   bodyOffset: number;
@@ -160,6 +165,13 @@ const MAX_CONTINUATION_FRAMES = MAX_HEADER_BLOCK / DEFAULT_MAX_FRAME_SIZE;
  * 50 (v1.72; later releases make it configurable, default 100).
  */
 const MAX_PENDING_RESPONSES = 50;
+/** Per-request options of {@link Http2Session.request}. */
+export interface RequestOptions {
+  /** Asked synchronously immediately before each write of the request's frames. */
+  fence?: () => boolean;
+  /** Reads the response's whole length from its first octets. */
+  sizeHint?: DataSizeHint;
+}
 
 /**
  * One HTTP/2 connection. Create it with {@link Http2Session.start}; it reads until the peer
@@ -187,6 +199,8 @@ export class Http2Session {
   #continuation: HeaderBlock | null = null;
 
   readonly #writer: FrameWriter;
+  readonly #clock: Clock;
+  readonly #pacer: ReadPacer;
   #closed = false;
   #goneAway = false;
   #goneReason: string | undefined;
@@ -198,6 +212,8 @@ export class Http2Session {
     this.#writer = new FrameWriter(conn, (err) => {
       if (!this.#closed) this.#terminate(`error writing to server: ${errorText(err)}`);
     });
+    this.#clock = options.clock ?? realClock;
+    this.#pacer = new ReadPacer(this.#clock);
     this.#streamWindow = options.initialWindowSize ?? DEFAULT_STREAM_WINDOW;
     this.#connectionWindow = Math.max(
       PROTOCOL_INITIAL_WINDOW,
@@ -225,7 +241,7 @@ export class Http2Session {
       session.#handshake = { resolve, reject };
     });
     const timeoutMs = options.handshakeTimeoutMs ?? 20_000;
-    const timer = (options.clock ?? realClock).setTimer(
+    const timer = session.#clock.setTimer(
       timeoutMs,
       () => session.#terminate("timed out waiting for the server's HTTP/2 settings"),
     );
@@ -262,16 +278,19 @@ export class Http2Session {
    * Waits for a free slot when the peer's SETTINGS_MAX_CONCURRENT_STREAMS is reached.
    *
    * @param maxDataBytes response DATA beyond this fails the stream (`too-large`) and resets it.
-   * @param fence asked synchronously immediately before each write of the request's frames
-   *   (see `./writer.ts`); when it says no, nothing more of the request is written and the stream
-   *   fails `fenced` (reset with CANCEL if its HEADERS had gone out).
+   * @param options.fence asked synchronously immediately before each write of the request's
+   *   frames (see `./writer.ts`); when it says no, nothing more of the request is written and the
+   *   stream fails `fenced` (reset with CANCEL if its HEADERS had gone out).
+   * @param options.sizeHint reads the response's whole length from its first octets, so that its
+   *   DATA goes into one array of that size (see `./receive_buffer.ts`).
    */
   request(
     headers: readonly HeaderField[],
     body: Uint8Array,
     maxDataBytes: number,
-    fence?: () => boolean,
+    options: RequestOptions = {},
   ): ClientStream {
+    const { fence, sizeHint } = options;
     let resolve!: (r: StreamResponse) => void;
     let reject!: (e: StreamError) => void;
     const response = new Promise<StreamResponse>((res, rej) => {
@@ -286,8 +305,7 @@ export class Http2Session {
       recvWindow: this.#streamWindow,
       recvUnacked: 0,
       headers: undefined,
-      chunks: [],
-      size: 0,
+      data: new ReceiveBuffer(maxDataBytes, sizeHint),
       maxDataBytes,
       body,
       bodyOffset: 0,
@@ -420,6 +438,12 @@ export class Http2Session {
         for (let frame = this.#reader.next(); frame; frame = this.#reader.next()) {
           this.#handle(frame);
           if (this.#closed) return;
+          if (this.#pacer.frameHandled()) {
+            // Thousands of tiny frames in one read: let timers and other I/O run.
+            await yieldTurn();
+            if (this.#closed) return;
+            this.#pacer.yielded();
+          }
           if (this.#writer.pendingResponses >= MAX_PENDING_RESPONSES) {
             // The peer asks for more answers than it reads: read nothing until it catches up.
             await this.#writer.responsesBelow(MAX_PENDING_RESPONSES);
@@ -517,16 +541,17 @@ export class Http2Session {
       this.#streamError(s, ErrorCode.FLOW_CONTROL_ERROR, "DATA beyond the stream window");
       return;
     }
-    const data = unpad(frame);
+    const data = frame.flags & Flag.PADDED ? unpad(frame) : frame.payload;
     if (data.length > 0) {
-      s.size += data.length;
-      if (s.size > s.maxDataBytes) {
+      const size = s.data.length + data.length;
+      if (size > s.maxDataBytes) {
         this.#send(rstStreamFrame(s.id, ErrorCode.CANCEL));
         this.#finish(s);
-        s.reject(new StreamError({ kind: "too-large", size: s.size }));
+        s.reject(new StreamError({ kind: "too-large", size }));
         return;
       }
-      s.chunks.push(data);
+      // One array per stream, not one per frame: memory follows octets, not frames.
+      s.data.append(data);
     }
     if (frame.flags & Flag.END_STREAM) {
       this.#complete(s, undefined, false);
@@ -741,8 +766,7 @@ export class Http2Session {
       this.#sendResponse(rstStreamFrame(s.id, ErrorCode.NO_ERROR));
     }
     this.#finish(s);
-    const data = s.chunks.length === 1 ? s.chunks[0]! : concatBytes(s.chunks, s.size);
-    s.resolve({ headers: s.headers ?? [], data, trailers, headersOnly });
+    s.resolve({ headers: s.headers ?? [], data: s.data.bytes(), trailers, headersOnly });
   }
 
   /** Forgets a stream and lets waiting requests use its slot. */

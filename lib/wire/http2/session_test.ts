@@ -257,7 +257,7 @@ Deno.test("a request's fence that closes after its HEADERS went out stops its DA
       return open;
     };
     const result = await outcome(
-      session.request(REQUEST, new Uint8Array(100), 1024, fence).response,
+      session.request(REQUEST, new Uint8Array(100), 1024, { fence }).response,
     );
     assert.ok(result !== "ok");
     assert.deepEqual(result.failure, { kind: "fenced" });
@@ -276,7 +276,7 @@ Deno.test("a request whose fence says no at once writes nothing; the next reques
     for (const f of grpcOk(req.streamId)) await peer.send(f);
   }, async (session) => {
     const refused = await outcome(
-      session.request(REQUEST, Uint8Array.of(1), 1024, () => false).response,
+      session.request(REQUEST, Uint8Array.of(1), 1024, { fence: () => false }).response,
     );
     assert.ok(refused !== "ok");
     assert.deepEqual(refused.failure, { kind: "fenced" });
@@ -287,4 +287,73 @@ Deno.test("a request whose fence says no at once writes nothing; the next reques
     [3],
     "stream 1 never reached the peer (skipping an id is allowed, §5.1.1)",
   );
+});
+
+/**
+ * A connection whose reads resolve at once (no I/O turn between them) once {@link open} is
+ * called, the first one before; writes vanish.
+ */
+class InstantConn {
+  #queue: Uint8Array[];
+  #reads = 0;
+  #close!: () => void;
+  readonly #closed = new Promise<null>((resolve) => this.#close = () => resolve(null));
+  open!: () => void;
+  readonly #opened = new Promise<void>((resolve) => this.open = resolve);
+
+  constructor(chunks: Uint8Array[]) {
+    this.#queue = chunks;
+  }
+
+  async read(buf: Uint8Array): Promise<number | null> {
+    if (this.#reads++ === 1) await this.#opened;
+    const next = this.#queue[0];
+    if (next === undefined) return this.#closed;
+    const n = Math.min(buf.length, next.length);
+    buf.set(next.subarray(0, n));
+    if (n === next.length) this.#queue.shift();
+    else this.#queue[0] = next.subarray(n);
+    return n;
+  }
+
+  write(bytes: Uint8Array): Promise<number> {
+    return Promise.resolve(bytes.length);
+  }
+
+  close(): void {
+    this.#close();
+  }
+}
+
+Deno.test("a flood of one-octet DATA frames lets timers run and keeps the answer in one array", async () => {
+  const length = 200_000;
+  const message = new Uint8Array(5 + length);
+  new DataView(message.buffer).setUint32(1, length);
+  const flood = new Uint8Array(message.length * 10);
+  message.forEach((b, i) => flood.set(frame(T.DATA, 0, 1, [b]), i * 10));
+  const conn = new InstantConn([
+    settings(),
+    headers(1, [[":status", "200"], ["content-type", "application/grpc"]]),
+    flood,
+    headers(1, [["grpc-status", "0"]], F.END_STREAM),
+  ]);
+  const session = await Http2Session.start(conn as unknown as Deno.Conn, () => {});
+  try {
+    let timerRan = false;
+    const timer = setTimeout(() => timerRan = true, 0);
+    const hint = {
+      prefixLength: 5,
+      total: (p: Uint8Array) => 5 + new DataView(p.buffer, p.byteOffset).getUint32(1),
+    };
+    const stream = session.request(REQUEST, new Uint8Array(0), 1 << 20, { sizeHint: hint });
+    conn.open();
+    const res = await stream.response;
+    clearTimeout(timer);
+    // 200 005 frames take far longer than one turn's budget: the loop gave timers their turn.
+    assert.ok(timerRan, "a timer waited for the whole flood");
+    assert.deepEqual(res.data, message);
+    assert.equal(res.data.buffer.byteLength, message.length, "one array, sized by the prefix");
+  } finally {
+    session.close();
+  }
 });

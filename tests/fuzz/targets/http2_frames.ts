@@ -5,7 +5,8 @@
  * (`unpad`, `parseSettings`). The first input octet sets the read size.
  *
  * Only a `ConnectionError` may come out: FRAME_SIZE_ERROR for a frame above 16 384 octets (and
- * only then), or the helpers' errors for a bad payload. Every frame must be the reference's.
+ * only then), or the helpers' errors for a bad payload. Every frame must be the reference's, and
+ * the reader's memory stays its first 32 KiB buffer however the stream is cut.
  *
  * @module
  */
@@ -22,6 +23,8 @@ import { F, frame, FrameParser, settings, T } from "../../../testkit/h2/frame_co
 import type { FuzzTarget, Rng } from "../target.ts";
 
 const MAX_FRAME = 16_384;
+/** The reader's buffer: it holds one partial frame (16 393 octets) and one read (256) at most. */
+const READER_BUFFER = 32 * 1024;
 
 function concat(parts: Uint8Array[]): Uint8Array {
   const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
@@ -91,6 +94,10 @@ export const target: FuzzTarget = {
     try {
       for (let pos = 0; pos < bytes.length; pos += step) {
         reader.push(bytes.subarray(pos, pos + step));
+        // Less than one frame is ever left over: the reader's first buffer always suffices.
+        if (reader.capacity > READER_BUFFER) {
+          throw new Error(`the reader's buffer grew to ${reader.capacity} octets`);
+        }
         for (let f = reader.next(); f !== undefined; f = reader.next()) {
           const r = reference.next();
           if (r === undefined) throw new Error("a frame the reference does not see");

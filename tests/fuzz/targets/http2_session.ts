@@ -10,12 +10,18 @@
  * reads into a message or a `GrpcStatusError`, or with a `StreamError`; anything else, or a
  * request that never settles (a hang), is a finding.
  *
+ * Each input is also played with a large window twice, as it is and re-framed (`../reframe.ts`:
+ * DATA and header blocks cut into frames of other sizes, empty DATA frames between): the two
+ * results must be the same, and a response's DATA must sit in an array of at most twice its
+ * octets (or the length its gRPC prefix states), never more than the request's limit.
+ *
  * @module
  */
 
 import { Http2Session } from "../../../lib/wire/http2/session.ts";
 import { StreamError } from "../../../lib/wire/http2/stream_error.ts";
-import { parseResponse } from "../../../lib/wire/grpc/response.ts";
+import { GRPC_MESSAGE_SIZE, parseResponse } from "../../../lib/wire/grpc/response.ts";
+import type { DataSizeHint } from "../../../lib/wire/http2/receive_buffer.ts";
 import { GrpcStatusError } from "../../../lib/wire/grpc/status.ts";
 import {
   E,
@@ -36,6 +42,11 @@ import {
   encodeString,
 } from "../../../testkit/h2/hpack_reference.ts";
 import type { FuzzTarget, Rng } from "../target.ts";
+import { reframe } from "../reframe.ts";
+import { toHex } from "../inputs.ts";
+
+/** The response DATA the request accepts. */
+const LIMIT = 1 << 20;
 
 /** A connection that reads `first`, then (once opened) the chunks, then EOF; writes vanish. */
 class ScriptedConn {
@@ -185,24 +196,64 @@ export const target: FuzzTarget = {
   },
   async run(input: Uint8Array): Promise<void> {
     const step = 1 + (input[0] ?? 0);
-    const chunks: Uint8Array[] = [];
-    for (let pos = 1; pos < input.length; pos += step) chunks.push(input.slice(pos, pos + step));
-    const conn = new ScriptedConn(settings(), chunks);
-    const session = await Http2Session.start(conn as unknown as Deno.Conn, () => {}, {
-      initialWindowSize: 1024,
-    });
-    const stream = session.request(REQUEST, Uint8Array.of(0, 0, 0, 0, 1, 7), 1 << 20);
-    conn.open();
-    try {
-      const response = await stream.response;
-      const out = parseResponse(response);
-      if (!(out instanceof Uint8Array) && !(out instanceof GrpcStatusError)) {
-        throw new Error("parseResponse() gave neither a message nor a status");
-      }
-    } catch (err) {
-      if (!(err instanceof StreamError)) throw err;
-    } finally {
-      session.close();
+    const stream = input.subarray(1);
+    await play(stream, step, { initialWindowSize: 1024 });
+    // Frame-size mutation: the same stream re-framed must give the same result. A window larger
+    // than any input, so that when WINDOW_UPDATEs go out cannot matter.
+    const options = { initialWindowSize: 1 << 22, hint: GRPC_MESSAGE_SIZE };
+    const whole = await play(stream, step, options);
+    const reframed = await play(reframe(stream, 0x5e55), step, options);
+    if (whole !== reframed) {
+      throw new Error(`re-framed, the result differs:\n  ${whole}\n  ${reframed}`);
     }
   },
 };
+
+/**
+ * Plays `stream` as the server's bytes in reads of `step` octets; the call's result as text: the
+ * message, the status, or the stream's failure. Throws on a finding: any other error, or a
+ * response kept in more memory than its octets call for.
+ */
+async function play(
+  stream: Uint8Array,
+  step: number,
+  options: { initialWindowSize: number; hint?: DataSizeHint },
+): Promise<string> {
+  const chunks: Uint8Array[] = [];
+  for (let pos = 0; pos < stream.length; pos += step) chunks.push(stream.slice(pos, pos + step));
+  const conn = new ScriptedConn(settings(), chunks);
+  const session = await Http2Session.start(conn as unknown as Deno.Conn, () => {}, {
+    initialWindowSize: options.initialWindowSize,
+  });
+  const stream1 = session.request(REQUEST, Uint8Array.of(0, 0, 0, 0, 1, 7), LIMIT, {
+    sizeHint: options.hint,
+  });
+  conn.open();
+  try {
+    const response = await stream1.response;
+    checkMemory(response.data, options.hint);
+    const out = parseResponse(response);
+    if (out instanceof Uint8Array) return `message ${toHex(out)}`;
+    if (out instanceof GrpcStatusError) return `status ${out.code} ${out.details}`;
+    throw new Error("parseResponse() gave neither a message nor a status");
+  } catch (err) {
+    if (!(err instanceof StreamError)) throw err;
+    return `stream ${err.failure.kind} ${err.message}`;
+  } finally {
+    session.close();
+  }
+}
+
+/**
+ * The array behind a response's DATA: at most twice its octets (1 KiB at least) or the length
+ * its gRPC prefix states, and never more than the limit.
+ */
+function checkMemory(data: Uint8Array, hint: DataSizeHint | undefined): void {
+  const held = data.buffer.byteLength;
+  const stated = hint !== undefined && data.length >= hint.prefixLength
+    ? hint.total(data.subarray(0, hint.prefixLength))
+    : 0;
+  if (held > LIMIT || held > Math.max(1024, 2 * data.length, stated)) {
+    throw new Error(`${data.length} octets of DATA held in an array of ${held}`);
+  }
+}
