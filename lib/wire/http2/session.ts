@@ -80,38 +80,16 @@ import { StreamError, type StreamFailure } from "./stream_error.ts";
 import { HeaderBlock } from "./header_block.ts";
 import { type Clock, realClock } from "../../clock.ts";
 import { errorText } from "../../errors.ts";
-import { type DataSizeHint, ReceiveBuffer } from "./receive_buffer.ts";
+import { ReceiveBuffer } from "./receive_buffer.ts";
 import { ReadPacer, yieldTurn } from "./read_pacer.ts";
+import type {
+  ClientStream,
+  Http2SessionOptions,
+  RequestOptions,
+  StreamResponse,
+} from "./session_types.ts";
 
-/** Options of {@link Http2Session}. */
-export interface Http2SessionOptions {
-  /** Our SETTINGS_INITIAL_WINDOW_SIZE: how much each response may send ahead. Default 4 MiB. */
-  initialWindowSize?: number;
-  /** Our connection-level receive window. Default 16 MiB. */
-  connectionWindowSize?: number;
-  /** How long to wait for the server's SETTINGS. Default 20 s. */
-  handshakeTimeoutMs?: number;
-  /** Runs the handshake timeout; {@link realClock} by default. */
-  clock?: Clock;
-}
-
-/** A complete response: headers, the DATA bytes, and the trailers (absent: trailers-only). */
-export interface StreamResponse {
-  headers: HeaderField[];
-  data: Uint8Array;
-  /** Undefined when the response ended with its headers or with a DATA frame. */
-  trailers: HeaderField[] | undefined;
-  /** True when the headers carried END_STREAM (a trailers-only response). */
-  headersOnly: boolean;
-}
-
-/** A request in flight. */
-export interface ClientStream {
-  /** Settles once: the whole response, or a {@link StreamError}. */
-  readonly response: Promise<StreamResponse>;
-  /** Resets the stream with CANCEL (or drops it when not yet sent). Idempotent. */
-  cancel(): void;
-}
+export type { ClientStream, Http2SessionOptions, RequestOptions, StreamResponse };
 
 interface StreamState {
   id: number;
@@ -165,13 +143,6 @@ const MAX_CONTINUATION_FRAMES = MAX_HEADER_BLOCK / DEFAULT_MAX_FRAME_SIZE;
  * 50 (v1.72; later releases make it configurable, default 100).
  */
 const MAX_PENDING_RESPONSES = 50;
-/** Per-request options of {@link Http2Session.request}. */
-export interface RequestOptions {
-  /** Asked synchronously immediately before each write of the request's frames. */
-  fence?: () => boolean;
-  /** Reads the response's whole length from its first octets. */
-  sizeHint?: DataSizeHint;
-}
 
 /**
  * One HTTP/2 connection. Create it with {@link Http2Session.start}; it reads until the peer
