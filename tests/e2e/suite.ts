@@ -42,6 +42,7 @@ import { bundleAttacher } from "./bundle.ts";
 import { idleDriverStop } from "./scenarios/idle_driver_stop.ts";
 import { rollingUpdate } from "./scenarios/rolling_update.ts";
 import { sigtermBacklog } from "./scenarios/sigterm_backlog.ts";
+import { pausedLeader } from "./scenarios/paused_leader.ts";
 import {
   buildGoAttacher,
   DEFAULT_VERSION as GO_ATTACHER_VERSION,
@@ -53,7 +54,7 @@ const NODES = ["e2e-node-1", "e2e-node-2", "e2e-node-3", "e2e-node-4", "e2e-node
 
 /** What the suite prepared before the scenarios (only what the selected ones need). */
 interface Prepared {
-  /** The Go csi-attacher binary (scenario 17). */
+  /** The Go csi-attacher binary (scenarios 17 and 19). */
   goAttacher?: string;
 }
 
@@ -149,6 +150,14 @@ const SCENARIOS: Scenario[] = [
     run: async (ctx) => {
       await sigtermBacklog(ctx);
     },
+  },
+  {
+    id: 19,
+    name: "a leader paused 12 s then resumed calls the driver no more; a 2 s pause changes " +
+      `nothing (and the Go csi-attacher ${GO_ATTACHER_VERSION}'s figures)`,
+    run: (ctx, prepared) =>
+      pausedLeader(ctx, { goAttacher: prepared.goAttacher!, goVersion: GO_ATTACHER_VERSION }),
+    goAttacher: true,
   },
 ];
 
