@@ -46,6 +46,7 @@ import { startHttpServer } from "./observe/http_server.ts";
 import { LeaderElector } from "./leaderelection/elector.ts";
 import { leaderElectionNamespace, leaderIdentity } from "./leaderelection/config.ts";
 import { raceAbort } from "./abort.ts";
+import { type LeaseFence, UNFENCED } from "./lease_fence.ts";
 import { heapReclaimer } from "./heap.ts";
 import {
   type ApiLatencyObservation,
@@ -304,6 +305,8 @@ async function runWithEvents(
         events,
         metrics: metrics.current,
         signal,
+        // Read when the term starts: the elector exists by then.
+        fence: elector?.fence ?? UNFENCED,
         onReady: () => {
           ready = true;
           deps.onReady?.();
@@ -362,6 +365,8 @@ interface ControllerRun {
   metrics: Metrics;
   /** Aborts when the attacher stops or loses the lease. */
   signal: AbortSignal;
+  /** The lease fence of the term (UNFENCED without leader election), asked before each act. */
+  fence: LeaseFence;
   /** Called once the VolumeAttachment and PersistentVolume caches have synced. */
   onReady: () => void;
 }
@@ -472,11 +477,11 @@ async function runController(run: ControllerRun): Promise<void> {
 function buildHandler(
   run: ControllerRun & { stores: HandlerStores; vaQueue: RateLimitingWorkQueue },
 ): { handler: Handler; memory: AttachmentMemory; reconciler?: ListVolumesReconciler } {
-  const { options, log, clock, setup, kube, events, metrics, stores, vaQueue } = run;
+  const { options, log, clock, setup, kube, events, metrics, stores, vaQueue, fence } = run;
   const caps = setup.publishing;
   if (setup.csi === undefined || caps === undefined) {
     return {
-      handler: new TrivialHandler({ kube, log }),
+      handler: new TrivialHandler({ kube, log, fence }),
       memory: new AttachmentMemory({ backoff: vaQueue }),
     };
   }
@@ -489,7 +494,7 @@ function buildHandler(
   });
   const memory = new AttachmentMemory({ backoff: vaQueue, latency });
   const csi = setup.csi;
-  const handler = new CsiHandler({ kube, csi, log, clock, stores, memory, events }, {
+  const handler = new CsiHandler({ kube, csi, log, clock, stores, memory, events, fence }, {
     driverName: setup.driverName,
     timeoutMs: options.timeoutMs,
     supportsPublishReadOnly: caps.publishReadonly,
@@ -498,7 +503,7 @@ function buildHandler(
     attachErrorCodes: options.featureGates.MutableCSINodeAllocatableCount,
   });
   const reconciler = caps.reconcile
-    ? new ListVolumesReconciler({ csi, log, clock, stores, memory, queue: vaQueue }, {
+    ? new ListVolumesReconciler({ csi, log, clock, stores, memory, queue: vaQueue, fence }, {
       driverName: setup.driverName,
       timeoutMs: options.reconcileTimeoutMs,
       maxEntries: options.maxEntries,

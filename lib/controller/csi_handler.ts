@@ -10,6 +10,12 @@
  *   always has a VA that cannot disappear before its detach.
  * - The VA finalizer is removed only after a successful ControllerUnpublishVolume.
  * - The PV finalizer is removed only when no VolumeAttachment names the PV.
+ * - With leader election, the lease fence ({@link CsiHandlerDeps.fence}) is asked synchronously
+ *   right before every write and driver call (for a driver call, inside the CSI client, right
+ *   before the request's bytes are written to the connection). When it says no, the sync stops
+ *   there as on SIGTERM (`stopped`: nothing more is written, the key is left for the next leader),
+ *   also after a driver call: the next leader repeats the call (publish and unpublish are
+ *   idempotent) and records it.
  *
  * @module
  */
@@ -18,7 +24,8 @@ import type { Clock } from "../clock.ts";
 import { errorText } from "../errors.ts";
 import { realClock } from "../clock.ts";
 import type { CsiClient, VolumeCapability } from "../csi/api.ts";
-import { CsiError } from "../csi/api.ts";
+import { CsiError, FencedCsiCallError } from "../csi/api.ts";
+import { FENCE_REFUSED_MESSAGE, type LeaseFence, UNFENCED } from "../lease_fence.ts";
 import type { EventSink } from "../events/recorder.ts";
 import type { Handler, HandlerStores, SyncOutcome } from "./handler.ts";
 import type { AttachmentMemory, UnrecordedPublish } from "./attachment_memory.ts";
@@ -65,6 +72,8 @@ export interface CsiHandlerDeps {
   memory: AttachmentMemory;
   /** Events on VolumeAttachments (beyond the Go attacher, which records none); none if unset. */
   events?: EventSink;
+  /** The leader's lease fence; {@link UNFENCED} (always open) without leader election. */
+  fence?: LeaseFence;
 }
 
 /** Options of {@link CsiHandler}; the capabilities come from ControllerGetCapabilities. */
@@ -134,8 +143,11 @@ export class CsiHandler implements Handler {
   #stores: HandlerStores;
   #memory: AttachmentMemory;
   #events: EventSink | undefined;
+  #fence: LeaseFence;
   #opts: CsiHandlerOptions;
   #finalizer: string;
+  /** The driver calls' fence, asked by the CSI client right before the request is written. */
+  #callFence: () => boolean;
 
   constructor(deps: CsiHandlerDeps, opts: CsiHandlerOptions) {
     this.#kube = deps.kube;
@@ -145,6 +157,8 @@ export class CsiHandler implements Handler {
     this.#stores = deps.stores;
     this.#memory = deps.memory;
     this.#events = deps.events;
+    this.#fence = deps.fence ?? UNFENCED;
+    this.#callFence = () => this.#fence.valid();
     this.#opts = opts;
     this.#finalizer = finalizerName(opts.driverName);
   }
@@ -179,6 +193,22 @@ export class CsiHandler implements Handler {
     return outcome; // done: finished successfully, reset the backoff
   }
 
+  /**
+   * True when the sync must stop before its next write or driver call: the attacher stops
+   * (`signal`), or the lease fence is closed (logged).
+   */
+  #mustStop(signal: AbortSignal | undefined, log: Logger): boolean {
+    if (signal?.aborted) return true;
+    return this.#fenceClosed(log);
+  }
+
+  /** True (and logged) when the lease fence is closed. */
+  #fenceClosed(log: Logger): boolean {
+    if (this.#fence.valid()) return false;
+    log.info(FENCE_REFUSED_MESSAGE);
+    return true;
+  }
+
   async #syncAttach(
     va: VolumeAttachment,
     log: Logger,
@@ -192,12 +222,13 @@ export class CsiHandler implements Handler {
     log.v(2).info("Attaching", { node: va.spec.nodeName });
     const attached = await this.#csiAttach(va, log, signal);
     if (!attached.ok) {
-      if ("stopped" in attached) return "stopped";
+      if ("stopped" in attached || this.#fenceClosed(log)) return "stopped";
       await this.#saveError(attached.va, "attachError", attached.error, log);
       this.#recordFailure(attached.va, "attach", attached.error);
       throw new Error(`failed to attach: ${errorText(attached.error)}`, { cause: attached.error });
     }
     log.v(2).info("Attached", { node: va.spec.nodeName });
+    if (this.#fenceClosed(log)) return "stopped"; // the next leader publishes again and records it
     try {
       await this.#markAsAttached(attached.va, attached.value.publishContext);
     } catch (err) {
@@ -229,7 +260,7 @@ export class CsiHandler implements Handler {
     log.v(2).info("Detaching", { node: va.spec.nodeName });
     const detached = await this.#csiDetach(va, log, signal);
     if (!detached.ok) {
-      if ("stopped" in detached) return "stopped";
+      if ("stopped" in detached || this.#fenceClosed(log)) return "stopped";
       await this.#saveError(detached.va, "detachError", detached.error, log);
       this.#recordFailure(detached.va, "detach", detached.error);
       throw new Error(`failed to detach: ${errorText(detached.error)}`, { cause: detached.error });
@@ -290,6 +321,7 @@ export class CsiHandler implements Handler {
         if (pv.metadata.deletionTimestamp) {
           throw new Error(`PersistentVolume "${pv.metadata.name}" is marked for deletion`);
         }
+        if (this.#mustStop(signal, log)) return { ok: false, va: current, stopped: true };
         try {
           pv = await this.#addPersistentVolumeFinalizer(pv, log, signal);
         } catch (err) {
@@ -329,6 +361,7 @@ export class CsiHandler implements Handler {
         if (va.metadata.uid) {
           (metadataPatch.metadata as Record<string, unknown>).uid = va.metadata.uid;
         }
+        if (this.#mustStop(signal, log)) return { ok: false, va: current, stopped: true };
         try {
           current = await this.#kube.patch<VolumeAttachment>(
             VOLUME_ATTACHMENTS,
@@ -355,7 +388,7 @@ export class CsiHandler implements Handler {
         });
         return { ok: true, va: current, value: earlier };
       }
-      if (signal.aborted) return { ok: false, va: current, stopped: true };
+      if (this.#mustStop(signal, log)) return { ok: false, va: current, stopped: true };
       log.v(4).info("Calling ControllerPublishVolume", { volumeHandle: volumeId, nodeID: nodeId });
       calledDriver = true;
       const res = await this.#csi.controllerPublishVolume(
@@ -372,6 +405,10 @@ export class CsiHandler implements Handler {
       return { ok: true, va: current, value: { publishContext: res.publishContext, request } };
     } catch (error) {
       if (!calledDriver && signal.aborted) return { ok: false, va: current, stopped: true };
+      if (error instanceof FencedCsiCallError) {
+        log.info(FENCE_REFUSED_MESSAGE, { call: "ControllerPublishVolume" });
+        return { ok: false, va: current, stopped: true };
+      }
       return { ok: false, va: current, error };
     }
   }
@@ -393,7 +430,7 @@ export class CsiHandler implements Handler {
       const { volumeHandle } = getVolumeHandle(source.csi);
       const secrets = await this.#getCredentials(source.csi, signal);
       const nodeId = this.#getNodeId(va.spec.nodeName, va);
-      if (signal.aborted) return { ok: false, va, stopped: true };
+      if (this.#mustStop(signal, log)) return { ok: false, va, stopped: true };
       log.v(4).info("Calling ControllerUnpublishVolume", { volumeHandle, nodeID: nodeId });
       calledDriver = true;
       await this.#csi.controllerUnpublishVolume(
@@ -402,9 +439,13 @@ export class CsiHandler implements Handler {
       );
     } catch (error) {
       if (!calledDriver && signal.aborted) return { ok: false, va, stopped: true };
+      if (error instanceof FencedCsiCallError) {
+        log.info(FENCE_REFUSED_MESSAGE, { call: "ControllerUnpublishVolume" });
+        return { ok: false, va, stopped: true };
+      }
       return { ok: false, va, error };
     }
-    const marked = await this.#markAsDetached(va);
+    const marked = await this.#markAsDetached(va, log);
     if (!marked.ok) {
       if ("stopped" in marked) return marked;
       const error = new Error(`could not mark as detached: ${errorText(marked.error)}`, {
@@ -416,9 +457,10 @@ export class CsiHandler implements Handler {
   }
 
   #callOptions(migrated: boolean) {
+    const fence = this.#callFence;
     return MIGRATION_DRIVER_NAMES.has(this.#opts.driverName)
-      ? { timeoutMs: this.#opts.timeoutMs, migrated }
-      : { timeoutMs: this.#opts.timeoutMs };
+      ? { timeoutMs: this.#opts.timeoutMs, migrated, fence }
+      : { timeoutMs: this.#opts.timeoutMs, fence };
   }
 
   /** Adds our finalizer to the PV with a guarded JSON patch; returns the PV to use. */
@@ -486,11 +528,12 @@ export class CsiHandler implements Handler {
    * cannot lead to a second ControllerUnpublishVolume for a VA that is already gone
    * (https://github.com/kubernetes-csi/external-attacher/issues/587).
    */
-  async #markAsDetached(va: VolumeAttachment): Promise<StepResult<void>> {
+  async #markAsDetached(va: VolumeAttachment, log: Logger): Promise<StepResult<void>> {
     const finalizers = va.metadata.finalizers ?? [];
     const found = finalizers.includes(this.#finalizer);
     let current = va;
     if (found) {
+      if (this.#fenceClosed(log)) return { ok: false, va, stopped: true };
       const remaining = finalizers.filter((f) => f !== this.#finalizer);
       const newMeta = { ...va.metadata, finalizers: remaining.length > 0 ? remaining : undefined };
       const body = createMergePatch({ metadata: va.metadata }, { metadata: newMeta });
@@ -517,6 +560,7 @@ export class CsiHandler implements Handler {
       detachError: undefined,
       attachmentMetadata: undefined,
     };
+    if (this.#fenceClosed(log)) return { ok: false, va: current, stopped: true };
     try {
       const written = await this.#kube.patch<VolumeAttachment>(
         VOLUME_ATTACHMENTS,
@@ -552,6 +596,7 @@ export class CsiHandler implements Handler {
       error.errorCode = code;
     }
     const oldStatus = va.status ?? {};
+    if (this.#fenceClosed(log)) return;
     try {
       await this.#kube.patch(VOLUME_ATTACHMENTS, va.metadata.name, {
         type: "merge",
@@ -581,6 +626,7 @@ export class CsiHandler implements Handler {
       });
       return "done";
     }
+    if (this.#fenceClosed(log)) return "stopped";
     try {
       await this.#kube.patch(PERSISTENT_VOLUMES, name, {
         type: "json",

@@ -2,15 +2,20 @@
  * The CSI handler when the attacher stops: a sync that has not called the driver ends where it is
  * (the API request it waits for ends with the stop signal), records nothing and reports
  * `stopped`; a sync past the driver call completes, its status write included.
+ *
+ * And when the lease fence closes: the sync stops the same way before its next write or driver
+ * call, after the driver call too (the next leader repeats it).
  */
 
 import assert from "node:assert/strict";
-import type {
-  CallOptions,
-  ControllerPublishVolumeRequest,
-  ControllerUnpublishVolumeRequest,
-  CsiClient,
+import {
+  type CallOptions,
+  type ControllerPublishVolumeRequest,
+  type ControllerUnpublishVolumeRequest,
+  type CsiClient,
+  FencedCsiCallError,
 } from "../csi/api.ts";
+import type { LeaseFence } from "../lease_fence.ts";
 import type { EventSink } from "../events/recorder.ts";
 import {
   type KubeApi,
@@ -100,21 +105,30 @@ class FakeKube implements KubeApi {
   }
 }
 
-/** A CSI client that records publish and unpublish; a publish answers once released. */
+/**
+ * A CSI client that records publish and unpublish; a publish answers once released. As the real
+ * client does, it asks the call's fence right before "sending" and refuses the call on a no.
+ */
 class FakeCsi implements CsiClient {
   calls: string[] = [];
   holdPublish = false;
+  /** Called when a call is received, before it answers. */
+  onCall: (() => void) | undefined;
   #release: (() => void) | undefined;
   releasePublish(): void {
     this.#release?.();
   }
-  async controllerPublishVolume(req: ControllerPublishVolumeRequest, _o: CallOptions) {
+  async controllerPublishVolume(req: ControllerPublishVolumeRequest, o: CallOptions) {
+    if (o.fence?.() === false) throw new FencedCsiCallError();
     this.calls.push(`publish ${req.volumeId}`);
+    this.onCall?.();
     if (this.holdPublish) await new Promise<void>((resolve) => this.#release = resolve);
     return { publishContext: {} };
   }
-  controllerUnpublishVolume(req: ControllerUnpublishVolumeRequest, _o: CallOptions) {
+  controllerUnpublishVolume(req: ControllerUnpublishVolumeRequest, o: CallOptions) {
+    if (o.fence?.() === false) return Promise.reject(new FencedCsiCallError());
     this.calls.push(`unpublish ${req.volumeId}`);
+    this.onCall?.();
     return Promise.resolve();
   }
   probe(): never {
@@ -163,7 +177,7 @@ function va(deleting: boolean): VolumeAttachment {
   };
 }
 
-function setUp(opts: { secret?: boolean } = {}) {
+function setUp(opts: { secret?: boolean; fence?: LeaseFence } = {}) {
   const kube = new FakeKube();
   kube.objects.set("persistentvolumes/pv1", pv(opts.secret ?? false));
   const csi = new FakeCsi();
@@ -184,6 +198,7 @@ function setUp(opts: { secret?: boolean } = {}) {
     },
     memory: new AttachmentMemory({ backoff: { forget() {} } }),
     events: sink,
+    ...(opts.fence ? { fence: opts.fence } : {}),
   }, {
     driverName: DRIVER,
     timeoutMs: 1000,
@@ -265,4 +280,111 @@ Deno.test("CsiHandler: an attach leaves the VolumeAttachment it was given (the c
   assert.equal(await handler.syncVolumeAttachment(cached, new AbortController().signal), "done");
   assert.ok(kube.calls.some((c) => c.what === "patch volumeattachments va1"), "finalizer patched");
   assert.deepEqual(cached, before);
+});
+
+/** A fence the test closes by hand; counts the questions. */
+function testFence(): LeaseFence & { open: boolean; asked: number } {
+  const f = {
+    open: true,
+    asked: 0,
+    valid: () => {
+      f.asked++;
+      return f.open;
+    },
+  };
+  return f;
+}
+
+Deno.test("CsiHandler: a fence that closes while the VA patch is in flight stops the attach before the publish", async () => {
+  const fence = testFence();
+  const { kube, csi, events, handler } = setUp({ fence });
+  kube.hold.add("patch volumeattachments va1");
+  const syncing = handler.syncVolumeAttachment(va(false), new AbortController().signal);
+  await settle();
+  fence.open = false;
+  kube.release();
+  assert.equal(await syncing, "stopped");
+  assert.deepEqual(csi.calls, [], "no ControllerPublishVolume");
+  assert.deepEqual(kube.calls.map((c) => c.what), [
+    `patch ${PERSISTENT_VOLUMES.plural} pv1`,
+    "patch volumeattachments va1",
+  ], "no attachError, no status");
+  assert.deepEqual(events, []);
+});
+
+Deno.test("CsiHandler: a closed fence writes nothing at all: not the PV finalizer, not the VA", async () => {
+  const fence = testFence();
+  fence.open = false;
+  const { kube, csi, handler } = setUp({ fence });
+  assert.equal(
+    await handler.syncVolumeAttachment(va(false), new AbortController().signal),
+    "stopped",
+  );
+  assert.equal(
+    await handler.syncVolumeAttachment(va(true), new AbortController().signal),
+    "stopped",
+  );
+  assert.deepEqual(kube.calls, []);
+  assert.deepEqual(csi.calls, []);
+});
+
+Deno.test("CsiHandler: the fence goes with the driver call; its no at the write leaves the VA as it is", async () => {
+  const fence = testFence();
+  const { kube, csi, events, handler } = setUp({ fence });
+  // Open for the handler's own question right before the call, closed when the client asks
+  // (right before the request's bytes would be written).
+  kube.hold.add("patch volumeattachments va1");
+  const syncing = handler.syncVolumeAttachment(va(false), new AbortController().signal);
+  await settle();
+  const askedBefore = fence.asked;
+  const valid = fence.valid;
+  fence.valid = () => fence.asked++ === askedBefore ? valid() : false;
+  kube.release();
+  assert.equal(await syncing, "stopped");
+  assert.deepEqual(csi.calls, [], "refused by the client: never sent");
+  assert.equal(kube.calls.length, 2, "no attachError written");
+  assert.deepEqual(events, []);
+});
+
+Deno.test("CsiHandler: a fence closed when the publish returns leaves attached unwritten for the next leader", async () => {
+  const fence = testFence();
+  const { kube, csi, events, handler } = setUp({ fence });
+  csi.onCall = () => fence.open = false; // a pause while the driver works
+  assert.equal(
+    await handler.syncVolumeAttachment(va(false), new AbortController().signal),
+    "stopped",
+  );
+  assert.deepEqual(csi.calls, ["publish vol1"]);
+  assert.equal(
+    kube.calls.find((c) => c.what.startsWith("patch volumeattachments/status")),
+    undefined,
+  );
+  assert.deepEqual(events, []);
+});
+
+Deno.test("CsiHandler: a fence closed when the unpublish returns keeps the finalizer for the next leader", async () => {
+  const fence = testFence();
+  const { kube, csi, handler } = setUp({ fence });
+  csi.onCall = () => fence.open = false;
+  assert.equal(
+    await handler.syncVolumeAttachment(va(true), new AbortController().signal),
+    "stopped",
+  );
+  assert.deepEqual(csi.calls, ["unpublish vol1"]);
+  assert.deepEqual(kube.calls, [], "the finalizer stays, no status write");
+});
+
+Deno.test("CsiHandler: a closed fence keeps the PV finalizer", async () => {
+  const fence = testFence();
+  const { kube, handler } = setUp({ fence });
+  const deleted: PersistentVolume = {
+    ...pv(false),
+    metadata: { name: "pv1", finalizers: [FIN], deletionTimestamp: "2026-01-01T00:00:00Z" },
+  };
+  fence.open = false;
+  assert.equal(await handler.syncPersistentVolume(deleted), "stopped");
+  assert.equal(kube.calls.length, 0);
+  fence.open = true;
+  assert.equal(await handler.syncPersistentVolume(deleted), "done");
+  assert.deepEqual(kube.calls.map((c) => c.what), [`patch ${PERSISTENT_VOLUMES.plural} pv1`]);
 });

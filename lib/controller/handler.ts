@@ -16,8 +16,9 @@ import type { CsiNode, PersistentVolume, VolumeAttachment } from "../kube/types.
  * How a sync ended, as the controller applies it to the key:
  * - `done`: finished, or nothing to do: the key's backoff is reset (client-go `Forget`);
  * - `retry`: failed: the key is added again after its backoff (`AddRateLimited`);
- * - `stopped`: the attacher is stopping and the sync ended before it called the driver, having
- *   recorded nothing: the key is left as it is, for the next leader.
+ * - `stopped`: the attacher is stopping and the sync ended before it called the driver, or the
+ *   lease fence closed and the sync ended before its next write or driver call; it recorded
+ *   nothing more: the key is left as it is, for the next leader.
  */
 export type SyncOutcome = "done" | "retry" | "stopped";
 

@@ -21,6 +21,7 @@ import type { CsiClient } from "../csi/api.ts";
 import { notFoundError, PERSISTENT_VOLUMES } from "../kube/api.ts";
 import type { VolumeAttachment } from "../kube/types.ts";
 import type { Logger } from "../observe/logger.ts";
+import { FENCE_REFUSED_MESSAGE, type LeaseFence, UNFENCED } from "../lease_fence.ts";
 import type { RateLimitingQueue } from "../workqueue/types.ts";
 import type { AttachmentMemory } from "./attachment_memory.ts";
 import type { HandlerStores } from "./handler.ts";
@@ -47,6 +48,11 @@ export interface ListVolumesReconcilerDeps {
   memory: AttachmentMemory;
   /** The VolumeAttachment queue: VAs found out of sync are added; busy ones are left alone. */
   queue: Pick<RateLimitingQueue, "add" | "isQueuedOrProcessing">;
+  /**
+   * The leader's lease fence, asked before each ListVolumes page and before the differences are
+   * queued: a pass whose fence closed acts on nothing.
+   */
+  fence?: LeaseFence;
 }
 
 /** Options of {@link ListVolumesReconciler}. */
@@ -71,18 +77,27 @@ export class ListVolumesReconciler implements Reconciler {
   #deps: ListVolumesReconcilerDeps;
   #clock: Clock;
   #opts: ListVolumesReconcilerOptions;
+  #fence: LeaseFence;
 
   /** Builds the reconciler; nothing runs until {@link reconcile}. */
   constructor(deps: ListVolumesReconcilerDeps, opts: ListVolumesReconcilerOptions) {
     this.#deps = deps;
     this.#clock = deps.clock ?? realClock;
     this.#opts = opts;
+    this.#fence = deps.fence ?? UNFENCED;
+  }
+
+  /** True (and logged) when the lease fence is closed. */
+  #fenceClosed(): boolean {
+    if (this.#fence.valid()) return false;
+    this.#deps.log.info(FENCE_REFUSED_MESSAGE, { reconciler: "ListVolumes" });
+    return true;
   }
 
   /**
    * One pass: every ListVolumes page within {@link ListVolumesReconcilerOptions.timeoutMs},
    * then each differing VA marked out of sync and queued. Returns early, having queued nothing,
-   * when `signal` aborts between pages.
+   * when `signal` aborts or the lease fence closes between pages or before the queueing.
    *
    * @throws {Error} when a ListVolumes call fails (the Go attacher's text)
    */
@@ -98,7 +113,7 @@ export class ListVolumesReconciler implements Reconciler {
     const published = new Map<string, Set<string>>();
     let token = "";
     do {
-      if (signal.aborted) return;
+      if (signal.aborted || this.#fenceClosed()) return;
       const timeoutMs = Math.max(1, deadline - this.#clock.now());
       let page;
       try {
@@ -118,6 +133,7 @@ export class ListVolumesReconciler implements Reconciler {
       }
       token = page.nextToken;
     } while (token !== "");
+    if (signal.aborted || this.#fenceClosed()) return;
 
     for (const va of stores.volumeAttachments.list()) {
       if (va.spec?.attacher !== this.#opts.driverName) continue;

@@ -11,15 +11,19 @@ import type { KubeApi } from "../kube/api.ts";
 import type { Logger } from "../observe/logger.ts";
 import { createMergePatch } from "../kube/patches.ts";
 import type { PersistentVolume, VolumeAttachment } from "../kube/types.ts";
+import { FENCE_REFUSED_MESSAGE, type LeaseFence, UNFENCED } from "../lease_fence.ts";
 
 /** Marks VolumeAttachments attached without talking to a driver. */
 export class TrivialHandler implements Handler {
   #kube: KubeApi;
   #log: Logger;
+  #fence: LeaseFence;
 
-  constructor(deps: { kube: KubeApi; log: Logger }) {
+  /** `fence`: the leader's lease fence, asked right before the status write. */
+  constructor(deps: { kube: KubeApi; log: Logger; fence?: LeaseFence }) {
     this.#kube = deps.kube;
     this.#log = deps.log;
+    this.#fence = deps.fence ?? UNFENCED;
   }
 
   /** Marks `va` attached; the write completes even when the attacher is stopping. */
@@ -37,6 +41,10 @@ export class TrivialHandler implements Handler {
       attachmentMetadata: undefined,
       attachError: undefined,
     };
+    if (!this.#fence.valid()) {
+      log.info(FENCE_REFUSED_MESSAGE);
+      return "stopped";
+    }
     try {
       await this.#kube.patch(VOLUME_ATTACHMENTS, name, {
         type: "merge",

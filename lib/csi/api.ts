@@ -56,6 +56,12 @@ export interface CallOptions {
   timeoutMs: number;
   /** Extra metrics label `migrated` (CSI migration). */
   migrated?: boolean;
+  /**
+   * Asked synchronously immediately before the request is written to the connection (nothing
+   * asynchronous runs between the answer and the write); when it says no, the request is not
+   * sent and the call rejects with {@link FencedCsiCallError}. The leader's lease fence.
+   */
+  fence?: () => boolean;
 }
 
 /** The calls the attacher makes to a CSI driver. Every method rejects with {@link CsiError}. */
@@ -100,5 +106,16 @@ export class CsiError extends Error {
     this.name = "CsiError";
     this.code = code;
     this.details = details;
+  }
+}
+
+/**
+ * A call whose {@link CallOptions.fence} said no: its request was not written, the driver never
+ * saw it. Not a gRPC status (`code` undefined) and not counted in the call metrics.
+ */
+export class FencedCsiCallError extends CsiError {
+  constructor() {
+    super(undefined, "request not sent: this replica's lease could have passed to another");
+    this.name = "FencedCsiCallError";
   }
 }

@@ -13,13 +13,14 @@ import {
   type ControllerUnpublishVolumeRequest,
   type CsiClient,
   CsiError,
+  FencedCsiCallError,
   type ListedVolume,
 } from "./api.ts";
 import { type Clock, realClock } from "../clock.ts";
 import { errorText } from "../errors.ts";
 import { type CsiMethod, csiMethod, type CsiServiceName } from "./schema.ts";
 import { logGrpcRequest, logGrpcResult } from "./grpc_log.ts";
-import { DEADLINE_DETAILS, GrpcChannel } from "../wire/grpc/channel.ts";
+import { DEADLINE_DETAILS, FencedCallError, GrpcChannel } from "../wire/grpc/channel.ts";
 import type { Http2SessionOptions } from "../wire/http2/session.ts";
 import { decodeMessage, encodeMessage } from "../wire/grpc/protowire.ts";
 import { GrpcCode, grpcCodeName, GrpcStatusError } from "../wire/grpc/status.ts";
@@ -249,11 +250,17 @@ export class GrpcCsiClient implements CsiClient {
     const startedAt = this.#clock.now();
     const deadlineMs = startedAt + opts.timeoutMs;
     try {
-      const response = await this.#invoke(method, request, opts.timeoutMs);
+      const response = await this.#invoke(method, request, opts);
       this.#report(method, "OK", startedAt, opts);
       logGrpcResult(this.#log, method, { response }, this.#maxGrpcLogLength);
       return response as Res;
     } catch (err) {
+      if (err instanceof FencedCallError) {
+        // Never sent: not a call of the driver's, so not in the call metrics.
+        const fenced = new FencedCsiCallError();
+        logGrpcResult(this.#log, method, { error: fenced }, this.#maxGrpcLogLength);
+        throw fenced;
+      }
       const csiErr = toCsiError(err, this.#clock.now() >= deadlineMs - 5);
       this.#report(
         method,
@@ -266,7 +273,7 @@ export class GrpcCsiClient implements CsiClient {
     }
   }
 
-  async #invoke(method: CsiMethod, request: object, timeoutMs: number): Promise<object> {
+  async #invoke(method: CsiMethod, request: object, opts: CallOptions): Promise<object> {
     let bytes: Uint8Array;
     try {
       bytes = encodeMessage(method.requestType, request);
@@ -275,7 +282,7 @@ export class GrpcCsiClient implements CsiClient {
         cause: err,
       });
     }
-    const reply = await this.#channel.unary(method.path, bytes, timeoutMs);
+    const reply = await this.#channel.unary(method.path, bytes, opts.timeoutMs, opts.fence);
     try {
       return decodeMessage(method.responseType, reply);
     } catch (err) {

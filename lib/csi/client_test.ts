@@ -1,5 +1,10 @@
 import assert from "node:assert/strict";
-import { type AccessModeName, type ControllerPublishVolumeRequest, CsiError } from "./api.ts";
+import {
+  type AccessModeName,
+  type ControllerPublishVolumeRequest,
+  CsiError,
+  FencedCsiCallError,
+} from "./api.ts";
 import { GRPC_CODE_NAMES } from "../wire/grpc/status.ts";
 import { type CsiCallInfo, csiTarget, GrpcCsiClient, type GrpcCsiClientOptions } from "./client.ts";
 import { nullLogger } from "../observe/logger.ts";
@@ -370,4 +375,35 @@ Deno.test("GrpcCsiClient fails fast with Unavailable when no driver listens", as
     client.close();
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("GrpcCsiClient: a call whose fence says no is not written; the next call goes through", async () => {
+  const req = publishRequest();
+  await withDriver({
+    script: [{
+      method: "ControllerPublishVolume",
+      expect: { ...req },
+      respond: { publishContext: {} },
+    }],
+  }, async ({ driver, client, calls }) => {
+    await client.probe(T); // connected: the fenced call below is refused at the write
+    calls.length = 0;
+    let asked = 0;
+    await assert.rejects(
+      client.controllerPublishVolume(req, {
+        ...T,
+        fence: () => {
+          asked++;
+          return false;
+        },
+      }),
+      (err: unknown) => err instanceof FencedCsiCallError && err.code === undefined,
+    );
+    assert.equal(asked, 1);
+    assert.deepEqual(driver.calls.map((c) => c.method), ["Probe"]);
+    assert.deepEqual(calls, [], "a call never sent is not in the call metrics");
+    await client.controllerPublishVolume(req, { ...T, fence: () => ++asked > 0 });
+    assert.deepEqual(driver.calls.map((c) => c.method), ["Probe", "ControllerPublishVolume"]);
+    assert.equal(asked, 2);
+  });
 });

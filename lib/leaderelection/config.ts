@@ -1,6 +1,7 @@
 /**
  * Where the leader election's Lease lives and who this replica is, as csi-lib-utils'
- * `leaderelection` package decides them for the CSI sidecars.
+ * `leaderelection` package decides them for the CSI sidecars; and the timing client-go's
+ * `NewLeaderElector` accepts.
  *
  * @module
  */
@@ -57,4 +58,32 @@ export function leaderElectionNamespace(sources: NamespaceSources): string {
  */
 export function leaderIdentity(hostname: string): string {
   return hostname === "" ? "" : sanitizeDriverName(hostname);
+}
+
+/** client-go's `JitterFactor`: acquire attempts are spread over 1–2.2 retry periods. */
+export const JITTER_FACTOR = 1.2;
+
+/**
+ * Checks the timing as client-go's `NewLeaderElector` does.
+ *
+ * @throws {RangeError} when a duration is not a positive finite number, when
+ *   `leaseDurationMs <= renewDeadlineMs`, or when `renewDeadlineMs <= 1.2 × retryPeriodMs`.
+ */
+export function checkTiming(
+  opts: { leaseDurationMs: number; renewDeadlineMs: number; retryPeriodMs: number },
+): void {
+  for (const key of ["leaseDurationMs", "renewDeadlineMs", "retryPeriodMs"] as const) {
+    if (!Number.isFinite(opts[key])) {
+      throw new RangeError(`Cannot create leader elector: ${key} must be a finite number`);
+    }
+  }
+  if (opts.leaseDurationMs <= opts.renewDeadlineMs) {
+    throw new RangeError("leaseDuration must be greater than renewDeadline");
+  }
+  if (opts.renewDeadlineMs <= JITTER_FACTOR * opts.retryPeriodMs) {
+    throw new RangeError("renewDeadline must be greater than retryPeriod*JitterFactor");
+  }
+  if (opts.leaseDurationMs < 1) throw new RangeError("leaseDuration must be greater than zero");
+  if (opts.renewDeadlineMs < 1) throw new RangeError("renewDeadline must be greater than zero");
+  if (opts.retryPeriodMs < 1) throw new RangeError("retryPeriod must be greater than zero");
 }

@@ -10,10 +10,22 @@
  * own clock. Writes are optimistic on `metadata.resourceVersion`, so of two replicas racing for
  * the lease exactly one wins (the other gets 409 Conflict and tries again a period later).
  *
+ * Beyond client-go, the leader fences itself ({@link LeaderElector.fence}): it counts as leader
+ * only while `now - start < leaseDurationSeconds - margin` on its monotonic clock, `start` being
+ * when its last successful acquire or renew request started. Another replica starts counting the
+ * lease when it reads the record, which is after the request started, so before the fence says
+ * no, nobody can have taken the lease over. A pause (SIGSTOP, a frozen VM) longer than that ends
+ * the term at the first question asked after it, before any timer could fire; a renewal that
+ * reads the Lease held by someone else ends it at once. See `./term_fence.ts`.
+ *
  * @module
  */
 
 import { type Clock, realClock } from "../clock.ts";
+import type { LeaseFence } from "../lease_fence.ts";
+import { LEASE_LAPSED_MESSAGE, TermFence } from "./term_fence.ts";
+import { checkTiming, JITTER_FACTOR } from "./config.ts";
+import { EMPTY_RECORD, type LeaderElectionRecord, recordOf, specOf } from "./record.ts";
 import { linkSignal, raceAbort } from "../abort.ts";
 import { isNotFound, type KubeApi, LEASES } from "../kube/api.ts";
 import type { Logger } from "../observe/logger.ts";
@@ -21,14 +33,16 @@ import { formatMicroTime } from "../kube/time.ts";
 import type { EventSink, EventSinks } from "../events/recorder.ts";
 import type { Lease, ObjectReference } from "../kube/types.ts";
 
-/** client-go's `JitterFactor`: acquire attempts are spread over 1–2.2 retry periods. */
-export const JITTER_FACTOR = 1.2;
+export { JITTER_FACTOR } from "./config.ts";
 
 /**
  * csi-lib-utils' `DefaultHealthCheckTimeout`: how long past the lease duration a leader may go
  * without renewing before {@link LeaderElector.healthCheck} reports it unhealthy.
  */
 export const DEFAULT_HEALTH_CHECK_TIMEOUT_MS = 20_000;
+
+/** The text logged when a renewal finds the Lease held by another replica. */
+export const LEASE_TAKEN_MESSAGE = "Lease is held by another replica, stopping leading";
 
 /** The leader-election metrics, as client-go reports them (`leader_election_*{name}`). */
 export interface LeaderElectionMetrics {
@@ -97,36 +111,33 @@ export interface LeaderCallbacks {
    */
   onStartedLeading(leaderSignal: AbortSignal): Promise<void> | void;
   /**
-   * Called when the lease was lost: it could not be renewed within the renew deadline. Another
-   * replica may already be leading, so the caller should stop at once (the sidecars exit 1).
-   * Not called when the run signal aborts.
+   * Called when the lease was lost: it could not be renewed within the renew deadline, the
+   * fence closed (the lease could have passed to another replica), or a renewal read it held by
+   * another replica. Another replica may already be leading, so the caller should stop at once
+   * (the sidecars exit 1). Not called when the run signal aborts.
    */
   onStoppedLeading(): void;
   /** Called when the observed holder changes (also to "" after a release). */
   onNewLeader?(identity: string): void;
 }
 
-/** client-go's `resourcelock.LeaderElectionRecord`, the part of a Lease the election uses. */
-interface LeaderElectionRecord {
-  holderIdentity: string;
-  leaseDurationSeconds: number;
-  /** MicroTime text, kept as received: it is carried over, never compared. */
-  acquireTime: string | null;
-  renewTime: string | null;
-  leaderTransitions: number;
+/**
+ * How one renewal round (a poll of up to `renewDeadline`) ended; `taken`: an attempt read the
+ * Lease held by another replica.
+ */
+type RenewOutcome = "renewed" | "failed" | "taken" | "stopped";
+
+/** How one acquire or renew attempt ended; `held`: another replica holds a valid lease. */
+type AttemptOutcome = "ok" | "failed" | "held";
+
+/** One term of leadership, from acquisition to its end. */
+interface Term {
+  /** The leader signal's controller. */
+  leader: AbortController;
+  /** Aborts when the fence closes: ends the renewals and their requests. */
+  lapse: AbortController;
+  fence: TermFence;
 }
-
-/** The record of a Lease nobody has written. */
-const EMPTY_RECORD: LeaderElectionRecord = Object.freeze({
-  holderIdentity: "",
-  leaseDurationSeconds: 0,
-  acquireTime: null,
-  renewTime: null,
-  leaderTransitions: 0,
-});
-
-/** How one renewal round (a poll of up to `renewDeadline`) ended. */
-type RenewOutcome = "renewed" | "failed" | "stopped";
 
 /** How the onStartedLeading promise settled. */
 type WorkOutcome = { failed: false } | { failed: true; error: unknown };
@@ -203,6 +214,18 @@ export class LeaderElector {
   #running = false;
   /** Where the `LeaderElection` Events are queued; none when no sink was given. */
   #events: EventSink | undefined;
+  /** The term while this replica leads. */
+  #term: Term | undefined;
+  /** When the last successful write naming this replica started (monotonic ms). */
+  #wroteAt = -Infinity;
+
+  /**
+   * The fence of this replica's work ({@link import("../lease_fence.ts").LeaseFence}): true while
+   * it leads and its lease cannot have passed to another replica, on the elector's monotonic
+   * clock. The first call that finds it closed ends the term: the leader signal aborts at once
+   * and `onStoppedLeading` follows.
+   */
+  readonly fence: LeaseFence = { valid: () => this.leadershipValid() };
 
   /**
    * Validates the timing as client-go's `NewLeaderElector` does.
@@ -212,20 +235,7 @@ export class LeaderElector {
    * @throws {TypeError} when the name, namespace or identity is empty.
    */
   constructor(deps: LeaderElectorDeps, opts: LeaderElectorOptions) {
-    for (const key of ["leaseDurationMs", "renewDeadlineMs", "retryPeriodMs"] as const) {
-      if (!Number.isFinite(opts[key])) {
-        throw new RangeError(`Cannot create leader elector: ${key} must be a finite number`);
-      }
-    }
-    if (opts.leaseDurationMs <= opts.renewDeadlineMs) {
-      throw new RangeError("leaseDuration must be greater than renewDeadline");
-    }
-    if (opts.renewDeadlineMs <= JITTER_FACTOR * opts.retryPeriodMs) {
-      throw new RangeError("renewDeadline must be greater than retryPeriod*JitterFactor");
-    }
-    if (opts.leaseDurationMs < 1) throw new RangeError("leaseDuration must be greater than zero");
-    if (opts.renewDeadlineMs < 1) throw new RangeError("renewDeadline must be greater than zero");
-    if (opts.retryPeriodMs < 1) throw new RangeError("retryPeriod must be greater than zero");
+    checkTiming(opts);
     if (opts.identity === "") throw new TypeError("Lock identity is empty");
     if (opts.name === "") throw new TypeError("Cannot create leader elector: lease name is empty");
     if (opts.namespace === "") {
@@ -255,6 +265,17 @@ export class LeaderElector {
     // csi-lib-utils' leaderelection: `EventSource{Component: "<lock name>/<identity>"}`.
     this.#events = deps.events?.withSource({ component: `${opts.name}/${opts.identity}` });
     this.#healthCheckTimeoutMs = healthCheckTimeoutMs;
+  }
+
+  /** See {@link fence}. */
+  leadershipValid(): boolean {
+    return this.#term?.fence.valid() ?? false;
+  }
+
+  /** A write naming this replica, started at `startedAt`, succeeded: the fence moves. */
+  #wrote(startedAt: number): void {
+    this.#wroteAt = Math.max(this.#wroteAt, startedAt);
+    this.#term?.fence.wrote(startedAt);
   }
 
   /** True when the last record this replica saw or wrote names it as the holder. */
@@ -318,7 +339,7 @@ export class LeaderElector {
       const request = this.#requestSignal(signal);
       let acquired: boolean;
       try {
-        acquired = await this.#tryAcquireOrRenew(request.signal);
+        acquired = await this.#tryAcquireOrRenew(request.signal) === "ok";
       } finally {
         request.done();
       }
@@ -340,12 +361,32 @@ export class LeaderElector {
   /** Leads from acquisition to the end of leadership; see {@link run}. */
   async #lead(signal: AbortSignal, callbacks: LeaderCallbacks): Promise<void> {
     const leader = new AbortController();
+    const lapse = new AbortController();
+    const fence = new TermFence(this.#clock, this.#writtenSeconds(), this.#wroteAt, (err) => {
+      this.#metrics?.setLeader(this.#name, false);
+      this.#log.error(err, LEASE_LAPSED_MESSAGE, { identity: this.#identity });
+      lapse.abort(err);
+      leader.abort(err);
+    });
+    const term: Term = { leader, lapse, fence };
+    this.#term = term;
+    try {
+      await this.#leadTerm(signal, callbacks, term);
+    } finally {
+      fence.close();
+      this.#term = undefined;
+    }
+  }
+
+  async #leadTerm(signal: AbortSignal, callbacks: LeaderCallbacks, term: Term): Promise<void> {
+    const { leader } = term;
     const stopRenewing = new AbortController();
-    const renewing = this.#renewLoop(stopRenewing.signal, callbacks);
+    const renewing = this.#renewLoop(stopRenewing.signal, term.lapse.signal, callbacks);
     const work = startWork(callbacks, leader.signal);
     // Every promise raced here settles before #lead returns (`renewing` is awaited on each
     // path, `work` is awaited); the process-long `signal` is only listened to through
-    // raceAbort, which unsubscribes when the wait ends.
+    // raceAbort, which unsubscribes when the wait ends. A closed fence ends the renewals (their
+    // requests and waits abort with `term.lapse`), so it reaches `lost` through `renewing`.
     const lost = renewing.then(() => "lost" as const);
     let first = await raceAbort(
       Promise.race([lost, work.then((w) => w.failed ? "failed" as const : "done" as const)]),
@@ -354,6 +395,7 @@ export class LeaderElector {
     // Work that ended by itself does not end the term: keep leading until lost or cancelled.
     if (first === "done") first = await raceAbort(lost, signal);
     if (first === "lost") {
+      this.#endTerm(term);
       leader.abort(new Error(`Lost lease ${this.#namespace}/${this.#name}`));
       this.#stoppedLeading(callbacks);
       this.#logWorkFailure(await work);
@@ -361,6 +403,7 @@ export class LeaderElector {
     }
     if (first === "failed") {
       const outcome = await work;
+      this.#endTerm(term);
       leader.abort(new Error("Leader work failed"));
       stopRenewing.abort();
       await renewing;
@@ -373,39 +416,65 @@ export class LeaderElector {
     const second = await Promise.race([lost, work.then(() => "settled" as const)]);
     this.#logWorkFailure(await work);
     if (second === "lost") {
+      this.#endTerm(term);
       this.#stoppedLeading(callbacks);
       return;
     }
     stopRenewing.abort();
-    if (await renewing === "failed") {
+    const ended = await renewing;
+    if (ended !== "stopped" || term.lapse.signal.aborted) {
+      this.#endTerm(term);
       this.#stoppedLeading(callbacks);
       return;
     }
+    this.#endTerm(term);
     this.#metrics?.setLeader(this.#name, false);
     this.#recordEvent("stopped leading");
     if (this.#releaseOnCancel) await this.#release();
   }
 
-  /** Renews until a renewal round fails (resolves "failed") or `stop` aborts ("stopped"). */
+  /**
+   * Renews until a renewal round fails ("failed"), finds the Lease taken ("taken"), or `stop`
+   * or `cut` aborts ("stopped"); `cut` (the fence closed) also aborts a request in flight.
+   */
   async #renewLoop(
     stop: AbortSignal,
+    cut: AbortSignal,
     callbacks: LeaderCallbacks,
   ): Promise<Exclude<RenewOutcome, "renewed">> {
-    for (;;) {
-      const outcome = await this.#renewRound(stop);
-      this.#maybeReportTransition(callbacks);
-      if (outcome !== "renewed") return outcome;
-      this.#log.v(5).info("Successfully renewed lease");
-      if (!await this.#sleep(this.#retryPeriodMs, stop)) return "stopped";
+    const either = linkSignal(stop, cut);
+    try {
+      for (;;) {
+        const outcome = await this.#renewRound(either.signal, cut);
+        this.#maybeReportTransition(callbacks);
+        if (outcome !== "renewed") return outcome;
+        this.#log.v(5).info("Successfully renewed lease");
+        if (!await this.#sleep(this.#retryPeriodMs, either.signal)) return "stopped";
+      }
+    } finally {
+      either.dispose();
     }
+  }
+
+  /** The term is over: the fence closes for good (no question reopens it). */
+  #endTerm(term: Term): void {
+    term.fence.close();
+  }
+
+  /** The lease duration written into the Lease, in whole seconds (what other replicas count). */
+  #writtenSeconds(): number {
+    return Math.floor(this.#leaseDurationMs / 1000);
   }
 
   /**
    * One renewal round, client-go's `PollUntilContextTimeout(retryPeriod, renewDeadline)`: an
    * attempt at once, then one every retry period, until one succeeds or the renew deadline
-   * passes (which also aborts an attempt in flight). `stop` interrupts only the waits.
+   * passes (which also aborts an attempt in flight). `stop` interrupts only the waits; `cut`
+   * also the attempt in flight. Beyond client-go, an attempt that reads the Lease held by
+   * another replica ends the round at once ("taken"): polling on cannot win it back before
+   * the deadline, and meanwhile the other replica leads.
    */
-  async #renewRound(stop: AbortSignal): Promise<RenewOutcome> {
+  async #renewRound(stop: AbortSignal, cut: AbortSignal): Promise<RenewOutcome> {
     const deadline = new AbortController();
     const timer = this.#clock.setTimer(this.#renewDeadlineMs, () => {
       deadline.abort(
@@ -415,10 +484,22 @@ export class LeaderElector {
         ),
       );
     });
+    const request = linkSignal(deadline.signal, cut);
     try {
       for (;;) {
         const startedAt = this.#clock.now();
-        if (await this.#tryAcquireOrRenew(deadline.signal)) return "renewed";
+        const attempt = await this.#tryAcquireOrRenew(request.signal);
+        if (attempt === "ok") return "renewed";
+        if (cut.aborted) return "stopped";
+        if (attempt === "held") {
+          this.#metrics?.setLeader(this.#name, false);
+          this.#log.error(
+            new Error(`Lease ${this.#namespace}/${this.#name} is held by ${this.getLeader()}`),
+            LEASE_TAKEN_MESSAGE,
+            { holder: this.getLeader(), identity: this.#identity },
+          );
+          return "taken";
+        }
         if (deadline.signal.aborted) break;
         const waitMs = Math.max(0, startedAt + this.#retryPeriodMs - this.#clock.now());
         const either = linkSignal(deadline.signal, stop);
@@ -432,22 +513,24 @@ export class LeaderElector {
       this.#log.error(deadline.signal.reason, "Failed to renew lease");
       return "failed";
     } finally {
+      request.dispose();
       timer.cancel();
     }
   }
 
   /**
-   * One attempt to acquire or renew, client-go's `tryAcquireOrRenew`: true when this replica
-   * holds the lease afterwards. Never throws: failures are logged and give false.
+   * One attempt to acquire or renew, client-go's `tryAcquireOrRenew`: "ok" when this replica
+   * holds the lease afterwards, "held" when another replica's lease is valid, "failed"
+   * otherwise. Never throws: failures are logged. A successful write moves the fence.
    */
-  async #tryAcquireOrRenew(signal: AbortSignal): Promise<boolean> {
+  async #tryAcquireOrRenew(signal: AbortSignal): Promise<AttemptOutcome> {
     // The lease's validity is judged on the monotonic clock, from our own observations (as
     // client-go does); the times written into the Lease are wall time.
     const now = this.#clock.now();
     const nowText = formatMicroTime(this.#clock.wallNow());
     const desired: LeaderElectionRecord = {
       holderIdentity: this.#identity,
-      leaseDurationSeconds: Math.floor(this.#leaseDurationMs / 1000),
+      leaseDurationSeconds: this.#writtenSeconds(),
       acquireTime: nowText,
       renewTime: nowText,
       leaderTransitions: 0,
@@ -460,10 +543,12 @@ export class LeaderElector {
         acquireTime: this.#observedRecord.acquireTime,
         leaderTransitions: this.#observedRecord.leaderTransitions,
       };
+      const startedAt = this.#clock.now();
       try {
         await this.#update(record, signal);
         this.#setObservedRecord(record);
-        return true;
+        this.#wrote(startedAt);
+        return "ok";
       } catch (err) {
         this.#log.error(err, "Failed to update lock optimistically, falling back to slow path");
       }
@@ -479,17 +564,19 @@ export class LeaderElector {
     } catch (err) {
       if (!isNotFound(err)) {
         this.#log.error(err, "Error retrieving resource lock");
-        return false;
+        return "failed";
       }
+      const startedAt = this.#clock.now();
       try {
         await this.#create(desired, signal);
       } catch (createErr) {
         // 409 AlreadyExists: another replica created it first.
         this.#log.error(createErr, "Error initially creating leader election record");
-        return false;
+        return "failed";
       }
       this.#setObservedRecord(desired);
-      return true;
+      this.#wrote(startedAt);
+      return "ok";
     }
     this.#lease = lease;
 
@@ -504,7 +591,7 @@ export class LeaderElector {
       this.#log.v(4).info("Lock is held and has not yet expired", {
         holder: current.holderIdentity,
       });
-      return false;
+      return "held";
     }
 
     // 4. Take over (or renew on the slow path) with the resourceVersion just read.
@@ -519,15 +606,17 @@ export class LeaderElector {
     } else {
       record = { ...desired, leaderTransitions: current.leaderTransitions + 1 };
     }
+    const startedAt = this.#clock.now();
     try {
       await this.#update(record, signal);
     } catch (err) {
       // 409 Conflict: another replica wrote since our read; try again next period.
       this.#log.error(err, "Failed to update lock");
-      return false;
+      return "failed";
     }
     this.#setObservedRecord(record);
-    return true;
+    this.#wrote(startedAt);
+    return "ok";
   }
 
   /**
@@ -692,28 +781,6 @@ export class LeaderElector {
   #sleep(ms: number, signal: AbortSignal): Promise<boolean> {
     return this.#clock.sleep(ms, signal).then(() => true, () => false);
   }
-}
-
-/** The election record of `lease`; missing fields read as client-go reads them (zero). */
-function recordOf(lease: Lease): LeaderElectionRecord {
-  const spec = lease.spec ?? {};
-  return {
-    holderIdentity: spec.holderIdentity ?? "",
-    leaseDurationSeconds: spec.leaseDurationSeconds ?? 0,
-    acquireTime: spec.acquireTime ?? null,
-    renewTime: spec.renewTime ?? null,
-    leaderTransitions: spec.leaseTransitions ?? 0,
-  };
-}
-
-function specOf(record: LeaderElectionRecord): Lease["spec"] {
-  return {
-    holderIdentity: record.holderIdentity,
-    leaseDurationSeconds: record.leaseDurationSeconds,
-    acquireTime: record.acquireTime,
-    renewTime: record.renewTime,
-    leaseTransitions: record.leaderTransitions,
-  };
 }
 
 /** Calls onStartedLeading; the result never rejects, it reports how the work ended. */

@@ -8,6 +8,7 @@ import {
   type LeaderElectorOptions,
 } from "./elector.ts";
 import { nullLogger } from "../observe/logger.ts";
+import { fenceMarginMs } from "./term_fence.ts";
 import { EventRecorder } from "../events/recorder.ts";
 import { formatMicroTime } from "../kube/time.ts";
 import type { Lease } from "../kube/types.ts";
@@ -269,7 +270,7 @@ Deno.test("LeaderElector: a standby never takes over while the record keeps chan
   await stopAll(clock, b);
 });
 
-Deno.test("LeaderElector: a leader whose writes fail for the renew deadline stops leading", async () => {
+Deno.test("LeaderElector: a leader whose writes fail stops leading before its lease could pass", async () => {
   const clock = new FakeClock(T0);
   const store = new FakeLeaseStore();
   const a = new Replica(store, clock, "replica-a").start();
@@ -280,12 +281,16 @@ Deno.test("LeaderElector: a leader whose writes fail for the renew deadline stop
   // A renewed at +10 s; from now on every write of A fails.
   a.api.onRequest = (req) =>
     req.verb === "update" ? new ApiError(500, "InternalError", "etcd is down") : undefined;
-  // The round starting at +15 s tries at +15 s and +20 s and gives up at +25 s.
-  await advanceTo(clock, T0 + 24_999);
+  // The round starting at +15 s tries at +15 s and +20 s; client-go would give up at its renew
+  // deadline, +25 s, but the lease renewed by the request that started at +10 s could pass to
+  // B at +25 s: the fence closes a margin (1 s) before, at +24 s.
+  await advanceTo(clock, T0 + 23_999);
   assert.equal(a.stopped, 0);
   assert.equal(a.leaderSignal?.aborted, false);
-  await advanceTo(clock, T0 + 25_000);
+  assert.equal(a.elector.fence.valid(), true);
+  await advanceTo(clock, T0 + 24_000);
   assert.equal(a.stopped, 1, "onStoppedLeading is called once");
+  assert.equal(a.elector.fence.valid(), false);
   assert.equal(a.leaderSignal?.aborted, true);
   await flush();
   assert.equal(a.result, "resolved");
@@ -302,16 +307,18 @@ Deno.test("LeaderElector: a leader whose writes fail for the renew deadline stop
   await stopAll(clock, a, b);
 });
 
-Deno.test("LeaderElector: a renewal that hangs is cut off at the renew deadline", async () => {
+Deno.test("LeaderElector: a renewal that hangs is cut off when the fence closes", async () => {
   const clock = new FakeClock(T0);
   const store = new FakeLeaseStore();
   const a = new Replica(store, clock, "replica-a").start();
   await flush();
   a.api.onRequest = (req) => req.resource === "leases" ? "hang" : undefined;
-  await advanceTo(clock, T0 + 5_000 + 9_999);
+  // Acquired at +0 s; the renewal at +5 s hangs; the fence closes at +14 s, before the renew
+  // deadline (+15 s).
+  await advanceTo(clock, T0 + 13_999);
   assert.equal(a.stopped, 0);
   assert.equal(a.api.hanging, 1);
-  await advanceTo(clock, T0 + 15_000);
+  await advanceTo(clock, T0 + 14_000);
   assert.equal(a.stopped, 1);
   assert.equal(a.api.hanging, 0, "the hanging request was aborted");
   await stopAll(clock, a);
@@ -697,5 +704,135 @@ Deno.test("LeaderElector: a standby's failover is not delayed by a wall clock st
   assert.equal(b.elector.isLeader(), false);
   await advanceTo(clock, T0 + 20_000);
   assert.equal(b.elector.isLeader(), true);
+  await stopAll(clock, b);
+});
+
+Deno.test("LeaderElector: after a pause past the lease the fence is closed before any timer or request", async () => {
+  const clock = new FakeClock(T0);
+  const store = new FakeLeaseStore();
+  const a = new Replica(store, clock, "replica-a").start();
+  await flush();
+  await advanceTo(clock, T0 + 5_000); // renewed by the request that started at +5 s
+  assert.equal(a.elector.fence.valid(), true);
+  a.api.takeRequests();
+  // Stopped for 10 s: the fence opened by the +5 s renewal closes at +19 s (15 s − 1 s margin).
+  clock.pause(14_000 - 1);
+  assert.equal(a.elector.fence.valid(), true, "a pause shorter than the fence costs nothing");
+  clock.pause(1);
+  assert.equal(a.elector.fence.valid(), false);
+  assert.equal(a.leaderSignal?.aborted, true, "the leader signal aborts at the first question");
+  assert.deepEqual(a.api.takeRequests(), [], "before any request");
+  assert.equal(a.elector.fence.valid(), false, "and it stays closed");
+  await advance(clock, 0); // the late timers fire: no renewal of a term that is over
+  assert.equal(a.stopped, 1);
+  assert.equal(a.result, "resolved");
+  assert.deepEqual(a.api.takeRequests().filter((r) => r.includes("leases/")), []);
+  assert.deepEqual(a.metrics.calls.filter((c) => c.startsWith("setLeader")), [
+    `setLeader(${NAME},true)`,
+    `setLeader(${NAME},false)`,
+  ]);
+  await stopAll(clock, a);
+});
+
+Deno.test("LeaderElector: a pause shorter than the fence, then a late renewal, keeps the term", async () => {
+  const clock = new FakeClock(T0);
+  const store = new FakeLeaseStore();
+  const a = new Replica(store, clock, "replica-a").start();
+  await flush();
+  // Stopped 4 s before its renewal at +5 s: it renews late, at +9 s, and goes on.
+  await advanceTo(clock, T0 + 1_000);
+  clock.pause(8_000);
+  await advance(clock, 0);
+  assert.equal(a.elector.fence.valid(), true);
+  await advanceTo(clock, T0 + 60_000);
+  assert.equal(a.stopped, 0);
+  assert.equal(a.leaderSignal?.aborted, false);
+  assert.equal(a.elector.fence.valid(), true);
+  await stopAll(clock, a);
+});
+
+Deno.test("LeaderElector: a renewal that reads the Lease held by another replica stops at once", async () => {
+  const clock = new FakeClock(T0);
+  const store = new FakeLeaseStore();
+  const a = new Replica(store, clock, "replica-a").start();
+  await flush();
+  await advanceTo(clock, T0 + 5_000);
+  // Another replica wrote the Lease (A was stopped, say, and its lease taken over).
+  store.putLease(foreignLease({ leaseTransitions: 1 }));
+  await advanceTo(clock, T0 + 9_999);
+  assert.equal(a.stopped, 0, "nothing is known before the next renewal");
+  await advanceTo(clock, T0 + 10_000);
+  // The fast-path update fails with 409, the fresh read names "other": stop, without polling
+  // on until the renew deadline (+20 s).
+  assert.equal(a.stopped, 1);
+  assert.equal(a.leaderSignal?.aborted, true);
+  assert.equal(a.elector.fence.valid(), false);
+  assert.equal(a.elector.getLeader(), "other");
+  assert.equal(storedLease(store).spec.holderIdentity, "other", "A never wrote it back");
+  assert.equal(a.result, "resolved");
+  await stopAll(clock, a);
+});
+
+Deno.test("LeaderElector: failed renewals within the fence keep the term", async () => {
+  const clock = new FakeClock(T0);
+  const store = new FakeLeaseStore();
+  const a = new Replica(store, clock, "replica-a").start();
+  await flush();
+  const b = new Replica(store, clock, "replica-b").start();
+  // The first two updates fail (500): the fast-path and slow-path updates of the attempt at
+  // +5 s. The attempt at +10 s succeeds: the fence opened at +0 s would have closed at +14 s.
+  let failures = 0;
+  a.api.onRequest = (req) => {
+    if (req.verb !== "update" && req.verb !== "get") return undefined;
+    if (clock.now() < T0 + 10_001 && failures < 2 && req.verb === "update") {
+      failures++;
+      return new ApiError(500, "InternalError", "etcd is down");
+    }
+    return undefined;
+  };
+  await advanceTo(clock, T0 + 4_000);
+  assert.equal(a.elector.fence.valid(), true);
+  await advanceTo(clock, T0 + 13_000);
+  assert.equal(failures, 2);
+  assert.equal(a.elector.fence.valid(), true);
+  assert.equal(a.stopped, 0);
+  a.api.onRequest = undefined;
+  await advanceTo(clock, T0 + 60_000);
+  assert.equal(a.stopped, 0);
+  assert.equal(a.elector.fence.valid(), true);
+  assert.equal(b.elector.isLeader(), false);
+  await stopAll(clock, a, b);
+});
+
+Deno.test("LeaderElector: the fence follows the duration written into the Lease, minus the margin", async () => {
+  const clock = new FakeClock(T0);
+  const store = new FakeLeaseStore();
+  // 2.9 s is written as 2 s: the other replicas count 2 s; the margin is 200 ms.
+  const a = new Replica(store, clock, "replica-a", {
+    leaseDurationMs: 2_900,
+    renewDeadlineMs: 2_000,
+    retryPeriodMs: 500,
+  }).start();
+  await flush();
+  assert.equal(fenceMarginMs(2), 200);
+  assert.equal(fenceMarginMs(15), 1000);
+  assert.equal(fenceMarginMs(137), 1000);
+  a.api.onRequest = (req) => req.resource === "leases" ? "hang" : undefined;
+  await advanceTo(clock, T0 + 1_799);
+  assert.equal(a.elector.fence.valid(), true);
+  await advanceTo(clock, T0 + 1_800);
+  assert.equal(a.elector.fence.valid(), false);
+  assert.equal(a.stopped, 1);
+  await stopAll(clock, a);
+});
+
+Deno.test("LeaderElector: the fence is closed to a replica that does not lead", async () => {
+  const clock = new FakeClock(T0);
+  const store = new FakeLeaseStore();
+  store.putLease(foreignLease({}));
+  const b = new Replica(store, clock, "replica-b").start();
+  await advanceTo(clock, T0 + 5_000);
+  assert.equal(b.elector.isLeader(), false);
+  assert.equal(b.elector.fence.valid(), false);
   await stopAll(clock, b);
 });

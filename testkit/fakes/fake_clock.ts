@@ -100,6 +100,15 @@ export class FakeClock implements Clock {
     this.#now = target;
   }
 
+  /**
+   * Moves time forward by `ms` without firing any timer, as a stopped process (SIGSTOP, a frozen
+   * VM) finds it when it runs again: the timers that fell due fire at the next {@link advance},
+   * late, in their order.
+   */
+  pause(ms: number): void {
+    this.#now += Math.max(0, ms);
+  }
+
   /** Moves time to the earliest pending timer and fires it; false when none is pending. */
   advanceToNextTimer(): boolean {
     const at = this.nextTimerAt();

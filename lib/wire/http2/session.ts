@@ -70,7 +70,7 @@ import {
   HpackDecoder,
   HpackError,
 } from "./hpack.ts";
-import { FrameWriter } from "./writer.ts";
+import { FrameWriter, type WriteFence } from "./writer.ts";
 import { StreamError, type StreamFailure } from "./stream_error.ts";
 import { HeaderBlock } from "./header_block.ts";
 import { type Clock, realClock } from "../../clock.ts";
@@ -119,6 +119,8 @@ interface StreamState {
   body: Uint8Array;
   bodyOffset: number;
   bodySent: boolean;
+  /** Checked right before each write of the request's frames; see {@link Http2Session.request}. */
+  fence?: WriteFence;
   resolve: (r: StreamResponse) => void;
   reject: (e: StreamError) => void;
 }
@@ -260,8 +262,16 @@ export class Http2Session {
    * Waits for a free slot when the peer's SETTINGS_MAX_CONCURRENT_STREAMS is reached.
    *
    * @param maxDataBytes response DATA beyond this fails the stream (`too-large`) and resets it.
+   * @param fence asked synchronously immediately before each write of the request's frames
+   *   (see `./writer.ts`); when it says no, nothing more of the request is written and the stream
+   *   fails `fenced` (reset with CANCEL if its HEADERS had gone out).
    */
-  request(headers: readonly HeaderField[], body: Uint8Array, maxDataBytes: number): ClientStream {
+  request(
+    headers: readonly HeaderField[],
+    body: Uint8Array,
+    maxDataBytes: number,
+    fence?: () => boolean,
+  ): ClientStream {
     let resolve!: (r: StreamResponse) => void;
     let reject!: (e: StreamError) => void;
     const response = new Promise<StreamResponse>((res, rej) => {
@@ -285,6 +295,7 @@ export class Http2Session {
       resolve,
       reject,
     };
+    if (fence !== undefined) state.fence = this.#streamFence(state, fence);
     if (!this.usable) {
       reject(
         new StreamError(
@@ -306,6 +317,25 @@ export class Http2Session {
   /** Closes the connection; open streams fail with `connection`. Idempotent. */
   close(reason = "the client closed the connection"): void {
     this.#terminate(reason);
+  }
+
+  /** The writer's fence of a stream's frames: once it said no, it stays no. */
+  #streamFence(state: StreamState, allowed: () => boolean): WriteFence {
+    let passed = false;
+    let closed = false;
+    return {
+      allowed: () => {
+        if (!closed && allowed()) return passed = true;
+        closed = true;
+        return false;
+      },
+      refused: () => {
+        if (this.#streams.get(state.id) !== state) return;
+        if (passed) this.#send(rstStreamFrame(state.id, ErrorCode.CANCEL));
+        this.#finish(state);
+        state.reject(new StreamError({ kind: "fenced" }));
+      },
+    };
   }
 
   #cancel(state: StreamState): void {
@@ -334,13 +364,13 @@ export class Http2Session {
       this.#lastOpened = state.id;
       state.sendWindow = this.#peerInitialWindow;
       this.#streams.set(state.id, state);
-      this.#sendHeaders(state.id, encodeHeaders(headers), state.body.length === 0);
+      this.#sendHeaders(state.id, encodeHeaders(headers), state.body.length === 0, state.fence);
       if (state.body.length === 0) state.bodySent = true;
     }
     this.#flushData();
   }
 
-  #sendHeaders(streamId: number, block: Uint8Array, endStream: boolean): void {
+  #sendHeaders(streamId: number, block: Uint8Array, endStream: boolean, fence?: WriteFence): void {
     const max = this.#peerMaxFrameSize;
     let offset = 0;
     let first = true;
@@ -351,6 +381,7 @@ export class Http2Session {
       const flags = (last ? Flag.END_HEADERS : 0) | (first && endStream ? Flag.END_STREAM : 0);
       this.#send(
         encodeFrame(first ? FrameType.HEADERS : FrameType.CONTINUATION, flags, streamId, part),
+        fence,
       );
       first = false;
     } while (offset < block.length);
@@ -368,7 +399,7 @@ export class Http2Session {
         s.sendWindow -= n;
         this.#connSendWindow -= n;
         const end = s.bodyOffset >= s.body.length;
-        this.#send(encodeFrame(FrameType.DATA, end ? Flag.END_STREAM : 0, s.id, chunk));
+        this.#send(encodeFrame(FrameType.DATA, end ? Flag.END_STREAM : 0, s.id, chunk), s.fence);
         if (end) s.bodySent = true;
       }
       if (this.#connSendWindow <= 0) return;
@@ -749,8 +780,8 @@ export class Http2Session {
     }
   }
 
-  #send(bytes: Uint8Array): void {
-    if (!this.#closed) this.#writer.write(bytes);
+  #send(bytes: Uint8Array, fence?: WriteFence): void {
+    if (!this.#closed) this.#writer.write(bytes, false, fence);
   }
 
   /** Sends a frame the peer's frame asks for (an ACK, a RST_STREAM): counted by the writer. */

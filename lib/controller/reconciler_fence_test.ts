@@ -1,0 +1,84 @@
+/**
+ * The ListVolumes reconciler and the lease fence: a pass whose fence closed queues nothing, even
+ * when the driver's answer shows a difference.
+ */
+
+import assert from "node:assert/strict";
+import type { CsiClient, ListedVolume } from "../csi/api.ts";
+import type { CsiNode, PersistentVolume, VolumeAttachment } from "../kube/types.ts";
+import { nullLogger } from "../observe/logger.ts";
+import { FakeInformer } from "../../testkit/fakes/fake_informer.ts";
+import { AttachmentMemory } from "./attachment_memory.ts";
+import { ListVolumesReconciler } from "./reconciler.ts";
+
+const DRIVER = "csi.example.com";
+
+/** A driver whose ListVolumes shows `vol1` published on `node-1`; `during` runs in the call. */
+function lister(during: () => void): CsiClient & { lists: number } {
+  const csi = {
+    lists: 0,
+    listVolumes() {
+      csi.lists++;
+      during();
+      const entries: ListedVolume[] = [{ volumeId: "vol1", publishedNodeIds: ["node-1"] }];
+      return Promise.resolve({ entries, nextToken: "" });
+    },
+  };
+  return csi as unknown as CsiClient & { lists: number };
+}
+
+function setUp(csi: CsiClient, fence: { open: boolean }) {
+  const va: VolumeAttachment = {
+    metadata: { name: "va1", uid: "u1", resourceVersion: "1" },
+    spec: { attacher: DRIVER, nodeName: "node1", source: { persistentVolumeName: "pv1" } },
+    status: { attached: false },
+  };
+  const pv: PersistentVolume = {
+    metadata: { name: "pv1" },
+    spec: { csi: { driver: DRIVER, volumeHandle: "vol1" } },
+  };
+  const node: CsiNode = {
+    metadata: { name: "node1" },
+    spec: { drivers: [{ name: DRIVER, nodeID: "node-1" }] },
+  };
+  const queued: string[] = [];
+  const reconciler = new ListVolumesReconciler({
+    csi,
+    log: nullLogger,
+    stores: {
+      volumeAttachments: new FakeInformer([va]),
+      persistentVolumes: new FakeInformer([pv]),
+      csiNodes: new FakeInformer([node]),
+    },
+    memory: new AttachmentMemory({ backoff: { forget() {} } }),
+    queue: { add: (key) => queued.push(key), isQueuedOrProcessing: () => false },
+    fence: { valid: () => fence.open },
+  }, { driverName: DRIVER, timeoutMs: 1000, maxEntries: 0 });
+  return { reconciler, queued };
+}
+
+Deno.test("ListVolumesReconciler: an open fence queues the VA the driver shows attached", async () => {
+  const fence = { open: true };
+  const csi = lister(() => {});
+  const { reconciler, queued } = setUp(csi, fence);
+  await reconciler.reconcile(new AbortController().signal);
+  assert.deepEqual(queued, ["va1"]);
+});
+
+Deno.test("ListVolumesReconciler: a fence that closes during ListVolumes queues nothing", async () => {
+  const fence = { open: true };
+  const csi = lister(() => fence.open = false);
+  const { reconciler, queued } = setUp(csi, fence);
+  await reconciler.reconcile(new AbortController().signal);
+  assert.equal(csi.lists, 1);
+  assert.deepEqual(queued, []);
+});
+
+Deno.test("ListVolumesReconciler: a closed fence does not even ask the driver", async () => {
+  const fence = { open: false };
+  const csi = lister(() => {});
+  const { reconciler, queued } = setUp(csi, fence);
+  await reconciler.reconcile(new AbortController().signal);
+  assert.equal(csi.lists, 0);
+  assert.deepEqual(queued, []);
+});
