@@ -66,6 +66,19 @@ export function loggedCalls(
   return out;
 }
 
+/**
+ * The acting calls (`methods`) in one replica's log that it logged but did not send: its lease
+ * fence refused them at the socket ("GRPC error" with "request not sent", `lib/csi/client.ts`).
+ * Their times; which of several concurrent calls of one method it was, the log does not say.
+ */
+export function unsentCalls(log: string, methods: readonly string[] = ACTING_METHODS): number[] {
+  return parseAttacherLog(log).filter((line) => {
+    if (line.msg !== "GRPC error") return false;
+    const fields = fieldsOf(line.rest);
+    return methods.includes(fields.method ?? "") && /request not sent/.test(fields.err ?? "");
+  }).map((line) => line.time);
+}
+
 /** Each acting call the driver served (successful or not), attributed to the replica that made it. */
 export function attributeCalls(
   served: readonly DriverCall[],

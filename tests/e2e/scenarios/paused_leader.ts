@@ -29,7 +29,7 @@ import { PUBLISH, UNPUBLISH } from "../driver_log.ts";
 import { parseAttacherLog, sleep, waitUntil } from "../kit.ts";
 import { PATHS } from "../objects.ts";
 import type { ManagedProcess } from "../process.ts";
-import { attributeCalls, loggedCalls } from "../replica_calls.ts";
+import { attributeCalls, loggedCalls, unsentCalls } from "../replica_calls.ts";
 import { LEASE_FLAGS, leaseName } from "./leader_failover.ts";
 
 /** What the scenario needs besides the cluster. */
@@ -56,9 +56,11 @@ export interface TrialFigures {
   standby: string;
   /** SIGSTOP → the standby holds the Lease. */
   takeoverMs: number;
-  /** The resumed replica's acting calls after SIGCONT, from its own log. */
+  /** The resumed replica's acting calls after SIGCONT, from its own log ("GRPC call"). */
   publishes: number;
   unpublishes: number;
+  /** Of those, refused by its fence before a byte was sent ("request not sent"). */
+  unsent: number;
   /** Of those, served by the driver (attributed from the driver's log). */
   served: number;
   /** ms after SIGCONT of its first and last logged acting call. */
@@ -109,7 +111,11 @@ export async function pausedLeader(
 
   for (const [i, t] of ours.trials.entries()) {
     const what = `ours, trial ${i + 1} (${t.paused} resumed)`;
-    assert.equal(t.publishes + t.unpublishes, 0, `${what}: acting calls logged after SIGCONT`);
+    assert.equal(
+      t.publishes + t.unpublishes - t.unsent,
+      0,
+      `${what}: acting calls sent after SIGCONT (its log)`,
+    );
     assert.equal(t.served, 0, `${what}: acting calls the driver served after SIGCONT`);
     assert.ok(t.exitMs <= OURS_EXIT_MS, `${what}: exited ${t.exitMs} ms after SIGCONT`);
     assert.equal(t.exit, "status 1", `${what}: exit`);
@@ -234,6 +240,7 @@ async function experiment(
       takeoverMs,
       publishes: own.filter((c) => c.method === PUBLISH).length,
       unpublishes: own.filter((c) => c.method === UNPUBLISH).length,
+      unsent: unsentCalls(log).filter((time) => time >= resumedAt).length,
       served: served.length,
       firstMs: own.length > 0 ? own[0]!.time - resumedAt : undefined,
       lastMs: own.length > 0 ? own[own.length - 1]!.time - resumedAt : undefined,
@@ -302,7 +309,8 @@ function printFigures(label: string, trials: TrialFigures[], short: ShortPauseFi
       `    ${label}, trial ${i + 1}: ${t.paused} stopped ${PAUSE_MS / 1000} s, ${t.standby} ` +
         `led ${seconds(t.takeoverMs)} after SIGSTOP; after SIGCONT ${t.publishes} ` +
         `ControllerPublishVolume + ${t.unpublishes} ControllerUnpublishVolume logged ` +
-        `(first ${seconds(t.firstMs)}, last ${seconds(t.lastMs)}), ${t.served} served by the ` +
+        `(first ${seconds(t.firstMs)}, last ${seconds(t.lastMs)}; ${t.unsent} of them not sent, ` +
+        `refused by the fence), ${t.served} served by the ` +
         `driver; out ${seconds(t.exitMs)} after SIGCONT (${t.exit}` +
         `${t.stoppedLeading ? ', "stopped leading"' : ""})`,
     );
