@@ -309,8 +309,9 @@ function printFigures(label: string, trials: TrialFigures[], short: ShortPauseFi
       `    ${label}, trial ${i + 1}: ${t.paused} stopped ${PAUSE_MS / 1000} s, ${t.standby} ` +
         `led ${seconds(t.takeoverMs)} after SIGSTOP; after SIGCONT ${t.publishes} ` +
         `ControllerPublishVolume + ${t.unpublishes} ControllerUnpublishVolume logged ` +
-        `(first ${seconds(t.firstMs)}, last ${seconds(t.lastMs)}; ${t.unsent} of them not sent, ` +
-        `refused by the fence), ${t.served} served by the ` +
+        `(first ${seconds(t.firstMs)}, last ${seconds(t.lastMs)}` +
+        `${t.unsent > 0 ? `; ${t.unsent} of them refused by the fence, not sent` : ""}), ` +
+        `${t.served} served by the ` +
         `driver; out ${seconds(t.exitMs)} after SIGCONT (${t.exit}` +
         `${t.stoppedLeading ? ', "stopped leading"' : ""})`,
     );
