@@ -119,6 +119,18 @@ function secretValues(secret: Secret): Record<string, string> {
   return out;
 }
 
+/**
+ * `patch` of a status with `metadata.uid` (of the VA the sync started from, as the metadata
+ * patches carry it): the API server refuses it (the uid is immutable) when the VA was deleted
+ * and created again under its name since, so a status write it handles late cannot land on the
+ * new VA. The Go attacher patches by name only.
+ */
+function withUid(patch: Record<string, unknown>, uid: string | undefined): Record<string, unknown> {
+  if (!uid) return patch;
+  const metadata = (patch.metadata ?? {}) as Record<string, unknown>;
+  return { ...patch, metadata: { ...metadata, uid } };
+}
+
 /** The reference an Event on `va` carries. */
 function involvedObject(va: VolumeAttachment): ObjectReference {
   const ref: ObjectReference = {
@@ -223,14 +235,14 @@ export class CsiHandler implements Handler {
     const attached = await this.#csiAttach(va, log, signal);
     if (!attached.ok) {
       if ("stopped" in attached || this.#fenceClosed(log)) return "stopped";
-      await this.#saveError(attached.va, "attachError", attached.error, log);
+      await this.#saveError(attached.va, "attachError", attached.error, log, va.metadata.uid);
       this.#recordFailure(attached.va, "attach", attached.error);
       throw new Error(`failed to attach: ${errorText(attached.error)}`, { cause: attached.error });
     }
     log.v(2).info("Attached", { node: va.spec.nodeName });
     if (this.#fenceClosed(log)) return "stopped"; // the next leader publishes again and records it
     try {
-      await this.#markAsAttached(attached.va, attached.value.publishContext);
+      await this.#markAsAttached(attached.va, attached.value.publishContext, va.metadata.uid);
     } catch (err) {
       if (va.metadata.uid) {
         this.#memory.rememberUnrecordedPublish(va.metadata.name, {
@@ -261,7 +273,7 @@ export class CsiHandler implements Handler {
     const detached = await this.#csiDetach(va, log, signal);
     if (!detached.ok) {
       if ("stopped" in detached || this.#fenceClosed(log)) return "stopped";
-      await this.#saveError(detached.va, "detachError", detached.error, log);
+      await this.#saveError(detached.va, "detachError", detached.error, log, va.metadata.uid);
       this.#recordFailure(detached.va, "detach", detached.error);
       throw new Error(`failed to detach: ${errorText(detached.error)}`, { cause: detached.error });
     }
@@ -503,9 +515,11 @@ export class CsiHandler implements Handler {
     return nodeIdOf(this.#stores.csiNodes, this.#opts.driverName, nodeName, va);
   }
 
+  /** `uid`: of the VA the sync started from (see {@link withUid}). */
   async #markAsAttached(
     va: VolumeAttachment,
     publishContext: Record<string, string>,
+    uid: string | undefined,
   ): Promise<void> {
     const next = {
       ...(va.status ?? {}),
@@ -513,10 +527,15 @@ export class CsiHandler implements Handler {
       attachmentMetadata: Object.keys(publishContext).length > 0 ? publishContext : undefined,
       attachError: undefined,
     };
+    const body = createMergePatch({ status: va.status ?? {} }, { status: next });
+    // Cleared whatever the cached copy says: an error written by an earlier sync that the cache
+    // has not shown yet would otherwise stay on the attached VA (the Go attacher computes the
+    // patch from the cache alone).
+    body.status = { ...(body.status as Record<string, unknown> | undefined), attachError: null };
     const written = await this.#kube.patch<VolumeAttachment>(
       VOLUME_ATTACHMENTS,
       va.metadata.name,
-      { type: "merge", body: createMergePatch({ status: va.status ?? {} }, { status: next }) },
+      { type: "merge", body: withUid(body, uid) },
       { subresource: "status" },
     );
     this.#memory.attached(va);
@@ -567,7 +586,10 @@ export class CsiHandler implements Handler {
         va.metadata.name,
         {
           type: "merge",
-          body: createMergePatch({ status: current.status ?? {} }, { status: next }),
+          body: withUid(
+            createMergePatch({ status: current.status ?? {} }, { status: next }),
+            va.metadata.uid,
+          ),
         },
         { subresource: "status" },
       );
@@ -586,6 +608,7 @@ export class CsiHandler implements Handler {
     field: "attachError" | "detachError",
     err: unknown,
     log: Logger,
+    uid: string | undefined,
   ): Promise<void> {
     const error: { message: string; time: string; errorCode?: number } = {
       message: errorText(err),
@@ -597,10 +620,14 @@ export class CsiHandler implements Handler {
     }
     const oldStatus = va.status ?? {};
     if (this.#fenceClosed(log)) return;
+    const body = withUid(
+      createMergePatch({ status: oldStatus }, { status: { ...oldStatus, [field]: error } }),
+      uid,
+    );
     try {
       await this.#kube.patch(VOLUME_ATTACHMENTS, va.metadata.name, {
         type: "merge",
-        body: createMergePatch({ status: oldStatus }, { status: { ...oldStatus, [field]: error } }),
+        body,
       }, { subresource: "status" });
     } catch (saveErr) {
       log.error(saveErr, `Failed to save ${field}`, { error: error.message });

@@ -309,9 +309,11 @@ export class LeaderElector {
    *
    * 1. Tries to acquire the lease every retry period (jittered by {@link JITTER_FACTOR}) until
    *    it succeeds; resolves without acquiring if `signal` aborts first.
-   * 2. Calls `onStartedLeading` and renews the lease every retry period. A renewal that does
-   *    not succeed within the renew deadline loses the lease: the leader signal aborts,
-   *    `onStoppedLeading` is called at once, and run() resolves once the work promise settled.
+   * 2. Calls `onStartedLeading` and renews the lease every retry period. The lease is lost when
+   *    the fence closes ({@link fence}: asked, or by its timer), when a renewal reads it held by
+   *    another replica, or when no renewal succeeds within the renew deadline: the leader
+   *    signal aborts, `onStoppedLeading` is called at once, and run() resolves once the work
+   *    promise settled.
    * 3. When `signal` aborts while leading, the leader signal aborts, the elector keeps renewing
    *    until the work promise settles, then stops renewing, releases the lease if
    *    `releaseOnCancel`, and resolves.
@@ -395,7 +397,7 @@ export class LeaderElector {
     // Work that ended by itself does not end the term: keep leading until lost or cancelled.
     if (first === "done") first = await raceAbort(lost, signal);
     if (first === "lost") {
-      this.#endTerm(term);
+      term.fence.close();
       leader.abort(new Error(`Lost lease ${this.#namespace}/${this.#name}`));
       this.#stoppedLeading(callbacks);
       this.#logWorkFailure(await work);
@@ -403,7 +405,7 @@ export class LeaderElector {
     }
     if (first === "failed") {
       const outcome = await work;
-      this.#endTerm(term);
+      term.fence.close();
       leader.abort(new Error("Leader work failed"));
       stopRenewing.abort();
       await renewing;
@@ -416,18 +418,18 @@ export class LeaderElector {
     const second = await Promise.race([lost, work.then(() => "settled" as const)]);
     this.#logWorkFailure(await work);
     if (second === "lost") {
-      this.#endTerm(term);
+      term.fence.close();
       this.#stoppedLeading(callbacks);
       return;
     }
     stopRenewing.abort();
     const ended = await renewing;
     if (ended !== "stopped" || term.lapse.signal.aborted) {
-      this.#endTerm(term);
+      term.fence.close();
       this.#stoppedLeading(callbacks);
       return;
     }
-    this.#endTerm(term);
+    term.fence.close();
     this.#metrics?.setLeader(this.#name, false);
     this.#recordEvent("stopped leading");
     if (this.#releaseOnCancel) await this.#release();
@@ -454,11 +456,6 @@ export class LeaderElector {
     } finally {
       either.dispose();
     }
-  }
-
-  /** The term is over: the fence closes for good (no question reopens it). */
-  #endTerm(term: Term): void {
-    term.fence.close();
   }
 
   /** The lease duration written into the Lease, in whole seconds (what other replicas count). */

@@ -677,8 +677,13 @@ Deno.test("LeaderElector: a leader keeps its lease when the wall clock steps bac
   await advanceTo(clock, T0 + 7_000);
   assert.equal(a.elector.isLeader(), true);
   clock.stepWall(-3_600_000);
+  assert.equal(a.elector.fence.valid(), true, "the fence reads the monotonic clock only");
+  clock.stepWall(2 * 86_400_000);
+  assert.equal(a.elector.fence.valid(), true);
+  clock.stepWall(-2 * 86_400_000);
   await advanceTo(clock, T0 + 67_000);
   assert.equal(a.elector.isLeader(), true);
+  assert.equal(a.elector.fence.valid(), true);
   assert.equal(a.stopped, 0);
   assert.equal(b.elector.isLeader(), false);
   assert.equal(a.elector.healthCheck(), undefined);

@@ -193,14 +193,30 @@ export function addFinAnnFor(uid: string, nodeId = "nodeID1"): Action {
 }
 /** −fin: the VA's only finalizer removed. */
 export const REMOVE_FIN = vaMetaPatch({ metadata: { finalizers: null } });
-/** att: marked attached. */
-export const ATT = vaStatusPatch({ status: { attached: true } });
+/**
+ * att: marked attached; the attach error is cleared whatever the cache showed (the Go attacher's
+ * `{status: {attached: true}}` leaves an error its cache has not seen yet).
+ */
+export const ATT = vaStatusPatch({ status: { attachError: null, attached: true } });
+/** att of the trivial handler (no driver, no error to clear), as the Go attacher's. */
+export const TRIVIAL_ATT = vaStatusPatch({ status: { attached: true } });
+/** The status write of a forced publish of a VA already attached: only the error cleared. */
+export const REATT = vaStatusPatch({ status: { attachError: null } });
 /** att+clr: marked attached, error cleared. */
 export const ATT_CLR = vaStatusPatch({ status: { attachError: null, attached: true } });
 /** det: marked detached. */
 export const DET = vaStatusPatch({ status: { attached: false } });
 /** det+clr: marked detached, error cleared. */
 export const DET_CLR = vaStatusPatch({ status: { attached: false, detachError: null } });
+
+/**
+ * A status patch (ATT, DET, AE, ...) of a VA with `uid`: status patches carry the uid of the VA
+ * their sync started from, as the metadata patches do (the Go attacher's carry none).
+ */
+export function forUid(action: Action, uid: string): Action {
+  const body = action.body as Record<string, unknown>;
+  return { ...action, body: { ...body, metadata: { ...(body.metadata ?? {}), uid } } };
+}
 
 /** AE(msg): attach error saved (`time` is compared as null). */
 export function attachError(message: string, errorCode?: number): Action {

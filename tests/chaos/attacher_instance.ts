@@ -7,6 +7,9 @@
  */
 
 import type { FakeClock } from "../../testkit/fakes/fake_clock.ts";
+import { fenceMarginMs, TermFence } from "../../lib/leaderelection/term_fence.ts";
+import { type LeaseFence, UNFENCED } from "../../lib/lease_fence.ts";
+import { ReplicaClock } from "./replica_clock.ts";
 import { AttachController } from "../../lib/controller/controller.ts";
 import { volumeAttachmentLanes } from "../../lib/controller/lanes.ts";
 import { CsiHandler } from "../../lib/controller/csi_handler.ts";
@@ -34,6 +37,8 @@ export const RESYNC_MS = 600_000;
 export const RETRY_INTERVAL_START_MS = 1000;
 /** `--retry-interval-max`. */
 export const RETRY_INTERVAL_MAX_MS = 300_000;
+/** `--leader-election-lease-duration`, in seconds: the fence closes 14 s after a renewal. */
+export const LEASE_SECONDS = 15;
 
 /** Collaborators of {@link AttacherInstance}. */
 export interface AttacherInstanceDeps {
@@ -72,19 +77,32 @@ export class AttacherInstance {
   vaWorkers = 0;
   /** PV syncs in flight. */
   pvWorkers = 0;
-  #clock: FakeClock;
+  /** This replica's clock: frozen while the process is paused. */
+  readonly clock: ReplicaClock;
+  /**
+   * The lease fence of its term. The simulation stands for the elector: a running replica renews
+   * whenever the world's time moves ({@link renew}); a paused one cannot.
+   */
+  readonly fence: TermFence;
+  /** True once the fence found the lease lapsed: the process exits (the simulation kills it). */
+  lapsed = false;
+  /** When (this replica's clock) the last renewal started. */
+  renewedAt: number;
 
   /** Builds everything; nothing runs until {@link AttacherInstance.start}. */
   constructor(deps: AttacherInstanceDeps, opts: AttacherInstanceOptions) {
     this.name = opts.name;
-    this.#clock = deps.clock;
+    const clock = this.clock = new ReplicaClock(deps.clock);
+    this.renewedAt = clock.now();
+    this.fence = new TermFence(clock, LEASE_SECONDS, this.renewedAt, () => this.lapsed = true);
+    const fence: LeaseFence = opts.sabotage === "noFence" ? UNFENCED : this.fence;
     this.log = deps.log.with({ instance: opts.name });
-    let kube = deps.api.connect(opts.name);
-    let csi = deps.csi.connect(opts.name);
+    let kube = deps.api.connect(opts.name, clock);
+    let csi = deps.csi.connect(opts.name, clock);
     if (opts.sabotage) {
       ({ kube, csi } = sabotageClients(opts.sabotage, { kube, csi, log: this.log }));
     }
-    const informerDeps = { api: kube, clock: deps.clock, log: this.log, random: deps.random };
+    const informerDeps = { api: kube, clock, log: this.log, random: deps.random };
     this.vaInformer = new Informer<VolumeAttachment>(informerDeps, {
       resource: VOLUME_ATTACHMENTS,
       resyncMs: RESYNC_MS,
@@ -102,7 +120,7 @@ export class AttacherInstance {
     });
     const queue = (name: string, lanes?: QueueLanes) =>
       new RateLimitingWorkQueue({
-        clock: deps.clock,
+        clock,
         rateLimiter: new ItemExponentialFailureRateLimiter({
           baseMs: RETRY_INTERVAL_START_MS,
           maxMs: RETRY_INTERVAL_MAX_MS,
@@ -118,8 +136,7 @@ export class AttacherInstance {
     };
     const memory = new AttachmentMemory({ backoff: this.vaQueue });
     const log = this.log;
-    const clock = deps.clock;
-    this.handler = new CsiHandler({ kube, csi, log, clock, stores, memory }, {
+    this.handler = new CsiHandler({ kube, csi, log, clock, stores, memory, fence }, {
       driverName: DRIVER_NAME,
       timeoutMs: CSI_TIMEOUT_MS,
       supportsPublishReadOnly: true,
@@ -134,6 +151,7 @@ export class AttacherInstance {
       stores,
       memory,
       queue: this.vaQueue,
+      fence,
     }, {
       driverName: DRIVER_NAME,
       timeoutMs: CSI_TIMEOUT_MS,
@@ -177,8 +195,23 @@ export class AttacherInstance {
       .catch((err) => onFailure(`${this.name} reconcile loop`, err));
   }
 
+  /**
+   * The lease renewed up to `at` (world time, now or ahead: a running leader renews every retry
+   * period, so at any time it has renewed within one; see {@link fence}).
+   */
+  renew(at: number): void {
+    this.renewedAt = Math.max(this.renewedAt, at);
+    this.fence.wrote(this.renewedAt);
+  }
+
+  /** Whether the fence is still open at world time `now`, without asking it (which may close it). */
+  fenceOpenAt(now: number): boolean {
+    return now < this.renewedAt + LEASE_SECONDS * 1000 - fenceMarginMs(LEASE_SECONDS);
+  }
+
   /** Stops everything this process runs; what it was waiting for never reaches it. */
   kill(): void {
+    this.fence.close();
     this.abort.abort(new Error("killed"));
     this.vaQueue.shutDown();
     this.pvQueue.shutDown();
@@ -212,7 +245,7 @@ export class AttacherInstance {
         this.log.error(err, "Failed to reconcile volume attachments");
       }
       try {
-        await this.#clock.sleep(RECONCILE_SYNC_MS, signal);
+        await this.clock.sleep(RECONCILE_SYNC_MS, signal);
       } catch (err) {
         if (signal.aborted) return;
         throw err;

@@ -35,6 +35,10 @@ Deno.test("chaos: 200 random fault schedules keep every invariant and converge",
       "csi.slowBeyondTimeout",
       "process.kill",
       "process.replicaSwitch",
+      "process.pausePastLease",
+      "process.shortPause",
+      "process.stoppedLeadingAfterPause",
+      "fence.refusedAct",
       "user.deleteAttachedVolumeAttachment",
     ]
   ) {

@@ -16,7 +16,7 @@
  * @module
  */
 
-import type { Timer } from "../../lib/clock.ts";
+import type { Clock, Timer } from "../../lib/clock.ts";
 import type { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import type {
   CallOptions,
@@ -25,7 +25,7 @@ import type {
   CsiClient,
   ListedVolume,
 } from "../../lib/csi/api.ts";
-import { CsiError } from "../../lib/csi/api.ts";
+import { CsiError, FencedCsiCallError } from "../../lib/csi/api.ts";
 import { grpcCodeName } from "../../lib/wire/grpc/status.ts";
 import { CsiStatusError, type DriverVolumeCapability } from "../../testkit/csi/server.ts";
 import { ExampleDriver } from "../../testkit/csi/example_driver.ts";
@@ -151,6 +151,8 @@ export class FaultyCsiDriver {
   #busy = new Map<string, number>();
   #unavailable = false;
   #dead = new Set<string>();
+  /** The clock of each client (its call deadlines), when not the world's. */
+  #clocks = new Map<string, Clock>();
   #ids = 0;
 
   constructor(deps: FaultyCsiDriverDeps, opts: FaultyCsiDriverOptions) {
@@ -184,8 +186,12 @@ export class FaultyCsiDriver {
     this.#rules = [];
   }
 
-  /** The CSI client of one controller instance. */
-  connect(client: string): CsiClient {
+  /**
+   * The CSI client of one controller instance; `clock` runs its call deadlines (a paused
+   * replica's clock holds them), the world's clock by default.
+   */
+  connect(client: string, clock?: Clock): CsiClient {
+    if (clock !== undefined) this.#clocks.set(client, clock);
     return new FaultyCsiClient(this, client);
   }
 
@@ -283,7 +289,7 @@ export class FaultyCsiDriver {
           timer: undefined,
           ack: ack as ((value: unknown) => void) | undefined,
         };
-        entry.timer = this.#clock.setTimer(opts.timeoutMs, () => {
+        entry.timer = (this.#clocks.get(client) ?? this.#clock).setTimer(opts.timeoutMs, () => {
           entry.timer = undefined;
           entry.abandoned = true;
           this.#journal.note(`csi ${client} ${label} deadline exceeded while the driver works`);
@@ -458,6 +464,8 @@ class FaultyCsiClient implements CsiClient {
     req: ControllerPublishVolumeRequest,
     opts: CallOptions,
   ): Promise<{ publishContext: Record<string, string> }> {
+    // As the gRPC client: the fence is asked right before the request would be sent.
+    if (opts.fence?.() === false) return Promise.reject(new FencedCsiCallError());
     const net = this.#net;
     const client = this.#client;
     const copy = structuredClone(req);
@@ -475,6 +483,7 @@ class FaultyCsiClient implements CsiClient {
     req: ControllerUnpublishVolumeRequest,
     opts: CallOptions,
   ): Promise<void> {
+    if (opts.fence?.() === false) return Promise.reject(new FencedCsiCallError());
     const net = this.#net;
     const client = this.#client;
     const copy = structuredClone(req);

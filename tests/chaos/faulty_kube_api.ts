@@ -13,7 +13,7 @@
  * @module
  */
 
-import type { Timer } from "../../lib/clock.ts";
+import type { Clock, Timer } from "../../lib/clock.ts";
 import type { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import {
   ApiError,
@@ -268,6 +268,8 @@ export class FaultyKubeApi {
   #ids = 0;
   #writeHooks: Array<(w: ApiWrite) => void> = [];
   #dead = new Set<string>();
+  /** The clock of each client (its request timeouts), when not the world's. */
+  #clocks = new Map<string, Clock>();
   #disposed = false;
 
   constructor(deps: FaultyKubeApiDeps, opts: FaultyKubeApiOptions) {
@@ -351,8 +353,12 @@ export class FaultyKubeApi {
     }
   }
 
-  /** The API client of one controller instance. */
-  connect(client: string): KubeApi {
+  /**
+   * The API client of one controller instance; `clock` runs its request timeouts (a paused
+   * replica's clock holds them), the world's clock by default.
+   */
+  connect(client: string, clock?: Clock): KubeApi {
+    if (clock !== undefined) this.#clocks.set(client, clock);
     return new FaultyKubeClient(this, this.#server, client);
   }
 
@@ -516,7 +522,7 @@ export class FaultyKubeApi {
             this.#journal.note(`api ${client} ${label} dropped by the server (request timeout)`);
           });
         }
-        entry.timer = this.#clock.setTimer(this.#timeoutMs, () => {
+        entry.timer = (this.#clocks.get(client) ?? this.#clock).setTimer(this.#timeoutMs, () => {
           entry.timer = undefined;
           entry.abandoned = true;
           if (entry.applied) this.#remove(entry);

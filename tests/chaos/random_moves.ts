@@ -138,7 +138,7 @@ export function randomUserAction(sim: Simulation): void {
 }
 
 /**
- * One random fault that is not tied to a request: kill or replace the attacher, drop, break or
+ * One random fault that is not tied to a request: kill, replace or pause the attacher, drop, break or
  * expire a watch, send a bookmark, compact the history, take the driver down for a while, step
  * the wall clock, throttle the API (429 storm) or make every connection silent for a while.
  */
@@ -148,6 +148,7 @@ export function randomFault(sim: Simulation): void {
   const kind = sim.prng.weighted<string>([
     ["kill", sim.instance ? 1 : 0],
     ["switch", sim.instance ? 1 : 0],
+    ["pause", sim.instance && !sim.pausedInstance ? 1 : 0],
     ["dropWatch", watches.length > 0 ? 2 : 0],
     ["failWatch", watches.length > 0 ? 1 : 0],
     ["expireWatch", watches.length > 0 ? 1.5 : 0],
@@ -168,6 +169,15 @@ export function randomFault(sim: Simulation): void {
       sim.killInstance();
       sim.startInstance();
       break;
+    case "pause": {
+      // The leader's process stops (SIGSTOP, a frozen VM, a live migration) for 1–40 s, its
+      // clock with it: a standby may take over after a lease (15 s); at the resume the paused
+      // one must not act on what it was doing (its lease fence).
+      const ms = sim.prng.between(1, 40) * 1000;
+      sim.journal.count(ms < 14_000 ? "process.pauseShort" : "process.pauseLong", `${ms / 1000} s`);
+      sim.pauseInstance(ms);
+      break;
+    }
     case "dropWatch": {
       const w = sim.prng.pick(watches);
       sim.journal.count("api.watchDropped", `${w.client}/${w.resource}`);

@@ -17,7 +17,9 @@ export type Sabotage =
   /** ControllerUnpublishVolume reports success without reaching the driver. */
   | "fakeUnpublish"
   /** ControllerPublishVolume requests are logged with their secrets. */
-  | "logSecrets";
+  | "logSecrets"
+  /** No lease fence: a replica resumed after a pause acts until it learns it lost the Lease. */
+  | "noFence";
 
 /** The clients of one instance, broken as `sabotage` says. */
 export function sabotageClients(
@@ -54,6 +56,8 @@ export function sabotageClients(
         kube,
         csi: wrapCsi(csi, { controllerUnpublishVolume: () => Promise.resolve() }),
       };
+    case "noFence":
+      return { kube, csi }; // the instance leaves the fence out (attacher_instance.ts)
     case "logSecrets":
       return {
         kube,

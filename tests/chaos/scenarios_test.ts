@@ -10,12 +10,16 @@ import { CSI_NODES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../lib/kub
 import { finalizerName } from "../../lib/controller/names.ts";
 import type { CsiNode, VolumeAttachment } from "../../lib/kube/types.ts";
 import { DRIVER_NAME, Simulation } from "./simulation.ts";
+import type { Sabotage } from "./sabotage.ts";
 
 const FINALIZER = finalizerName(DRIVER_NAME);
 
 /** A quiet world: one node with the driver, one PV, no random faults, no latency. */
-function quietWorld(opts: { serializeVolumeOps?: boolean; nodes?: string[] } = {}) {
+function quietWorld(
+  opts: { serializeVolumeOps?: boolean; nodes?: string[]; sabotage?: Sabotage } = {},
+) {
   const sim = new Simulation({
+    ...(opts.sabotage ? { sabotage: opts.sabotage } : {}),
     seed: 7,
     randomWorld: false,
     faults: false,
@@ -168,7 +172,7 @@ Deno.test("inherent: PV finalizer removed while a VA the attacher has not seen n
   assert.deepEqual(sim.violations, []);
 });
 
-Deno.test("inherent: a status patch from a stale cached VA leaves an old attachError on an attached VA", async () => {
+Deno.test("a status patch from a stale cached VA clears an attachError the cache has not shown", async () => {
   const { sim, pv } = quietWorld();
   const va = sim.createVolumeAttachment(pv, "node-1");
   sim.csi.inject({ method: "ControllerPublishVolume", fault: { kind: "error", code: 13 } });
@@ -193,7 +197,13 @@ Deno.test("inherent: a status patch from a stale cached VA leaves an old attachE
   assert.ok(await sim.runUntilQuiet());
   const status = getVA(sim, va)?.status;
   assert.equal(status?.attached, true);
-  assert.equal(status?.attachError?.message, "rpc error: code = Internal desc = injected failure");
+  // The attached patch clears the error whatever the cache showed (the Go attacher's, computed
+  // from the cache alone, left it).
+  assert.equal(status?.attachError, undefined);
+  assert.equal(
+    sim.journal.counts()["inherent.attachedVolumeAttachmentKeepsAttachError"],
+    undefined,
+  );
   assert.deepEqual(sim.violations, []);
 });
 
@@ -241,7 +251,7 @@ async function holdPatch(
   assert.equal(sim.api.pending().length, 1, "the request still waits in the server");
 }
 
-Deno.test("inherent: a status patch handled after its VA was deleted and created again marks the new VA attached; the reconciler repairs it", async () => {
+Deno.test("a status patch handled after its VA was deleted and created again is refused (uid precondition); the new VA attaches normally", async () => {
   const { sim, pv, volumeId } = quietWorld();
   const va = sim.createVolumeAttachment(pv, "node-1");
   sim.startInstance();
@@ -251,18 +261,16 @@ Deno.test("inherent: a status patch handled after its VA was deleted and created
   assert.equal(sim.driver.isPublished(volumeId, "node-1-id"), false);
 
   sim.createVolumeAttachment(pv, "node-1");
-  sim.api.respond(sim.api.pending()[0]!); // the old "attached: true" lands on the new VA
+  sim.api.respond(sim.api.pending()[0]!); // the old "attached: true" reaches the new VA...
   await sim.settle();
-  assert.deepEqual(sim.inherentWindows.map((w) => w.kind), [
-    "lateWriteOnRecreatedVolumeAttachment",
-  ]);
-  assert.equal(getVA(sim, va)?.status?.attached, true);
-  assert.equal(sim.driver.isPublished(volumeId, "node-1-id"), false, "nothing attached it");
+  // ...and names the old VA's uid: the API server refuses it (the Go attacher's lands).
+  assert.deepEqual(sim.inherentWindows, []);
+  assert.equal(getVA(sim, va)?.status?.attached ?? false, false);
 
-  // The ListVolumes reconciler sees attached=true without a publication and attaches it for real.
   assert.ok(await sim.runUntilQuiet(), sim.unconverged().join("; "));
   assert.equal(sim.driver.isPublished(volumeId, "node-1-id"), true);
   assert.equal(getVA(sim, va)?.status?.attached, true);
+  assert.deepEqual(sim.violations, []);
 });
 
 Deno.test("a finalizer removal handled after its VA was deleted and created again is refused (uid precondition); the new VA keeps its finalizer and detaches normally", async () => {
@@ -289,4 +297,54 @@ Deno.test("a finalizer removal handled after its VA was deleted and created agai
   assert.equal(getVA(sim, va), undefined);
   assert.equal(sim.driver.isPublished(volumeId, "node-1-id"), false, "detached before it went");
   assert.deepEqual(sim.violations, []);
+});
+
+/**
+ * The leader stores the VA's finalizer and is paused before its answer arrives (so before its
+ * ControllerPublishVolume); meanwhile the VA is deleted and the standby, leading after a lease,
+ * detaches it and lets it go. Then the paused replica resumes and gets the answer.
+ */
+async function pausedBeforePublish(sabotage?: Sabotage) {
+  const { sim, pv, volumeId } = quietWorld(sabotage ? { sabotage } : {});
+  const va = sim.createVolumeAttachment(pv, "node-1");
+  sim.api.inject({
+    verb: "patch",
+    resource: "volumeattachments",
+    subresource: "",
+    fault: { kind: "slow", applyOnSend: true },
+  });
+  const a = sim.startInstance();
+  assert.ok(await sim.drive(() => sim.api.pending().length === 1, { skip: ["respondApi"] }));
+  assert.deepEqual(getVA(sim, va)?.metadata.finalizers, [FINALIZER], "the finalizer is stored");
+  sim.pauseInstance(40_000);
+  sim.deleteVolumeAttachment(va);
+  // Time passes for the world (the paused replica's timers are held) until a lease has passed.
+  for (let i = 0; i < 50 && !await sim.perform("start"); i++) await sim.perform("clock");
+  assert.notEqual(sim.instance, a, "the standby leads");
+  assert.ok(await sim.drive(() => getVA(sim, va) === undefined), "the standby let the VA go");
+  for (let i = 0; i < 50 && !await sim.perform("resume"); i++) await sim.perform("clock");
+  assert.equal(sim.pausedInstance, a, "resumed, not yet out");
+  sim.api.respond(sim.api.pending().find((p) => p.client === a.name)!);
+  await sim.settle();
+  sim.check();
+  return { sim, a, volumeId };
+}
+
+Deno.test("pause: a leader resumed after its lease could have passed does not publish (its fence)", async () => {
+  const { sim, a, volumeId } = await pausedBeforePublish();
+  assert.equal(a.lapsed, true, "the fence found the lease lapsed at the answer");
+  assert.equal(sim.driver.isPublished(volumeId, "node-1-id"), false);
+  assert.deepEqual(sim.csi.calls.filter((c) => c.client === a.name), []);
+  assert.deepEqual(sim.violations, []);
+  assert.ok(await sim.runUntilQuiet(), sim.unconverged().join("; "));
+  assert.deepEqual(sim.violations, []);
+});
+
+Deno.test("pause: without the fence, the resumed leader publishes a volume nothing will detach (invariant 1)", async () => {
+  const { sim, a, volumeId } = await pausedBeforePublish("noFence");
+  assert.deepEqual(sim.csi.calls.filter((c) => c.client === a.name).map((c) => c.method), [
+    "ControllerPublishVolume",
+  ]);
+  assert.equal(sim.driver.isPublished(volumeId, "node-1-id"), true);
+  assert.deepEqual(sim.violations.map((v) => v.invariant), [1]);
 });

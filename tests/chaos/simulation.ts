@@ -4,8 +4,8 @@
  * {@link ExampleDriver} (through {@link FaultyCsiDriver}). Nothing runs by itself: a seeded
  * {@link Prng} picks each step (start one queue item, deliver one watch event, answer one slow
  * request, let the driver finish one call, move the clock to the next timer, act as a user,
- * inject a fault, kill or replace the attacher), and every pending microtask runs before the
- * next step. So a seed is a schedule, and a failing seed replays exactly.
+ * inject a fault, kill, replace or pause the attacher), and every pending microtask runs before
+ * the next step. So a seed is a schedule, and a failing seed replays exactly.
  *
  * After every step the invariants of {@link import("./invariants.ts")} are checked; the first
  * breach stops the schedule and is reported with its step, the seed and the recent trace.
@@ -28,8 +28,13 @@ import type {
   VolumeAttachment,
 } from "../../lib/kube/types.ts";
 import { FakeLogger } from "../../testkit/fakes/fake_logger.ts";
-import { FaultyCsiDriver } from "./faulty_csi_client.ts";
-import { type ApiWrite, FaultyKubeApi } from "./faulty_kube_api.ts";
+import { FaultyCsiDriver, type PendingOp } from "./faulty_csi_client.ts";
+import {
+  type ApiWrite,
+  FaultyKubeApi,
+  type PendingRequest,
+  type SimWatch,
+} from "./faulty_kube_api.ts";
 import {
   attachedWithError,
   type Breach,
@@ -45,9 +50,10 @@ import { Journal } from "./journal.ts";
 import { ServerMirror } from "./mirror.ts";
 import { randomFault, randomUserAction, seedWorld } from "./random_moves.ts";
 import type { Sabotage } from "./sabotage.ts";
-import { AttacherInstance } from "./attacher_instance.ts";
+import { AttacherInstance, LEASE_SECONDS } from "./attacher_instance.ts";
 import { DRIVER_NAME, OTHER_ATTACHER, SECRET_NAMESPACE } from "./world_names.ts";
 import { Prng } from "./prng.ts";
+import { FENCE_REFUSED_MESSAGE } from "../../lib/lease_fence.ts";
 
 export { DRIVER_NAME, OTHER_ATTACHER, SECRET_NAMESPACE } from "./world_names.ts";
 
@@ -67,11 +73,11 @@ export interface Violation extends Breach {
  *
  * - `lateWriteOnRecreatedVolumeAttachment`: a patch the attacher sent was handled by the API
  *   server only after its VA had been deleted and created again under the same name (it waited in
- *   the server up to its request timeout, after the attacher gave up on it or died). Patches are
- *   addressed by name, without a uid or resourceVersion precondition (the Go attacher's too), so
- *   it lands on the new VA: a late `attached: true` marks a VA that nothing attached (the
- *   ListVolumes reconciler repairs it), and a late finalizer removal strips the finalizer of an
- *   attached VA.
+ *   the server up to its request timeout, after the attacher gave up on it or died), and changed
+ *   what matters on the new VA. The Go attacher's patches are addressed by name alone, so a late
+ *   `attached: true` marks a VA that nothing attached and a late finalizer removal strips the
+ *   finalizer of an attached VA; ours carry the VA's uid (metadata and status patches alike) and
+ *   are refused, so this is no longer reached (ARCHITECTURE.md, "One leader at a time").
  */
 export interface InherentWindow {
   kind: "lateWriteOnRecreatedVolumeAttachment";
@@ -117,7 +123,23 @@ export type StepKind =
   | "start"
   | "user"
   | "fault"
-  | "clock";
+  | "clock"
+  | "resume"
+  | "release"
+  | "workResumed";
+
+/**
+ * A replica stopped (SIGSTOP, a frozen VM) with its clock and work: nothing of it runs and none of
+ * its answers reach it until {@link Simulation.resumeInstance}. Another replica may take over once
+ * the lease could have passed (`standbyAt`).
+ */
+interface PausedReplica {
+  inst: AttacherInstance;
+  /** World time at which the pause ends (the resume step becomes possible). */
+  until: number;
+  /** World time from which a standby may start: a whole lease after the pause began. */
+  standbyAt: number;
+}
 
 /** What one schedule did. */
 export interface ScheduleResult {
@@ -172,6 +194,14 @@ export class Simulation {
   readonly secretValues: string[] = [];
   #opts: SimulationOptions;
   #instance: AttacherInstance | undefined;
+  /** The leader stopped by a pause fault, while it is stopped. */
+  #paused: PausedReplica | undefined;
+  /**
+   * A replica resumed after a pause while another leads (or could): it runs again (its answers
+   * reach it; its held timers fire at a `release` step) until its fence finds the lease lapsed
+   * and it exits.
+   */
+  #resumed: AttacherInstance | undefined;
   #instances = 0;
   #workers: number;
   #maxEntries: number;
@@ -511,8 +541,130 @@ export class Simulation {
     this.journal.note(`kill ${inst.name}`);
   }
 
+  /**
+   * Pauses the leader for `ms` of world time (a fault): its clock freezes and nothing of it runs.
+   * A standby may start once a whole lease has passed since the pause began.
+   */
+  pauseInstance(ms: number): void {
+    const inst = this.#instance;
+    if (!inst || this.#paused || this.#resumed) return;
+    this.#instance = undefined;
+    inst.clock.freeze();
+    const now = this.clock.now();
+    this.#paused = { inst, until: now + ms, standbyAt: now + LEASE_SECONDS * 1000 };
+    this.journal.note(`pause ${inst.name} for ${ms / 1000} s`);
+  }
+
+  /** The paused replica is stopped (still paused, or resumed and not yet out), if any. */
+  get pausedInstance(): AttacherInstance | undefined {
+    return this.#paused?.inst ?? this.#resumed;
+  }
+
+  /**
+   * Resumes the paused replica: its clock jumps to the world's time. When nobody took over and
+   * its fence holds, it leads on (its held timers fire now); otherwise it runs again until its
+   * fence, asked by whatever it does first, finds the lease lapsed, and it exits.
+   */
+  resumeInstance(): void {
+    const paused = this.#paused;
+    if (!paused) return;
+    this.#paused = undefined;
+    const { inst } = paused;
+    inst.clock.thaw();
+    this.journal.note(`resume ${inst.name}`);
+    if (this.#instance === undefined && inst.fenceOpenAt(this.clock.now())) {
+      this.#instance = inst;
+      inst.clock.release();
+      this.journal.count("process.shortPause");
+      return;
+    }
+    this.journal.count("process.pausePastLease");
+    this.#resumed = inst;
+    this.#exitIfLapsed();
+  }
+
+  /** The resumed replica's held timers fire. */
+  releaseResumed(): void {
+    const inst = this.#resumed;
+    if (!inst) return;
+    this.journal.note(`${inst.name}'s late timers fire`);
+    inst.clock.release();
+  }
+
+  /** A resumed replica whose fence closed exits 1, as `Stopped leading` makes it. */
+  #exitIfLapsed(): void {
+    const inst = this.#resumed;
+    if (!inst?.lapsed) return;
+    this.#resumed = undefined;
+    this.api.kill(inst.name);
+    this.csi.kill(inst.name);
+    inst.kill();
+    this.journal.count("process.stoppedLeadingAfterPause", inst.name);
+    const refused =
+      this.log.lines.filter((l) =>
+        l.msg === FENCE_REFUSED_MESSAGE && l.fields.instance === inst.name
+      ).length;
+    for (let i = 0; i < refused; i++) this.journal.count("fence.refusedAct", inst.name);
+    this.journal.note(`${inst.name} stopped leading: its lease could have passed`);
+  }
+
+  /** The clients whose answers cannot reach them now (a paused replica). */
+  #frozenClient(client: string): boolean {
+    return this.#paused?.inst.name === client;
+  }
+
+  /** Requests whose answer may be given now. */
+  respondable(): readonly PendingRequest[] {
+    return this.#paused
+      ? this.api.pending().filter((p) => !this.#frozenClient(p.client))
+      : this.api.pending();
+  }
+
+  /** CSI calls the driver may finish now (a paused caller's wait). */
+  csiCompletable(): PendingOp[] {
+    const ops = this.csi.completable();
+    return this.#paused ? ops.filter((p) => !this.#frozenClient(p.client)) : ops;
+  }
+
+  /** Watches with an event to deliver now. */
+  deliverableWatches(): SimWatch[] {
+    return this.api.watches().filter((w) => w.deliverable && !this.#frozenClient(w.client));
+  }
+
   // ---------------------------------------------------------------------------------------------
   // Steps. Each does one thing; call settle() after it.
+
+  /** Whether a replica may start: none leads, and a paused one's lease could have passed. */
+  #canStart(): boolean {
+    if (this.#instance) return false;
+    return !this.#paused || this.clock.now() >= this.#paused.standbyAt;
+  }
+
+  /**
+   * Whether the resumed replica's workers may take a key: as the process's workers loop, they
+   * take the next key at once after the resume, before anything tells them the lease is gone.
+   */
+  #canWorkResumed(): boolean {
+    const inst = this.#resumed;
+    if (!inst || !inst.ready()) return false;
+    return (inst.vaQueue.len() > 0 && inst.vaWorkers < this.#workers) ||
+      (inst.pvQueue.len() > 0 && inst.pvWorkers < this.#workers);
+  }
+
+  /** A worker of the resumed replica takes its next key (a VA one when it can). */
+  #workResumed(): void {
+    const inst = this.#resumed;
+    if (!inst) return;
+    const va = inst.vaQueue.len() > 0 && inst.vaWorkers < this.#workers;
+    this.journal.note(`${inst.name} (resumed) ${va ? "va" : "pv"} worker starts`);
+    if (va) inst.workVolumeAttachment(this.#onFailure);
+    else inst.workPersistentVolume(this.#onFailure);
+  }
+
+  /** Whether the paused replica's pause is over. */
+  #canResume(): boolean {
+    return this.#paused !== undefined && this.clock.now() >= this.#paused.until;
+  }
 
   /** Lets every pending microtask run. */
   settle(): Promise<void> {
@@ -547,12 +699,29 @@ export class Simulation {
     inst.workPersistentVolume(this.#onFailure);
   }
 
-  /** Moves the clock to the next timer and fires it. */
+  /**
+   * Moves the clock to the next timer and fires it (or, while a replica is paused, to the end of
+   * the pause or to when a standby may start, if sooner). The leader renews its lease as time
+   * passes (the simulation stands for its elector); a paused replica cannot.
+   */
   advanceClock(): boolean {
-    const at = this.clock.nextTimerAt();
+    const at = this.#nextClockStop();
     if (at === undefined) return false;
     this.journal.note(`clock +${at - this.clock.now()}ms`);
-    return this.clock.advanceToNextTimer();
+    this.#instance?.renew(at);
+    this.clock.advance(Math.max(0, at - this.clock.now()));
+    return true;
+  }
+
+  /** Where {@link advanceClock} goes next, if anywhere. */
+  #nextClockStop(): number | undefined {
+    const stops = [this.clock.nextTimerAt()];
+    const paused = this.#paused;
+    if (paused) {
+      for (const at of [paused.until, paused.standbyAt]) if (at > this.clock.now()) stops.push(at);
+    }
+    const times = stops.filter((t): t is number => t !== undefined);
+    return times.length === 0 ? undefined : Math.min(...times);
   }
 
   /**
@@ -573,7 +742,7 @@ export class Simulation {
   /** True when nothing is in flight and no worker has a ready key. */
   quiet(): boolean {
     const inst = this.#instance;
-    if (!inst || !inst.ready()) return false;
+    if (!inst || !inst.ready() || this.#paused || this.#resumed) return false;
     return this.api.pending().length === 0 && this.csi.pending().length === 0 &&
       inst.vaQueue.len() === 0 && inst.pvQueue.len() === 0 && inst.vaWorkers === 0 &&
       inst.pvWorkers === 0 && !this.api.watches().some((w) => w.deliverable);
@@ -621,6 +790,7 @@ export class Simulation {
     }
     this.api.faultsEnabled = false;
     this.csi.faultsEnabled = false;
+    this.resumeInstance();
     this.api.clearInjected();
     this.csi.clearInjected();
     this.csi.unavailable = false;
@@ -650,6 +820,7 @@ export class Simulation {
       this.journal.count("inherent.attachedVolumeAttachmentKeepsAttachError", name);
     }
     this.killInstance();
+    for (const inst of [this.#paused?.inst, this.#resumed]) inst?.kill();
     this.api.dispose();
     this.mirror.dispose();
     return {
@@ -688,16 +859,19 @@ export class Simulation {
     const entries: [StepKind, number][] = [
       ["workVA", this.canWorkVolumeAttachment() ? 8 : 0],
       ["workPV", this.canWorkPersistentVolume() ? 4 : 0],
-      ["deliver", this.api.watches().some((w) => w.deliverable) ? 8 : 0],
-      ["respondApi", this.api.pending().length > 0 ? 5 : 0],
-      ["completeCsi", this.csi.completable().length > 0 ? 5 : 0],
-      ["start", this.#instance ? 0 : chaos ? 1.5 : 50],
+      ["deliver", this.deliverableWatches().length > 0 ? 8 : 0],
+      ["respondApi", this.respondable().length > 0 ? 5 : 0],
+      ["completeCsi", this.csiCompletable().length > 0 ? 5 : 0],
+      ["start", this.#canStart() ? chaos ? 1.5 : 50 : 0],
+      ["resume", this.#canResume() ? 5 : 0],
+      ["release", this.#resumed?.clock.holding ? 3 : 0],
+      ["workResumed", this.#canWorkResumed() ? 4 : 0],
       ["user", chaos && this.#opts.userActions !== false ? 3 : 0],
       ["fault", chaos && this.#opts.faults !== false ? this.#faultWeight : 0],
     ];
     const busy = entries.some(([, w]) => w > 0);
     const clockWeight = chaos ? 2 : busy ? 0 : 1;
-    entries.push(["clock", this.clock.nextTimerAt() !== undefined ? clockWeight : 0]);
+    entries.push(["clock", this.#nextClockStop() !== undefined ? clockWeight : 0]);
     return entries;
   }
 
@@ -710,13 +884,16 @@ export class Simulation {
     const possible: Record<StepKind, () => boolean> = {
       workVA: () => this.canWorkVolumeAttachment(),
       workPV: () => this.canWorkPersistentVolume(),
-      deliver: () => this.api.watches().some((w) => w.deliverable),
-      respondApi: () => this.api.pending().length > 0,
-      completeCsi: () => this.csi.completable().length > 0,
-      start: () => !this.#instance,
+      deliver: () => this.deliverableWatches().length > 0,
+      respondApi: () => this.respondable().length > 0,
+      completeCsi: () => this.csiCompletable().length > 0,
+      start: () => this.#canStart(),
       user: () => true,
       fault: () => true,
-      clock: () => this.clock.nextTimerAt() !== undefined,
+      clock: () => this.#nextClockStop() !== undefined,
+      resume: () => this.#canResume(),
+      release: () => this.#resumed?.clock.holding ?? false,
+      workResumed: () => this.#canWorkResumed(),
     };
     if (!possible[kind]()) return false;
     this.journal.step++;
@@ -767,10 +944,10 @@ export class Simulation {
         await this.#deliver();
         break;
       case "respondApi":
-        this.api.respond(this.prng.pick(this.api.pending()));
+        this.api.respond(this.prng.pick(this.respondable()));
         break;
       case "completeCsi":
-        this.csi.complete(this.prng.pick(this.csi.completable()));
+        this.csi.complete(this.prng.pick(this.csiCompletable()));
         break;
       case "start":
         this.startInstance();
@@ -784,14 +961,24 @@ export class Simulation {
       case "clock":
         this.advanceClock();
         break;
+      case "resume":
+        this.resumeInstance();
+        break;
+      case "release":
+        this.releaseResumed();
+        break;
+      case "workResumed":
+        this.#workResumed();
+        break;
     }
     await this.settle();
+    this.#exitIfLapsed();
     this.check();
   }
 
   /** Delivers one event, or a short burst, on one watch. */
   async #deliver(): Promise<void> {
-    const ready = this.api.watches().filter((w) => w.deliverable);
+    const ready = this.deliverableWatches();
     const watch = this.prng.pick(ready);
     const burst = this.prng.chance(0.3) ? this.prng.between(2, 5) : 1;
     for (let i = 0; i < burst && watch.deliverable; i++) {

@@ -298,7 +298,9 @@ const scenarios: Scenario[] = [
     addedVA: va(false),
     expectedActions: [
       ADD_FIN_ANN,
-      vaStatusPatch({ status: { attached: true, attachmentMetadata: { foo: "bar" } } }),
+      vaStatusPatch({
+        status: { attachError: null, attached: true, attachmentMetadata: { foo: "bar" } },
+      }),
     ],
     expectedCsiCalls: [publish({}, { respond: { publishContext: { foo: "bar" } } })],
   },

@@ -26,6 +26,7 @@ import {
   DET_CLR,
   detachError,
   FIN,
+  forUid,
   getSecret,
   pv,
   REMOVE_FIN,
@@ -197,7 +198,11 @@ Deno.test("events: a VA re-created under the name of one that failed and went aw
         vaInformer.emitUpdate(vaInformer.get("pv1-node1")!, recreated);
       }
     },
-    expectedActions: [attachError('persistentvolume "pv1" not found'), addFinAnnFor("uid-2"), ATT],
+    expectedActions: [
+      forUid(attachError('persistentvolume "pv1" not found'), "uid-1"),
+      addFinAnnFor("uid-2"),
+      forUid(ATT, "uid-2"),
+    ],
     expectedCsiCalls: [publish()],
   });
   assert.equal(stage, 2);

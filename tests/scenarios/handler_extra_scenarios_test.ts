@@ -23,6 +23,7 @@ import {
   DET,
   DRIVER,
   FIN,
+  forUid,
   NODE_ID_ANN,
   pv,
   va,
@@ -92,7 +93,7 @@ const scenarios: Scenario[] = [
         vaInformer.emitUpdate(staleVA, staleVA);
       }
     },
-    expectedActions: [addFinAnnFor("uid-1"), ATT],
+    expectedActions: [addFinAnnFor("uid-1"), forUid(ATT, "uid-1")],
     expectedCsiCalls: [publish()],
     check: () => assert.ok(staleResynced, "the stale VA was synced again"),
   },
@@ -163,11 +164,11 @@ const scenarios: Scenario[] = [
     }],
     expectedActions: [
       addFinAnnFor("uid-1"),
-      ATT,
+      forUid(ATT, "uid-1"),
       addFinAnnFor("uid-1"),
-      ATT,
+      forUid(ATT, "uid-1"),
       addFinAnnFor("uid-1"),
-      ATT,
+      forUid(ATT, "uid-1"),
     ],
     expectedCsiCalls: [publish()],
     check: (result) => {
@@ -196,9 +197,9 @@ const scenarios: Scenario[] = [
     },
     expectedActions: [
       addFinAnnFor("uid-1"),
-      ATT,
+      forUid(ATT, "uid-1"),
       addFinAnnFor("uid-1", "nodeID2"),
-      ATT,
+      forUid(ATT, "uid-1"),
     ],
     expectedCsiCalls: [publish(), publish({ nodeId: "nodeID2" })],
   },
@@ -418,7 +419,11 @@ Deno.test("handler extra: 200 VAs on 20 nodes, 10 workers -> each published exac
         metadata: { annotations: { [NODE_ID_ANN]: nodeId(n) }, finalizers: [FIN] },
       }, vaName),
       vaStatusPatch({
-        status: { attached: true, attachmentMetadata: { devicePath: `/dev/example/${handle}` } },
+        status: {
+          attachError: null,
+          attached: true,
+          attachmentMetadata: { devicePath: `/dev/example/${handle}` },
+        },
       }, vaName),
     );
     expectedPublications.push({ volumeId: handle, nodeId: nodeId(n) });

@@ -32,9 +32,11 @@ import {
   deleted,
   DET,
   FIN,
+  forUid,
   gcePdPv,
   NODE_ID_ANN,
   pv,
+  REATT,
   va,
   vaInline,
   vaMetaPatch,
@@ -95,7 +97,7 @@ const scenarios: Scenario[] = [
     initialObjects: [va(true, FIN, ANN), pv(), csiNode()],
     expectedCsiCalls: [listVolumes({}), publish],
     // Already attached with finalizer and annotation: only the (empty) status patch.
-    expectedActions: [vaStatusPatch({})],
+    expectedActions: [REATT],
   },
   {
     name: "va attached actual state attached",
@@ -136,7 +138,7 @@ const scenarios: Scenario[] = [
     name: "volume published to another node -> VA re-attached",
     initialObjects: [va(true, FIN, ANN), pv(), csiNode()],
     expectedCsiCalls: [listVolumes({ handle1: ["nodeID2"] }), publish],
-    expectedActions: [vaStatusPatch({})],
+    expectedActions: [REATT],
   },
   {
     // The Go attacher skips inline VAs here (RepairVolumeHandle fails for drivers without an
@@ -144,7 +146,7 @@ const scenarios: Scenario[] = [
     name: "inline VA attached, driver reports it unpublished -> re-attached",
     initialObjects: [vaInline(true, FIN, ANN), csiNode()],
     expectedCsiCalls: [listVolumes({}), { ...publish, expect: { volumeId: "handle1" } }],
-    expectedActions: [vaStatusPatch({})],
+    expectedActions: [REATT],
   },
   {
     name: "migrated GCE PD PV -> handle repaired from the node ID before comparing",
@@ -302,7 +304,10 @@ const raceScenarios: Scenario[] = [
     updatedVA: with_(deleted(va(true, FIN, ANN)), (o) => o.metadata.uid = "uid-1"),
     expectedCsiCalls: [unpublish, listVolumes({})],
     // The status patch finds the VA gone (our finalizer was its last one).
-    expectedActions: [vaMetaPatch({ metadata: { finalizers: null, uid: "uid-1" } }), DET],
+    expectedActions: [
+      vaMetaPatch({ metadata: { finalizers: null, uid: "uid-1" } }),
+      forUid(DET, "uid-1"),
+    ],
     check: (result) =>
       assert.deepEqual(driverCalls(result), ["ControllerUnpublishVolume", "ListVolumes"]),
   },
@@ -310,7 +315,7 @@ const raceScenarios: Scenario[] = [
     // A real difference (attached, but not published) on a VA that changes while ListVolumes
     // runs: that pass leaves it, the next one repairs it.
     name: "real difference, VA changed during ListVolumes -> repaired by the next pass",
-    initialObjects: [va(true, FIN, ANN), pv(), csiNode()],
+    initialObjects: [with_(va(true, FIN, ANN), (o) => o.metadata.uid = "uid-1"), pv(), csiNode()],
     between: async (ctx) => {
       if (ctx.step === 0) await ctx.reconcile();
     },
@@ -323,7 +328,7 @@ const raceScenarios: Scenario[] = [
       await syncAndWatch(ctx);
     }),
     expectedCsiCalls: [listVolumes({}), listVolumes({}), publish],
-    expectedActions: [vaStatusPatch({})],
+    expectedActions: [forUid(REATT, "uid-1")],
     check: (result) =>
       assert.deepEqual(driverCalls(result), [
         "ListVolumes",
@@ -341,7 +346,7 @@ const raceScenarios: Scenario[] = [
       if (ctx.step === 0) await ctx.reconcile();
     },
     expectedCsiCalls: [listVolumes({}), listVolumes({}), publish],
-    expectedActions: [vaStatusPatch({})],
+    expectedActions: [REATT],
     check: (result) =>
       assert.deepEqual(driverCalls(result), [
         "ListVolumes",
@@ -365,7 +370,11 @@ const raceScenarios: Scenario[] = [
     }],
     between: (ctx) => ctx.deliverWatchEvents(),
     expectedCsiCalls: [publish, listVolumes({}), publish],
-    expectedActions: [addFinAnnFor("uid-1"), ATT, vaStatusPatch({})],
+    expectedActions: [
+      addFinAnnFor("uid-1"),
+      forUid(ATT, "uid-1"),
+      forUid(REATT, "uid-1"),
+    ],
     check: (result) =>
       assert.deepEqual(driverCalls(result), [
         "ControllerPublishVolume",

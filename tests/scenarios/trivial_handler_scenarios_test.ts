@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import type { Scenario } from "../../testkit/harness/scenario_harness.ts";
 import { runScenario } from "../../testkit/harness/scenario_harness.ts";
-import { ATT, va, vaStatusPatch, with_ } from "../../testkit/harness/fixtures.ts";
+import { TRIVIAL_ATT as ATT, va, vaStatusPatch, with_ } from "../../testkit/harness/fixtures.ts";
 
 const scenarios: Scenario[] = [
   {

@@ -232,3 +232,59 @@ Deno.test("GOAWAY then a header block for a stream above last-stream-id is still
     assert.equal(session.usable, false);
   });
 });
+
+Deno.test("a request's fence that closes after its HEADERS went out stops its DATA and resets the stream", async () => {
+  const seen: string[] = [];
+  let open = true;
+  let asked = 0;
+  await withSession(async (peer) => {
+    await peer.handshake([[4, 10]]); // a 10-octet stream window: the body goes out in parts
+    for (let f = await peer.readFrame(); f !== undefined; f = await peer.readFrame()) {
+      if (f.type === T.HEADERS) seen.push("HEADERS");
+      if (f.type === T.DATA) {
+        seen.push(`DATA ${f.payload.length}${f.flags & F.END_STREAM ? " END_STREAM" : ""}`);
+        open = false; // closes before the rest may be sent
+        await peer.send(windowUpdate(f.streamId, 1000));
+      }
+      if (f.type === T.RST_STREAM) {
+        seen.push(`RST_STREAM ${new DataView(f.payload.buffer).getUint32(0)}`);
+        return;
+      }
+    }
+  }, async (session) => {
+    const fence = () => {
+      asked++;
+      return open;
+    };
+    const result = await outcome(
+      session.request(REQUEST, new Uint8Array(100), 1024, fence).response,
+    );
+    assert.ok(result !== "ok");
+    assert.deepEqual(result.failure, { kind: "fenced" });
+  });
+  assert.deepEqual(seen, ["HEADERS", "DATA 10", `RST_STREAM ${E.CANCEL}`]);
+  assert.equal(asked, 2, "asked before each write that carried the request's frames");
+});
+
+Deno.test("a request whose fence says no at once writes nothing; the next request works", async () => {
+  const seen: number[] = [];
+  await withSession(async (peer) => {
+    await peer.handshake();
+    const req = await peer.readRequest();
+    if (req === undefined) return;
+    seen.push(req.streamId);
+    for (const f of grpcOk(req.streamId)) await peer.send(f);
+  }, async (session) => {
+    const refused = await outcome(
+      session.request(REQUEST, Uint8Array.of(1), 1024, () => false).response,
+    );
+    assert.ok(refused !== "ok");
+    assert.deepEqual(refused.failure, { kind: "fenced" });
+    assert.equal(await outcome(session.request(REQUEST, Uint8Array.of(1), 1024).response), "ok");
+  });
+  assert.deepEqual(
+    seen,
+    [3],
+    "stream 1 never reached the peer (skipping an id is allowed, §5.1.1)",
+  );
+});
