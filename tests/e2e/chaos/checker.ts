@@ -84,6 +84,8 @@ export interface CheckFigures {
   byReplica: Map<string, number>;
   /** The smallest distance (ms) of a call inside a term to that term's end. */
   closestToEndMs: number | undefined;
+  /** Calls outside the caller's term, per replica, and the latest (ms past the term's end). */
+  outside: Map<string, { calls: number; latestMs: number }>;
 }
 
 /** The successful writes of VolumeAttachments (not their status) by the attacher, from the audit. */
@@ -116,6 +118,7 @@ export function checkChaos(
     unpublishes: 0,
     byReplica: new Map(),
     closestToEndMs: undefined,
+    outside: new Map(),
   };
   for (const { served, logged } of record.calls) {
     const what = `${served.method.slice(served.method.lastIndexOf("/") + 1)} of volume ` +
@@ -138,6 +141,12 @@ export function checkChaos(
       }
       continue;
     }
+    const late = verdict.why === "never-held" ? 0 : verdict.lateMs;
+    const seen = figures.outside.get(logged.replica) ?? { calls: 0, latestMs: 0 };
+    figures.outside.set(logged.replica, {
+      calls: seen.calls + 1,
+      latestMs: Math.max(seen.latestMs, late),
+    });
     const why = verdict.why === "never-held"
       ? "it never held the Lease before"
       : verdict.why === "taken"

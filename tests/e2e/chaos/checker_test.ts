@@ -110,7 +110,7 @@ Deno.test("checkChaos() passes a run where each call lies in its replica's term"
 
 Deno.test("checkChaos() flags a call after the lease ran out and one after another took it", () => {
   const base = record();
-  const { violations } = checkChaos({
+  const { violations, figures } = checkChaos({
     ...base,
     calls: attributeCalls(
       [served(16_500, PUBLISH, "v2"), served(17_800, PUBLISH, "v2")],
@@ -121,6 +121,8 @@ Deno.test("checkChaos() flags a call after the lease ran out and one after anoth
   assert.deepEqual(violations.map((v) => v.kind), ["outside-term", "outside-term"]);
   assert.match(violations[0]!.detail, /lease had run out 0\.50 s before/);
   assert.match(violations[1]!.detail, /b had taken the Lease 0\.80 s before/);
+  assert.equal(figures.outside.get("a")?.calls, 2);
+  assert.equal(Math.round(figures.outside.get("a")!.latestMs), 800);
 });
 
 Deno.test("checkChaos() flags an unattributed call, a publish without or after our finalizer", () => {

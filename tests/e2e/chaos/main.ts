@@ -242,6 +242,14 @@ export async function clusterChaosMain(argv: readonly string[]): Promise<number>
           `before its lease could end (tolerance ${TERM_TOLERANCE_MS} ms)`,
       );
     }
+    if (figures.outside.size > 0) {
+      log(
+        `  calls outside their term: ` +
+          [...figures.outside].map(([r, o]) =>
+            `${r} ${o.calls} (the latest ${(o.latestMs / 1000).toFixed(2)} s past its end)`
+          ).join(", "),
+      );
+    }
     log(`  violations: ${violations.length}${describeViolations(violations)}`);
     log(`replay: ${replay}`);
     failed = violations.length > 0 && args.attacher === "ours";
