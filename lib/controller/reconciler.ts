@@ -8,7 +8,9 @@
  * and the cache are read at different times, so a VA is left to its own sync when it
  * - is queued or being synced (an attach or detach in flight: the driver may already show its
  *   result while the cache does not), or
- * - changed in the cache since the pass started (the answer may predate the change).
+ * - changed in the cache since the pass started (the answer may predate the change), or
+ * - is older in the cache than this attacher's own last write of it (the answer may show that
+ *   attach or detach while the cache does not yet).
  * Such a VA is looked at again in the next pass; a difference that remains is repaired then.
  *
  * @module
@@ -165,6 +167,12 @@ export class ListVolumesReconciler implements Reconciler {
       }
       if (before.get(name) !== cachedVersion(va)) {
         log.v(4).info("VolumeAttachment changed during ListVolumes, not reconciling it", fields);
+        continue;
+      }
+      if (this.#deps.memory.isOlderThanOwnWrite(va)) {
+        // Our own attach or detach was recorded after this cached copy: the driver's answer may
+        // show it while the cache does not yet.
+        log.v(4).info("VolumeAttachment is older than our own write, not reconciling it", fields);
         continue;
       }
       log.v(2).info("Driver's published state differs from VolumeAttachment, requeueing", fields);

@@ -38,7 +38,7 @@ Deno.test("sandbox with the built-in driver attaches, detaches and releases: exi
     /^API +patch persistentvolumes\/pv-1 +json: test \/metadata\/finalizers=null; add \/metadata\/finalizers=\["external-attacher\/example-csi-k8s-io"\]$/,
     /^API +patch volumeattachments\/va-1 +merge: .*metadata\.annotations=\{"csi\.alpha\.kubernetes\.io\/node-id":"example-node-1"\}/,
     /^CSI +ControllerPublishVolume\(volumeId=vol-1, nodeId=example-node-1, capability=mount SINGLE_NODE_WRITER, readonly=false\) → OK publishContext=\{"devicePath":"\/dev\/example\/vol-1"\}$/,
-    /^API +patch volumeattachments\/va-1\/status +merge: status\.attached=true, status\.attachmentMetadata=\{"devicePath":"\/dev\/example\/vol-1"\}$/,
+    /^API +patch volumeattachments\/va-1\/status +merge: status\.attached=true, status\.attachmentMetadata=\{"devicePath":"\/dev\/example\/vol-1"\}, status\.attachError=null, \(only if uid unchanged\)$/,
     /^sandbox +delete volumeattachments\/va-1$/,
     /^CSI +ControllerUnpublishVolume\(volumeId=vol-1, nodeId=example-node-1\) → OK$/,
     /^API +patch volumeattachments\/va-1 +merge: metadata\.finalizers=null, \(only if uid unchanged\)$/,

@@ -1,6 +1,7 @@
 /**
- * The ListVolumes reconciler and the lease fence: a pass whose fence closed queues nothing, even
- * when the driver's answer shows a difference.
+ * The ListVolumes reconciler's own checks: a pass whose lease fence closed queues nothing, even
+ * when the driver's answer shows a difference, and a VA whose cached copy is older than this
+ * attacher's own write of it is left alone.
  */
 
 import assert from "node:assert/strict";
@@ -42,6 +43,7 @@ function setUp(csi: CsiClient, fence: { open: boolean }) {
     spec: { drivers: [{ name: DRIVER, nodeID: "node-1" }] },
   };
   const queued: string[] = [];
+  const memory = new AttachmentMemory({ backoff: { forget() {} } });
   const reconciler = new ListVolumesReconciler({
     csi,
     log: nullLogger,
@@ -50,11 +52,11 @@ function setUp(csi: CsiClient, fence: { open: boolean }) {
       persistentVolumes: new FakeInformer([pv]),
       csiNodes: new FakeInformer([node]),
     },
-    memory: new AttachmentMemory({ backoff: { forget() {} } }),
+    memory,
     queue: { add: (key) => queued.push(key), isQueuedOrProcessing: () => false },
     fence: { valid: () => fence.open },
   }, { driverName: DRIVER, timeoutMs: 1000, maxEntries: 0 });
-  return { reconciler, queued };
+  return { reconciler, queued, memory };
 }
 
 Deno.test("ListVolumesReconciler: an open fence queues the VA the driver shows attached", async () => {
@@ -81,4 +83,17 @@ Deno.test("ListVolumesReconciler: a closed fence does not even ask the driver", 
   await reconciler.reconcile(new AbortController().signal);
   assert.equal(csi.lists, 0);
   assert.deepEqual(queued, []);
+});
+
+Deno.test("ListVolumesReconciler: a VA cached before our own attached write is not forced again", async () => {
+  const fence = { open: true };
+  const { reconciler, queued, memory } = setUp(lister(() => {}), fence);
+  // Our attach wrote `attached: true` at resourceVersion 2; the cache still holds version 1.
+  memory.recordOwnWrite("va1", {
+    metadata: { name: "va1", uid: "u1", resourceVersion: "2" },
+    spec: { attacher: DRIVER, nodeName: "node1", source: { persistentVolumeName: "pv1" } },
+    status: { attached: true },
+  });
+  await reconciler.reconcile(new AbortController().signal);
+  assert.deepEqual(queued, [], "the driver shows our own publish, which the cache does not yet");
 });
