@@ -12,6 +12,10 @@
  *
  * replays one schedule exactly, printing its whole trace. Exits 1 when any invariant broke.
  *
+ *     deno task chaos -- --cluster [--seed N] [--minutes M] [--attacher ours|go]
+ *
+ * runs the chaos with real processes instead (`tests/e2e/chaos/main.ts`).
+ *
  * @module
  */
 
@@ -128,5 +132,10 @@ function elapsed(since: number): string {
 }
 
 if (import.meta.main) {
+  // `--cluster`: the same promises checked with real processes (tests/e2e/chaos/main.ts).
+  if (Deno.args.includes("--cluster")) {
+    const { clusterChaosMain } = await import("../e2e/chaos/main.ts");
+    Deno.exit(await clusterChaosMain(Deno.args));
+  }
   Deno.exit(await main(Deno.args));
 }

@@ -26,6 +26,13 @@ export interface AttacherOptions {
   ownerPid?: number;
   /** `--kubeconfig`; default the attacher user's (e.g. one pointing through a proxy). */
   kubeconfig?: string;
+  /**
+   * Runs the program in its own UTS namespace (`unshare -u`) with `name` as its host name: the Go
+   * csi-attacher takes its leader-election identity from the host name, not from `HOSTNAME`
+   * (csi-lib-utils `leaderelection`, `defaultLeaderElectionIdentity`), so two Go replicas on one
+   * machine need this to be told apart. Needs CAP_SYS_ADMIN.
+   */
+  ownHostname?: boolean;
 }
 
 /** The repository's entry point. */
@@ -48,10 +55,17 @@ export function startAttacher(cluster: ClusterInfo, options: AttacherOptions): M
     ...(options.args ?? []),
   ];
   const script = /\.(ts|js|mjs)$/.test(entry);
+  let cmd = script ? Deno.execPath() : entry;
+  let args = script ? ["run", "-A", "--quiet", entry, ...flags] : flags;
+  if (options.ownHostname) {
+    // unshare execs sh (no --fork), sh execs the program: the pid stays the program's.
+    args = ["-u", "sh", "-c", 'hostname "$0" && exec "$@"', options.name, cmd, ...args];
+    cmd = "unshare";
+  }
   return ManagedProcess.start({
     name: `attacher ${options.name}`,
-    cmd: script ? Deno.execPath() : entry,
-    args: script ? ["run", "-A", "--quiet", entry, ...flags] : flags,
+    cmd,
+    args,
     env: { HOSTNAME: options.name, NO_COLOR: "1" },
     logFile: `${cluster.dir}/logs/attacher-${options.name}.log`,
     ownerPid: options.ownerPid,

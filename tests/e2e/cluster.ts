@@ -58,7 +58,10 @@ export interface ClusterInfo {
   driverSocket: string;
   /** The driver's call log. */
   driverLog: string;
-  /** The API server's audit log (requests of {@link ATTACHER_USER} only). */
+  /**
+   * The API server's audit log (requests of {@link ATTACHER_USER} only; its writes of Leases and
+   * VolumeAttachments with request and response bodies, see {@link AUDIT_POLICY}).
+   */
   auditLog: string;
   /** Process group ids (0: not running). */
   pids: { etcd: number; apiserver: number; controllerManager: number; driver: number };
@@ -97,12 +100,30 @@ export interface AuditEvent {
   stage: string;
   /** RFC 3339 with microseconds. */
   requestReceivedTimestamp?: string;
+  /** When the stage was reached (RFC 3339 with microseconds): for ResponseComplete, the answer. */
+  stageTimestamp?: string;
+  /** The object the API server answered with (writes of Leases and VolumeAttachments only). */
+  responseObject?: unknown;
 }
 
+/**
+ * The audit policy: every request of the attacher's user, with the bodies of its Lease and
+ * VolumeAttachment writes (the Lease holder as the server stored it, the finalizers a
+ * VolumeAttachment had after each write: what `paused_leader.ts` and the cluster chaos check).
+ * Status writes are subresources (`volumeattachments/status`) and stay at Metadata.
+ */
 const AUDIT_POLICY = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:
+  - level: RequestResponse
+    users: ["${ATTACHER_USER}"]
+    verbs: ["create", "update", "patch"]
+    resources:
+      - group: coordination.k8s.io
+        resources: ["leases"]
+      - group: storage.k8s.io
+        resources: ["volumeattachments"]
   - level: Metadata
     users: ["${ATTACHER_USER}"]
   - level: None

@@ -414,13 +414,15 @@ export interface AttacherLogLine {
   /** Wall-clock time (ms since the epoch, local time zone, current year). */
   time: number;
   level: string;
+  /** The process that wrote it (a restarted replica writes on with a new one). */
+  pid: number;
   msg: string;
   /** The raw rest of the line (key="value" pairs). */
   rest: string;
 }
 
 const KLOG_LINE =
-  /^([IWEF])(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{6})\s+\d+ [^\]]*\] "((?:[^"\\]|\\.)*)"(.*)$/;
+  /^([IWEF])(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{6})\s+(\d+) [^\]]*\] "((?:[^"\\]|\\.)*)"(.*)$/;
 
 /** Parses klog text lines (our attacher's `--logging-format=text` output). */
 export function parseAttacherLog(text: string, year = new Date().getFullYear()): AttacherLogLine[] {
@@ -428,7 +430,7 @@ export function parseAttacherLog(text: string, year = new Date().getFullYear()):
   for (const line of text.split("\n")) {
     const m = KLOG_LINE.exec(line);
     if (m === null) continue;
-    const [, level, mon, day, h, min, s, us, msg, rest] = m;
+    const [, level, mon, day, h, min, s, us, pid, msg, rest] = m;
     out.push({
       time: new Date(
         year,
@@ -440,6 +442,7 @@ export function parseAttacherLog(text: string, year = new Date().getFullYear()):
         Math.floor(Number(us) / 1000),
       ).getTime(),
       level: level!,
+      pid: Number(pid),
       msg: JSON.parse(`"${msg}"`),
       rest: rest ?? "",
     });

@@ -10,7 +10,10 @@ import { type AttacherLogLine, parseAttacherLog } from "./kit.ts";
 
 /** The explanation of one repeated publish. */
 export type RepublishCause =
-  /** The previous publish was made by another replica (leader hand-over). */
+  /**
+   * The previous publish was made by another replica, or by an earlier process of the same one
+   * (leader hand-over).
+   */
   | "hand-over"
   /** The previous attempt published, then failed to write `status.attached` (retry, as in Go). */
   | "status-write-failed"
@@ -58,7 +61,8 @@ interface Entry extends AttacherLogLine {
 
 const FIELD = /(\w+)=("(?:[^"\\]|\\.)*"|\S+)/g;
 
-function fieldsOf(rest: string): Record<string, string> {
+/** The `key=value` fields of a klog text line's rest (quoted values unquoted). */
+export function fieldsOf(rest: string): Record<string, string> {
   const out: Record<string, string> = {};
   for (const m of rest.matchAll(FIELD)) {
     const raw = m[2]!;
@@ -114,7 +118,8 @@ export function findRepublishes(logs: readonly ReplicaLog[], prefix = ""): Repub
       if (va === undefined || !va.startsWith(prefix)) continue;
       const publish = isPublishCall(line, fields);
       if (publish && fields.volumeHandle === undefined) fields.volumeHandle = goVolumeId(fields);
-      entries.push({ ...line, replica: log.replica, fields, publish });
+      // A restarted replica is a new process: what its predecessor did is a hand-over.
+      entries.push({ ...line, replica: `${log.replica}/${line.pid}`, fields, publish });
     }
   }
   entries.sort((a, b) => a.time - b.time);

@@ -43,6 +43,7 @@ import { idleDriverStop } from "./scenarios/idle_driver_stop.ts";
 import { rollingUpdate } from "./scenarios/rolling_update.ts";
 import { sigtermBacklog } from "./scenarios/sigterm_backlog.ts";
 import { monitoring } from "./scenarios/monitoring.ts";
+import { pausedLeader } from "./scenarios/paused_leader.ts";
 import {
   buildGoAttacher,
   DEFAULT_VERSION as GO_ATTACHER_VERSION,
@@ -54,7 +55,7 @@ const NODES = ["e2e-node-1", "e2e-node-2", "e2e-node-3", "e2e-node-4", "e2e-node
 
 /** What the suite prepared before the scenarios (only what the selected ones need). */
 interface Prepared {
-  /** The Go csi-attacher binary (scenario 17). */
+  /** The Go csi-attacher binary (scenarios 17 and 19). */
   goAttacher?: string;
 }
 
@@ -150,6 +151,14 @@ const SCENARIOS: Scenario[] = [
     run: async (ctx) => {
       await sigtermBacklog(ctx);
     },
+  },
+  {
+    id: 19,
+    name: "a leader paused 12 s then resumed calls the driver no more; a 2 s pause changes " +
+      `nothing (and the Go csi-attacher ${GO_ATTACHER_VERSION}'s figures)`,
+    run: (ctx, prepared) =>
+      pausedLeader(ctx, { goAttacher: prepared.goAttacher!, goVersion: GO_ATTACHER_VERSION }),
+    goAttacher: true,
   },
   {
     id: 21,

@@ -1,0 +1,206 @@
+/**
+ * The cluster chaos run's checker: what the API server recorded (its audit log: the Lease
+ * holder after each write, the finalizers of each VolumeAttachment after each of the attacher's
+ * writes), what each replica logged before each driver call, what the driver served, and the
+ * final state of every VolumeAttachment and volume. It fails on
+ *
+ * - `outside-term`: a ControllerPublishVolume or ControllerUnpublishVolume served for a replica
+ *   outside its term as the server saw it (`lease_terms.ts`), beyond {@link TERM_TOLERANCE_MS};
+ * - `unattributed`: such a call no replica logged;
+ * - `not-final`: a VolumeAttachment that did not reach its final state (attached, then gone);
+ * - `driver-state`: a volume whose final publication differs from its VolumeAttachment
+ *   (published with none left, or not published while attached);
+ * - `no-finalizer`: a ControllerPublishVolume served while the attacher's last write of the
+ *   VolumeAttachment before it had not stored our finalizer (never stored, or already removed).
+ *
+ * @module
+ */
+
+import type { AuditEvent } from "../cluster.ts";
+import { PUBLISH, UNPUBLISH } from "../driver_log.ts";
+import { auditTime, type LeaseWrite, termVerdict } from "../lease_terms.ts";
+import type { AttributedCall } from "../replica_calls.ts";
+
+/**
+ * Allowed slack at both ends of a term: the driver's log line of a call and the API server's
+ * audit time come from two processes sharing one clock; the driver logs a call after serving it
+ * (a few ms on this machine, more under load). A fenced replica stops a margin before its lease
+ * could end (ARCHITECTURE.md), which this slack does not eat into.
+ */
+export const TERM_TOLERANCE_MS = 250;
+
+/** The kinds of violation. */
+export type ViolationKind =
+  | "outside-term"
+  | "unattributed"
+  | "not-final"
+  | "driver-state"
+  | "no-finalizer";
+
+/** One broken promise. */
+export interface Violation {
+  kind: ViolationKind;
+  detail: string;
+}
+
+/** One VolumeAttachment lifecycle of the workload. */
+export interface LifecycleRecord {
+  va: string;
+  pv: string;
+  volumeId: string;
+  /** ms since the epoch; undefined when it never happened. */
+  attachedAt?: number;
+  goneAt?: number;
+  /** Why the workload gave up on it, if it did. */
+  error?: string;
+}
+
+/** The attacher's write of a VolumeAttachment: when the server answered, what it stored. */
+export interface VaWrite {
+  va: string;
+  answered: number;
+  finalizers: string[];
+}
+
+/** Everything the checker reads. */
+export interface ChaosRecord {
+  leaseWrites: readonly LeaseWrite[];
+  /** Acting calls the driver served, attributed (`replica_calls.ts`); identities as in the Lease. */
+  calls: readonly AttributedCall[];
+  lifecycles: readonly LifecycleRecord[];
+  vaWrites: readonly VaWrite[];
+  /** At the end: VolumeAttachments that still exist, by name, and whether attached. */
+  finalVas: ReadonlyMap<string, boolean>;
+  /** At the end: the volumes the driver has published. */
+  finalPublished: ReadonlySet<string>;
+  finalizer: string;
+}
+
+/** What the checker measured besides the violations. */
+export interface CheckFigures {
+  publishes: number;
+  unpublishes: number;
+  /** Served acting calls per replica. */
+  byReplica: Map<string, number>;
+  /** The smallest distance (ms) of a call inside a term to that term's end. */
+  closestToEndMs: number | undefined;
+  /** Calls outside the caller's term, per replica, and the latest (ms past the term's end). */
+  outside: Map<string, { calls: number; latestMs: number }>;
+}
+
+/** The successful writes of VolumeAttachments (not their status) by the attacher, from the audit. */
+export function vaWrites(events: readonly AuditEvent[]): VaWrite[] {
+  const out: VaWrite[] = [];
+  for (const e of events) {
+    if (e.stage !== "ResponseComplete" || e.objectRef?.resource !== "volumeattachments") continue;
+    if ((e.objectRef.subresource ?? "") !== "") continue;
+    const code = e.responseStatus?.code ?? 0;
+    if (code < 200 || code >= 300) continue;
+    const obj = e.responseObject as { metadata?: { name?: string; finalizers?: string[] } };
+    if (obj?.metadata === undefined) continue;
+    out.push({
+      va: obj.metadata.name ?? e.objectRef.name ?? "",
+      answered: auditTime(e.stageTimestamp),
+      finalizers: obj.metadata.finalizers ?? [],
+    });
+  }
+  return out.sort((a, b) => a.answered - b.answered);
+}
+
+/** Checks a run; violations in the order of the list above. */
+export function checkChaos(
+  record: ChaosRecord,
+): { violations: Violation[]; figures: CheckFigures } {
+  const violations: Violation[] = [];
+  const at = (t: number) => new Date(t).toISOString().slice(11, 23);
+  const figures: CheckFigures = {
+    publishes: 0,
+    unpublishes: 0,
+    byReplica: new Map(),
+    closestToEndMs: undefined,
+    outside: new Map(),
+  };
+  for (const { served, logged } of record.calls) {
+    const what = `${served.method.slice(served.method.lastIndexOf("/") + 1)} of volume ` +
+      `${served.request.volume_id} served at ${at(served.time)}`;
+    if (served.method === PUBLISH) figures.publishes++;
+    if (served.method === UNPUBLISH) figures.unpublishes++;
+    if (logged === undefined) {
+      violations.push({ kind: "unattributed", detail: `${what}: no replica logged it` });
+      continue;
+    }
+    figures.byReplica.set(logged.replica, (figures.byReplica.get(logged.replica) ?? 0) + 1);
+    const verdict = termVerdict(record.leaseWrites, logged.replica, served.time, TERM_TOLERANCE_MS);
+    if (verdict.inside) {
+      const last = [...record.leaseWrites].reverse().find((w) =>
+        w.holder === logged.replica && w.answered <= served.time + TERM_TOLERANCE_MS
+      );
+      if (last !== undefined) {
+        const left = last.received + last.leaseDurationMs - served.time;
+        figures.closestToEndMs = Math.min(figures.closestToEndMs ?? Infinity, left);
+      }
+      continue;
+    }
+    const late = verdict.why === "never-held" ? 0 : verdict.lateMs;
+    const seen = figures.outside.get(logged.replica) ?? { calls: 0, latestMs: 0 };
+    figures.outside.set(logged.replica, {
+      calls: seen.calls + 1,
+      latestMs: Math.max(seen.latestMs, late),
+    });
+    const why = verdict.why === "never-held"
+      ? "it never held the Lease before"
+      : verdict.why === "taken"
+      ? `${verdict.by} had taken the Lease ${(verdict.lateMs / 1000).toFixed(2)} s before`
+      : `its lease had run out ${(verdict.lateMs / 1000).toFixed(2)} s before`;
+    violations.push({
+      kind: "outside-term",
+      detail: `${what} for ${logged.replica} (logged ${at(logged.time)}): ${why}`,
+    });
+  }
+
+  const lifecycleOf = new Map(record.lifecycles.map((l) => [l.volumeId, l]));
+  for (const l of record.lifecycles) {
+    if (l.attachedAt === undefined || l.goneAt === undefined) {
+      const state = l.attachedAt === undefined ? "never attached" : "attached, never gone";
+      violations.push({
+        kind: "not-final",
+        detail: `${l.va}: ${state}${l.error ? ` (${l.error})` : ""}`,
+      });
+    }
+  }
+  for (const l of record.lifecycles) {
+    const exists = record.finalVas.has(l.va);
+    const published = record.finalPublished.has(l.volumeId);
+    if (!exists && published) {
+      violations.push({
+        kind: "driver-state",
+        detail: `volume ${l.volumeId} is published, its VolumeAttachment ${l.va} is gone`,
+      });
+    } else if (exists && record.finalVas.get(l.va) === true && !published) {
+      violations.push({
+        kind: "driver-state",
+        detail: `volume ${l.volumeId} is not published, its VolumeAttachment ${l.va} is attached`,
+      });
+    }
+  }
+
+  const writesOf = new Map<string, VaWrite[]>();
+  for (const w of record.vaWrites) writesOf.set(w.va, [...(writesOf.get(w.va) ?? []), w]);
+  for (const { served } of record.calls) {
+    if (served.method !== PUBLISH) continue;
+    const l = lifecycleOf.get(String(served.request.volume_id ?? ""));
+    if (l === undefined) continue;
+    const before = (writesOf.get(l.va) ?? []).filter((w) => w.answered <= served.time + 1);
+    const last = before[before.length - 1];
+    if (last === undefined || !last.finalizers.includes(record.finalizer)) {
+      violations.push({
+        kind: "no-finalizer",
+        detail: `ControllerPublishVolume of ${l.volumeId} for ${l.va} served at ` +
+          `${at(served.time)}: ${
+            last === undefined ? "no write of ours stored before" : "our finalizer removed before"
+          }`,
+      });
+    }
+  }
+  return { violations, figures };
+}

@@ -1,0 +1,161 @@
+import assert from "node:assert/strict";
+import type { AuditEvent } from "../cluster.ts";
+import { type DriverCall, PUBLISH, UNPUBLISH } from "../driver_log.ts";
+import { holderChanges, leaseWrites } from "../lease_terms.ts";
+import { attributeCalls, type LoggedCall } from "../replica_calls.ts";
+import { type ChaosRecord, checkChaos, type LifecycleRecord, vaWrites } from "./checker.ts";
+
+const T0 = Date.parse("2026-11-28T05:00:00Z");
+const iso = (ms: number) => new Date(T0 + ms).toISOString().replace("Z", "123Z");
+const LEASE = "external-attacher-leader-x";
+const FINALIZER = "external-attacher/x";
+
+function leaseEvent(ms: number, holder: string, verb = "update"): AuditEvent {
+  return {
+    verb,
+    requestURI: `/apis/coordination.k8s.io/v1/namespaces/default/leases/${LEASE}`,
+    user: { username: "u" },
+    objectRef: { resource: "leases", name: LEASE, namespace: "default" },
+    responseStatus: { code: 200 },
+    stage: "ResponseComplete",
+    requestReceivedTimestamp: iso(ms - 5),
+    stageTimestamp: iso(ms),
+    responseObject: {
+      metadata: { name: LEASE },
+      spec: { holderIdentity: holder, leaseDurationSeconds: 6 },
+    },
+  };
+}
+
+function vaEvent(ms: number, va: string, finalizers: string[]): AuditEvent {
+  return {
+    verb: "patch",
+    requestURI: `/apis/storage.k8s.io/v1/volumeattachments/${va}`,
+    user: { username: "u" },
+    objectRef: { resource: "volumeattachments", name: va },
+    responseStatus: { code: 200 },
+    stage: "ResponseComplete",
+    requestReceivedTimestamp: iso(ms - 2),
+    stageTimestamp: iso(ms),
+    responseObject: { metadata: { name: va, finalizers } },
+  };
+}
+
+function served(ms: number, method: string, volume: string): DriverCall {
+  return {
+    time: T0 + ms,
+    method,
+    request: { volume_id: volume, node_id: "n" },
+    response: {},
+    error: "",
+  };
+}
+
+function logged(ms: number, replica: string, method: string, volume: string): LoggedCall {
+  return { replica, time: T0 + ms, method, volumeId: volume, nodeId: "n" };
+}
+
+/** a leads from 0 s (renewing each second until 10 s), b takes over at 17 s. */
+const AUDIT: AuditEvent[] = [
+  leaseEvent(0, "a", "create"),
+  ...Array.from({ length: 10 }, (_, i) => leaseEvent((i + 1) * 1000, "a")),
+  leaseEvent(17_000, "b"),
+  leaseEvent(18_000, "b"),
+  vaEvent(2_000, "va1", [FINALIZER]),
+  vaEvent(4_000, "va1", []),
+  vaEvent(19_000, "va2", [FINALIZER]),
+];
+
+function record(over: Partial<ChaosRecord> = {}): ChaosRecord {
+  const lifecycles: LifecycleRecord[] = [
+    { va: "va1", pv: "pv1", volumeId: "v1", attachedAt: T0 + 3_000, goneAt: T0 + 5_000 },
+    { va: "va2", pv: "pv2", volumeId: "v2", attachedAt: T0 + 20_000, goneAt: T0 + 25_000 },
+  ];
+  return {
+    leaseWrites: leaseWrites(AUDIT, LEASE),
+    calls: attributeCalls(
+      [served(2_500, PUBLISH, "v1"), served(3_900, UNPUBLISH, "v1"), served(19_500, PUBLISH, "v2")],
+      [
+        logged(2_499, "a", PUBLISH, "v1"),
+        logged(3_899, "a", UNPUBLISH, "v1"),
+        logged(19_499, "b", PUBLISH, "v2"),
+      ],
+    ),
+    lifecycles,
+    vaWrites: vaWrites(AUDIT),
+    finalVas: new Map(),
+    finalPublished: new Set(),
+    finalizer: FINALIZER,
+    ...over,
+  };
+}
+
+Deno.test("leaseWrites() and holderChanges() read the holder timeline from the audit log", () => {
+  const writes = leaseWrites(AUDIT, LEASE);
+  assert.equal(writes.length, 13);
+  assert.equal(writes[0]!.leaseDurationMs, 6_000);
+  assert.deepEqual(holderChanges(writes).map((c) => [Math.round(c.at - T0), c.holder]), [
+    [0, "a"],
+    [17_000, "b"],
+  ]);
+});
+
+Deno.test("checkChaos() passes a run where each call lies in its replica's term", () => {
+  const { violations, figures } = checkChaos(record());
+  assert.deepEqual(violations, []);
+  assert.equal(figures.publishes, 2);
+  assert.equal(figures.unpublishes, 1);
+  assert.deepEqual([...figures.byReplica], [["a", 2], ["b", 1]]);
+});
+
+Deno.test("checkChaos() flags a call after the lease ran out and one after another took it", () => {
+  const base = record();
+  const { violations, figures } = checkChaos({
+    ...base,
+    calls: attributeCalls(
+      [served(16_500, PUBLISH, "v2"), served(17_800, PUBLISH, "v2")],
+      [logged(16_400, "a", PUBLISH, "v2"), logged(17_700, "a", PUBLISH, "v2")],
+    ),
+    vaWrites: vaWrites([vaEvent(1_000, "va2", [FINALIZER])]),
+  });
+  assert.deepEqual(violations.map((v) => v.kind), ["outside-term", "outside-term"]);
+  assert.match(violations[0]!.detail, /lease had run out 0\.50 s before/);
+  assert.match(violations[1]!.detail, /b had taken the Lease 0\.80 s before/);
+  assert.equal(figures.outside.get("a")?.calls, 2);
+  assert.equal(Math.round(figures.outside.get("a")!.latestMs), 800);
+});
+
+Deno.test("checkChaos() flags an unattributed call, a publish without or after our finalizer", () => {
+  const { violations } = checkChaos(record({
+    calls: attributeCalls(
+      [served(1_500, PUBLISH, "v1"), served(4_500, PUBLISH, "v1"), served(5_000, PUBLISH, "v1")],
+      [logged(1_400, "a", PUBLISH, "v1"), logged(4_400, "a", PUBLISH, "v1")],
+    ),
+  }));
+  assert.deepEqual(violations.map((v) => v.kind), [
+    "unattributed",
+    "no-finalizer",
+    "no-finalizer",
+    "no-finalizer",
+  ]);
+  assert.match(violations[1]!.detail, /no write of ours stored before/);
+  assert.match(violations[2]!.detail, /finalizer removed before/);
+});
+
+Deno.test("checkChaos() flags lifecycles not finished and driver state unlike the VA", () => {
+  const { violations } = checkChaos(record({
+    lifecycles: [
+      { va: "va1", pv: "pv1", volumeId: "v1", attachedAt: T0 + 3_000, goneAt: T0 + 5_000 },
+      { va: "va2", pv: "pv2", volumeId: "v2", error: "timed out" },
+      { va: "va3", pv: "pv3", volumeId: "v3", attachedAt: T0 + 3_000 },
+    ],
+    finalVas: new Map([["va2", false], ["va3", true]]),
+    finalPublished: new Set(["v1"]),
+  }));
+  assert.deepEqual(violations.map((v) => [v.kind, v.detail]), [
+    ["not-final", "va2: never attached (timed out)"],
+    ["not-final", "va3: attached, never gone"],
+    ["driver-state", "volume v1 is published, its VolumeAttachment va1 is gone"],
+    ["driver-state", "volume v3 is not published, its VolumeAttachment va3 is attached"],
+  ]);
+});

@@ -1,0 +1,364 @@
+/**
+ * Chaos with real processes:
+ *
+ *     deno task chaos -- --cluster [--seed 1] [--minutes 2.5] [--attacher ours|go] [--keep]
+ *
+ * starts the end-to-end suite's cluster (etcd, kube-apiserver, the CSI mock driver; built by
+ * `deno task e2e`), three attacher replicas with leader election (6 s lease, 4 s renew deadline,
+ * 1 s retry period) and a stream of VolumeAttachment lifecycles (`workload.ts`), and for
+ * `--minutes` runs the fault schedule drawn from `--seed` (`schedule.ts`): replicas stopped
+ * (SIGSTOP) for 1-20 s, replicas killed (SIGKILL, started again 1 s after any exit, as a
+ * Deployment would), kube-apiserver restarted, the driver restarted. Then the faults stop, every
+ * lifecycle gets up to {@link DRAIN_MS} to finish, and the checker (`checker.ts`) reads the
+ * audit log, the replicas' and the driver's logs and the final state. It prints the schedule as
+ * it ran, the figures, every violation and the command that replays the seed, and exits 1 when
+ * our attacher broke a rule. `--attacher go` runs the Go csi-attacher v4.13.0 instead (each
+ * replica in its own UTS namespace for its identity): it has no fencing, so its violations are
+ * reported and the exit status is 0. `--keep` keeps the working directory.
+ *
+ * The schedule replays exactly; the real processes' timing does not, so a replay runs the same
+ * faults at the same offsets, not the same interleaving.
+ *
+ * @module
+ */
+
+import {
+  buildGoAttacher,
+  DEFAULT_VERSION as GO_VERSION,
+} from "../../../bench/build_go_attacher.ts";
+import type { Lease } from "../../../lib/kube/types.ts";
+import { Prng } from "../../chaos/prng.ts";
+import { ensureBinaries } from "../binaries.ts";
+import { LocalCluster } from "../cluster.ts";
+import { finalizerFor, sleep } from "../kit.ts";
+import { holderChanges, leaseWrites } from "../lease_terms.ts";
+import { PATHS } from "../objects.ts";
+import { attributeCalls, loggedCalls } from "../replica_calls.ts";
+import { LEASE_FLAGS, leaseName } from "../scenarios/leader_failover.ts";
+import { resolveSettings } from "../settings.ts";
+import { checkChaos, TERM_TOLERANCE_MS, vaWrites, type Violation } from "./checker.ts";
+import { type ExitCause, type Replica, ReplicaSet } from "./replicas.ts";
+import { countKinds, describeFault, drawSchedule, type Fault, FAULT_KINDS } from "./schedule.ts";
+import { Workload } from "./workload.ts";
+
+const DRIVER_NAME = "io.kubernetes.storage.mock";
+const NODES = ["chaos-node-1", "chaos-node-2", "chaos-node-3"];
+const REPLICAS = ["chaos-0", "chaos-1", "chaos-2"];
+/** After the fault phase, every lifecycle gets this long to reach its final state. */
+export const DRAIN_MS = 90_000;
+/** A replica that exited starts again after this delay. */
+const RESTART_DELAY_MS = 1_000;
+/**
+ * Client rate: a lifecycle costs about six API writes, so at the default QPS (5) a few hundred
+ * would take longer than the run; 20 lets the stream keep the replicas busy.
+ */
+const QPS_FLAGS = ["--kube-api-qps=20", "--kube-api-burst=40"];
+
+/** Parsed command line. */
+export interface ClusterChaosArgs {
+  seed: number;
+  minutes: number;
+  attacher: "ours" | "go";
+  keep: boolean;
+}
+
+/** Parses the flags after `--cluster`. @throws {RangeError} for a bad or unknown flag. */
+export function parseClusterArgs(argv: readonly string[]): ClusterChaosArgs {
+  const args: ClusterChaosArgs = { seed: 1, minutes: 2.5, attacher: "ours", keep: false };
+  for (let i = 0; i < argv.length; i++) {
+    const [flag, inline] = argv[i]!.split("=", 2) as [string, string | undefined];
+    const value = () => inline ?? argv[++i] ?? "";
+    switch (flag) {
+      case "--":
+      case "--cluster":
+        break;
+      case "--seed": {
+        const v = Number(value());
+        if (!Number.isSafeInteger(v) || v < 0) throw new RangeError(`Invalid --seed: ${v}`);
+        args.seed = v;
+        break;
+      }
+      case "--minutes": {
+        const v = Number(value());
+        if (!(v >= 0.25 && v <= 120)) throw new RangeError(`Invalid --minutes (0.25-120): ${v}`);
+        args.minutes = v;
+        break;
+      }
+      case "--attacher": {
+        const v = value();
+        if (v !== "ours" && v !== "go") throw new RangeError(`Invalid --attacher: ${v}`);
+        args.attacher = v;
+        break;
+      }
+      case "--keep":
+        args.keep = true;
+        break;
+      default:
+        throw new RangeError(`Unknown flag: ${flag}`);
+    }
+  }
+  return args;
+}
+
+/** What happened to one fault of the schedule. */
+interface FaultOutcome {
+  fault: Fault;
+  /** The replica it hit, for replica faults. */
+  replica?: string;
+  /** It hit the Lease holder. */
+  leader?: boolean;
+  skipped?: string;
+  /** How long it took (restarts: until the server answered again). */
+  tookMs?: number;
+}
+
+/** Runs the chaos; resolves with the exit status. */
+export async function clusterChaosMain(argv: readonly string[]): Promise<number> {
+  const args = parseClusterArgs(argv);
+  const started = Date.now();
+  const settings = await resolveSettings((name) => Deno.env.get(name));
+  const log = (line: string) => console.log(line);
+  const build = await ensureBinaries({
+    cacheDir: settings.cacheDir,
+    go: settings.go,
+    jobs: settings.goJobs,
+    release: settings.kubernetes,
+    log,
+  });
+  const entry = args.attacher === "go"
+    ? await buildGoAttacher(GO_VERSION, settings.cacheDir, { go: settings.go, jobs: 2 })
+    : undefined;
+  const label = args.attacher === "go" ? `Go csi-attacher ${GO_VERSION}` : "ours";
+  const phaseMs = Math.round(args.minutes * 60_000);
+  const schedule = drawSchedule(args.seed, { phaseMs, replicas: REPLICAS.length });
+  const replay = `deno task chaos -- --cluster --seed ${args.seed} --minutes ${args.minutes}` +
+    (args.attacher === "go" ? " --attacher go" : "");
+  log(
+    `cluster chaos against ${label}: seed ${args.seed}, fault phase ${phaseMs / 1000} s, ` +
+      `${schedule.length} faults (${formatCounts(countKinds(schedule))})`,
+  );
+
+  const dir = await Deno.makeTempDir({ prefix: "csi-attacher-chaos-" });
+  const cluster = await LocalCluster.start({
+    dir,
+    binaries: build.binaries,
+    driverName: DRIVER_NAME,
+    rbacManifest: settings.rbacManifest.text,
+    log,
+    ownerPid: Deno.pid,
+  });
+  let failed = true;
+  let replicas: ReplicaSet | undefined;
+  try {
+    for (const node of NODES) await cluster.addNode(node);
+    replicas = new ReplicaSet({
+      cluster: cluster.info,
+      names: REPLICAS,
+      args: [...LEASE_FLAGS, ...QPS_FLAGS],
+      entry,
+      ownHostname: args.attacher === "go",
+      ownerPid: Deno.pid,
+      restartDelayMs: RESTART_DELAY_MS,
+    });
+    replicas.start();
+    const prng = new Prng(args.seed).fork();
+    const workload = new Workload({
+      api: cluster.admin,
+      driver: () => cluster.driver(),
+      driverName: DRIVER_NAME,
+      nodes: NODES,
+      prefix: "chaos",
+      prng,
+      maxInFlight: 16,
+      startEveryMs: 250,
+    });
+    const phaseStart = Date.now();
+    const phaseEnd = phaseStart + phaseMs;
+    const work = workload.run(phaseEnd, phaseEnd + DRAIN_MS);
+    const outcomes = await runFaults(cluster, replicas, schedule, phaseStart);
+    await work;
+    const drainMs = Date.now() - phaseEnd;
+    await replicas.stop();
+
+    const finalVas = new Map(
+      (await cluster.admin.getOk<
+        { items: { metadata: { name: string }; status?: { attached?: boolean } }[] }
+      >(
+        PATHS.volumeAttachments,
+      )).items.filter((va) => va.metadata.name.startsWith("chaos"))
+        .map((va) => [va.metadata.name, va.status?.attached === true] as const),
+    );
+    const volumes = await cluster.driver().listVolumes();
+    const finalPublished = new Set(
+      volumes.filter((v) => v.volumeContext[`${DRIVER_NAME}/dev`] === "/dev/mock")
+        .map((v) => v.volumeId),
+    );
+    const audit = await cluster.auditEvents();
+    const writes = leaseWrites(audit, leaseName(DRIVER_NAME));
+    const logged = (await Promise.all(
+      replicas.replicas.map(async (r) => loggedCalls(r.name, await r.process.output())),
+    )).flat();
+    const calls = attributeCalls(await cluster.driverCalls(), logged);
+    const { violations, figures } = checkChaos({
+      leaseWrites: writes,
+      calls,
+      lifecycles: workload.lifecycles,
+      vaWrites: vaWrites(audit),
+      finalVas,
+      finalPublished,
+      finalizer: finalizerFor(DRIVER_NAME),
+    });
+
+    log("schedule (as it ran):");
+    for (const o of outcomes) log(`  ${describeOutcome(o)}`);
+    const done = workload.lifecycles.filter((l) => l.goneAt !== undefined).length;
+    const pauses = outcomes.filter((o) => o.fault.kind === "pause" && o.skipped === undefined);
+    const applied = outcomes.filter((o) => o.skipped === undefined);
+    log(`figures (${label}, seed ${args.seed}):`);
+    log(
+      `  fault phase ${(phaseMs / 1000).toFixed(0)} s, drain ${(drainMs / 1000).toFixed(1)} s, ` +
+        `whole run ${((Date.now() - started) / 1000).toFixed(0)} s`,
+    );
+    log(
+      `  faults applied: ${formatCounts(countKinds(applied.map((o) => o.fault)))}; ` +
+        `skipped ${outcomes.length - applied.length}; pauses of the leader ` +
+        `${pauses.filter((o) => o.leader).length}, paused ` +
+        `${(pauses.reduce((s, o) => s + o.fault.durationMs, 0) / 1000).toFixed(1)} s in all`,
+    );
+    log(
+      `  replica exits: ${formatExits(replicas.exits.map((e) => e.cause))}; ` +
+        `restarts ${replicas.restarts}`,
+    );
+    log(`  Lease: ${writes.length} writes, ${holderChanges(writes).length} holder changes`);
+    log(`  lifecycles: ${workload.lifecycles.length} started, ${done} reached their final state`);
+    log(
+      `  driver calls served: ${figures.publishes} ControllerPublishVolume, ` +
+        `${figures.unpublishes} ControllerUnpublishVolume; by replica: ` +
+        [...figures.byReplica].map(([r, n]) => `${r} ${n}`).join(", "),
+    );
+    if (figures.closestToEndMs !== undefined) {
+      log(
+        `  closest call inside a term: ${(figures.closestToEndMs / 1000).toFixed(2)} s ` +
+          `before its lease could end (tolerance ${TERM_TOLERANCE_MS} ms)`,
+      );
+    }
+    if (figures.outside.size > 0) {
+      log(
+        `  calls outside their term: ` +
+          [...figures.outside].map(([r, o]) =>
+            `${r} ${o.calls} (the latest ${(o.latestMs / 1000).toFixed(2)} s past its end)`
+          ).join(", "),
+      );
+    }
+    log(`  violations: ${violations.length}${describeViolations(violations)}`);
+    log(`replay: ${replay}`);
+    failed = violations.length > 0 && args.attacher === "ours";
+    if (violations.length > 0 && args.attacher === "go") {
+      log(`(the Go csi-attacher has no fencing: its violations are reported, not failed)`);
+    }
+    return failed ? 1 : 0;
+  } finally {
+    await replicas?.stop();
+    await cluster.stop();
+    if (failed || args.keep) log(`logs and state kept in ${dir}`);
+    else await Deno.remove(dir, { recursive: true });
+  }
+}
+
+/** Runs the schedule from `phaseStart`; resolves once every fault has ended. */
+async function runFaults(
+  cluster: LocalCluster,
+  replicas: ReplicaSet,
+  schedule: readonly Fault[],
+  phaseStart: number,
+): Promise<FaultOutcome[]> {
+  const leasePath = `${PATHS.leases("default")}/${leaseName(DRIVER_NAME)}`;
+  let lastHolder = "";
+  const holder = async () => {
+    try {
+      lastHolder = (await cluster.admin.find<Lease>(leasePath))?.spec.holderIdentity ?? "";
+    } catch {
+      // kube-apiserver restarting: the last holder seen.
+    }
+    return lastHolder;
+  };
+  let apiserverBusy = false;
+  let driverBusy = false;
+  const run = async (fault: Fault): Promise<FaultOutcome> => {
+    const out: FaultOutcome = { fault };
+    const t0 = Date.now();
+    if (fault.kind === "pause" || fault.kind === "kill") {
+      const leader = await holder();
+      const replica: Replica | undefined = fault.target === "leader"
+        ? replicas.byIdentity(leader)
+        : replicas.replicas[fault.target!];
+      if (replica === undefined) return { ...out, skipped: "no leader known" };
+      out.replica = replica.name;
+      out.leader = replica.name === leader;
+      if (replica.process.exitStatus !== undefined) return { ...out, skipped: "not running" };
+      if (fault.kind === "kill") {
+        replica.process.kill("SIGKILL");
+        return out;
+      }
+      if (replica.paused) return { ...out, skipped: "already paused" };
+      replica.paused = true;
+      replica.process.kill("SIGSTOP");
+      await sleep(fault.durationMs);
+      replica.process.kill("SIGCONT");
+      replica.paused = false;
+      return out;
+    }
+    if (fault.kind === "apiserver-restart") {
+      if (apiserverBusy) return { ...out, skipped: "kube-apiserver already restarting" };
+      apiserverBusy = true;
+      try {
+        await cluster.restartApiServer(fault.durationMs);
+      } finally {
+        apiserverBusy = false;
+      }
+    } else {
+      if (driverBusy) return { ...out, skipped: "driver already restarting" };
+      driverBusy = true;
+      try {
+        await cluster.stopDriver();
+        await sleep(fault.durationMs);
+        await cluster.startDriver();
+      } finally {
+        driverBusy = false;
+      }
+    }
+    out.tookMs = Date.now() - t0;
+    return out;
+  };
+  const running = schedule.map(async (fault) => {
+    await sleep(Math.max(0, phaseStart + fault.at - Date.now()));
+    return await run(fault);
+  });
+  return await Promise.all(running);
+}
+
+function formatCounts(counts: Record<string, number>): string {
+  return FAULT_KINDS.map((k) => `${k} ${counts[k] ?? 0}`).join(", ");
+}
+
+function formatExits(causes: readonly ExitCause[]): string {
+  const all: ExitCause[] = ["killed", "lost-lease", "lost-driver", "other"];
+  return all.map((c) => `${c} ${causes.filter((x) => x === c).length}`).join(", ");
+}
+
+function describeOutcome(o: FaultOutcome): string {
+  const who = o.replica === undefined ? "" : ` → ${o.replica}${o.leader ? " (leader)" : ""}`;
+  const took = o.tookMs === undefined ? "" : `, back after ${(o.tookMs / 1000).toFixed(1)} s`;
+  return `${describeFault(o.fault)}${who}${o.skipped ? `: skipped (${o.skipped})` : took}`;
+}
+
+function describeViolations(violations: readonly Violation[]): string {
+  if (violations.length === 0) return "";
+  const kinds = new Map<string, number>();
+  for (const v of violations) kinds.set(v.kind, (kinds.get(v.kind) ?? 0) + 1);
+  const lines = violations.slice(0, 30).map((v) => `\n    ${v.kind}: ${v.detail}`).join("");
+  const more = violations.length > 30 ? `\n    … and ${violations.length - 30} more` : "";
+  return ` (${[...kinds].map(([k, n]) => `${k} ${n}`).join(", ")})${lines}${more}`;
+}
+
+if (import.meta.main) Deno.exit(await clusterChaosMain(Deno.args));
