@@ -174,7 +174,7 @@ export class KubeClient implements KubeApi {
   readonly #maxBodyBytes: number;
   readonly #watchGraceMs: number;
   readonly #proxyEnvironment: ProxyEnvironment;
-  #transport: Promise<Transport> | undefined;
+  #transport: Transport | undefined;
   /** One controller per request or watch under way; {@link close} aborts them. */
   readonly #inflight = new Set<AbortController>();
   #closed = false;
@@ -347,18 +347,15 @@ export class KubeClient implements KubeApi {
    * client is closed, and their connections are closed), then closes the pooled connections.
    * Later requests reject the same way.
    */
-  async close(): Promise<void> {
+  close(): Promise<void> {
     this.#closed = true;
     const closed = clientClosedError();
     for (const controller of this.#inflight) controller.abort(closed);
     this.#inflight.clear();
-    const pending = this.#transport;
+    const transport = this.#transport;
     this.#transport = undefined;
-    if (pending === undefined) return;
-    // A build that failed left nothing to close; its error already reached the request that
-    // triggered it.
-    const transport = await pending.then((t) => t, () => undefined);
     transport?.close();
+    return Promise.resolve();
   }
 
   /** Same as {@link close}. */
@@ -404,18 +401,9 @@ export class KubeClient implements KubeApi {
   }
 
   /** The one transport of this client, built on first use. */
-  #getTransport(): Promise<Transport> {
-    if (this.#closed) return Promise.reject(clientClosedError());
-    if (this.#transport === undefined) {
-      const building = createTransport(this.#server, this.#connection, this.#proxyEnvironment);
-      this.#transport = building;
-      // A failed build (e.g. client-node failing on a proxy-url) is retried by the next request.
-      building.catch((err: unknown) => {
-        if (this.#transport === building) this.#transport = undefined;
-        return err;
-      });
-    }
-    return this.#transport;
+  #getTransport(): Transport {
+    if (this.#closed) throw clientClosedError();
+    return this.#transport ??= createTransport(this.#connection, this.#proxyEnvironment);
   }
 
   /** Request header lines with fresh credentials; a list is sent as repeated lines. */
