@@ -11,6 +11,7 @@ import { KubeClient } from "../../lib/kube/client.ts";
 import { type ClusterConnection, connectionFromKubeconfigs } from "../../lib/kube/config.ts";
 import { Http1Transport } from "../../lib/wire/http1/transport.ts";
 import { TcpProxy } from "../../testkit/tcp_proxy.ts";
+import { ConnectProxy } from "../../testkit/connect_proxy.ts";
 import { hasOpenssl, makePki, type Pki } from "../../testkit/pki.ts";
 
 const PV = { apiVersion: "v1", kind: "PersistentVolume", metadata: { name: "pv1" }, spec: {} };
@@ -92,7 +93,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "HTTP/1.1 over TLS presents the client certificate to a server that requires one (openssl s_server)",
+    "HTTP/1.1 over TLS presents the client certificate to a server that requires one, directly and inside a proxy's tunnel (openssl s_server)",
   ignore: skip,
   async fn() {
     const pki = await makePki("IP:127.0.0.1");
@@ -108,7 +109,7 @@ Deno.test({
     const server = new Deno.Command("openssl", {
       args: [
         ...["s_server", "-accept", `127.0.0.1:${port}`, "-cert", "cert", "-key", "key"],
-        ...["-CAfile", "ca", "-Verify", "1", "-www", "-naccept", "2"],
+        ...["-CAfile", "ca", "-Verify", "1", "-www", "-naccept", "3"],
       ],
       cwd: dir,
       stdout: "piped",
@@ -127,18 +128,25 @@ Deno.test({
       const enc = new TextEncoder();
       const material = { insecureSkipTlsVerify: false, ca: enc.encode(pki.ca) };
       const request = () => ({ method: "GET", headers: [], signal: AbortSignal.timeout(5000) });
-      const withCert = new Http1Transport({
+      const withCert = {
         ...material,
         cert: enc.encode(pki.clientCert),
         key: enc.encode(pki.clientKey),
-      });
-      try {
-        const res = await withCert.send(url, request());
-        assert.equal(res.status, 200);
-        assert.match(await res.text!(), /Client certificate[\s\S]*Subject: CN\s?=\s?alice/);
-      } finally {
-        withCert.close();
+      };
+      await using tunnel = ConnectProxy.start();
+      // Directly (Deno.connectTls), then through a CONNECT tunnel (node:tls: Deno.startTls
+      // would send no client certificate).
+      for (const options of [{}, { proxy: () => new URL(tunnel.url) }]) {
+        const transport = new Http1Transport(withCert, options);
+        try {
+          const res = await transport.send(url, request());
+          assert.equal(res.status, 200);
+          assert.match(await res.text!(), /Client certificate[\s\S]*Subject: CN\s?=\s?alice/);
+        } finally {
+          transport.close();
+        }
       }
+      assert.equal(tunnel.connects.length, 1);
       const without = new Http1Transport(material);
       try {
         await assert.rejects(
