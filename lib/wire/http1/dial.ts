@@ -14,42 +14,13 @@
  * @module
  */
 
-import type { RequestUrl, TlsMaterial } from "./api.ts";
+import type { RequestUrl } from "./api.ts";
+import type { TlsSettings } from "./tls_settings.ts";
 import { TransportError } from "./errors.ts";
 import { errorText } from "../../errors.ts";
 import { type ByteStream, Connection } from "./connection.ts";
 import { readHead } from "./response.ts";
 import { redactedProxy } from "./proxy.ts";
-
-/** The TLS settings of {@link TlsMaterial}, decoded once. */
-export interface TlsSettings {
-  caCerts?: string[];
-  cert?: string;
-  key?: string;
-  /** `tls-server-name`: the name the certificate is checked against (and sent as SNI). */
-  serverName?: string;
-  /** `insecure-skip-tls-verify`. */
-  insecure: boolean;
-}
-
-/**
- * The settings of `tls`.
- *
- * @throws {TypeError} when only one of the client certificate and key is set.
- */
-export function tlsSettings(tls: TlsMaterial): TlsSettings {
-  if ((tls.cert === undefined) !== (tls.key === undefined)) {
-    throw new TypeError("a client certificate needs both the certificate and its key");
-  }
-  const decoder = new TextDecoder();
-  return {
-    insecure: tls.insecureSkipTlsVerify,
-    ...(tls.ca !== undefined && { caCerts: [decoder.decode(tls.ca)] }),
-    ...(tls.cert !== undefined && tls.key !== undefined &&
-      { cert: decoder.decode(tls.cert), key: decoder.decode(tls.key) }),
-    ...(tls.serverName !== undefined && tls.serverName !== "" && { serverName: tls.serverName }),
-  };
-}
 
 /** Opens a TCP connection (`Deno.connect`; a test may map names to loopback). */
 export type TcpConnect = (hostname: string, port: number) => Promise<Deno.TcpConn>;

@@ -15,7 +15,7 @@ import { Buffer } from "node:buffer";
 import net from "node:net";
 import tls from "node:tls";
 import type { ByteStream } from "./connection.ts";
-import type { TlsSettings } from "./dial.ts";
+import type { TlsSettings } from "./tls_settings.ts";
 import { TransportError } from "./errors.ts";
 import { errorText } from "../../errors.ts";
 

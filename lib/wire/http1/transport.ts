@@ -27,7 +27,8 @@ import type {
 import { TransportError } from "./errors.ts";
 import { type Clock, realClock } from "../../clock.ts";
 import { Connection } from "./connection.ts";
-import { dial, type DialOptions, type TcpConnect, tlsSettings } from "./dial.ts";
+import { dial, type DialOptions, type TcpConnect } from "./dial.ts";
+import { tlsSettings } from "./tls_settings.ts";
 import { BodyReader, framingOf, readHead, type ResponseHead, ResponseHeaders } from "./response.ts";
 
 /**
