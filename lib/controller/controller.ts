@@ -219,10 +219,7 @@ export class AttachController {
    * when the queue is shutting down: a key that arrives then is handed back unsynced (it reached
    * this worker after the stop).
    */
-  async processNextVolumeAttachment(
-    lane?: string,
-    signal: AbortSignal = NEVER_ABORTED,
-  ): Promise<boolean> {
+  async processNextVolumeAttachment(signal: AbortSignal, lane?: string): Promise<boolean> {
     const queue = this.#deps.vaQueue;
     const key = await queue.get(lane);
     if (key === undefined) return false;
@@ -328,13 +325,13 @@ export class AttachController {
     const loops: Promise<void>[] = [];
     for (let i = 0; i < this.#opts.workers; i++) {
       if (this.#opts.laneWorkers === undefined) {
-        loops.push(this.#worker(signal, () => this.processNextVolumeAttachment(undefined, signal)));
+        loops.push(this.#worker(signal, () => this.processNextVolumeAttachment(signal)));
       }
       loops.push(this.#worker(signal, () => this.processNextPersistentVolume()));
     }
     for (const [lane, n] of Object.entries(this.#opts.laneWorkers ?? {})) {
       for (let i = 0; i < n; i++) {
-        loops.push(this.#worker(signal, () => this.processNextVolumeAttachment(lane, signal)));
+        loops.push(this.#worker(signal, () => this.processNextVolumeAttachment(signal, lane)));
       }
     }
     const reconciler = this.#deps.reconciler;
@@ -407,6 +404,3 @@ function applyOutcome(queue: RateLimitingQueue, key: string, outcome: SyncOutcom
   if (outcome === "retry") queue.addRateLimited(key);
   else if (outcome === "done") queue.forget(key);
 }
-
-/** The signal of syncs run outside {@link AttachController.run} (tests stepping by hand). */
-const NEVER_ABORTED: AbortSignal = new AbortController().signal;

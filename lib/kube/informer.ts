@@ -27,7 +27,7 @@ import type { KubeObject, Status } from "./types.ts";
 /** Collaborators of {@link Informer}. */
 export interface InformerDeps {
   /** Only `list` and `watch` are called. */
-  api: KubeApi;
+  kube: KubeApi;
   /** Timers for the backoff, the resync and the watch deadline. @default realClock */
   clock?: Clock;
   log?: Logger;
@@ -203,9 +203,9 @@ function keyOf(obj: KubeObject): string | undefined {
  * ```ts
  * import { type KubeApi, VOLUME_ATTACHMENTS } from "./api.ts";
  * import type { VolumeAttachment } from "./types.ts";
- * declare const api: KubeApi, signal: AbortSignal, queue: { add(key: string): void };
+ * declare const kube: KubeApi, signal: AbortSignal, queue: { add(key: string): void };
  *
- * const vas = new Informer<VolumeAttachment>({ api }, {
+ * const vas = new Informer<VolumeAttachment>({ kube }, {
  *   resource: VOLUME_ATTACHMENTS,
  *   resyncMs: 600_000,
  * });
@@ -215,7 +215,7 @@ function keyOf(obj: KubeObject): string | undefined {
  * ```
  */
 export class Informer<T extends KubeObject> implements ObjectStore<T> {
-  #api: KubeApi;
+  #kube: KubeApi;
   #clock: Clock;
   #log: Logger;
   #random: () => number;
@@ -268,7 +268,7 @@ export class Informer<T extends KubeObject> implements ObjectStore<T> {
       );
     }
     this.#pageSize = pageSize;
-    this.#api = deps.api;
+    this.#kube = deps.kube;
     this.#clock = deps.clock ?? realClock;
     this.#random = deps.random ?? Math.random;
     this.#resource = opts.resource;
@@ -423,7 +423,7 @@ export class Informer<T extends KubeObject> implements ObjectStore<T> {
       // No resourceVersion: a consistent read, so the new cache is never older than the old one.
       let page: ObjectList<T>;
       try {
-        page = await this.#api.list<T>(this.#resource, {
+        page = await this.#kube.list<T>(this.#resource, {
           signal,
           ...(limit > 0 ? { limit } : {}),
           ...(next !== undefined ? { continue: next } : {}),
@@ -522,7 +522,7 @@ export class Informer<T extends KubeObject> implements ObjectStore<T> {
     /** The initial events of a watch list, until its end bookmark. */
     let gathered: T[] | undefined = initial ? [] : undefined;
     try {
-      const stream = this.#api.watch<T>(this.#resource, {
+      const stream = this.#kube.watch<T>(this.#resource, {
         resourceVersion: fromVersion,
         timeoutSeconds,
         allowWatchBookmarks: true,

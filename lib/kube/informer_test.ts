@@ -102,7 +102,7 @@ function setup(
   const clock = new FakeClock(0);
   const logs: LogLine[] = [];
   const informer = new Informer<PersistentVolume>(
-    { api, clock, log: recordingLogger(logs), random },
+    { kube: api, clock, log: recordingLogger(logs), random },
     { resource: PERSISTENT_VOLUMES, resyncMs: 0, ...opts },
   );
   const events: string[] = [];
@@ -581,12 +581,16 @@ Deno.test("Informer.run() rejects a second start; the constructor rejects bad op
   await s.stop();
   const api = new FakeListWatch();
   assert.throws(
-    () => new Informer({ api }, { resource: PERSISTENT_VOLUMES, resyncMs: -1 }),
+    () => new Informer({ kube: api }, { resource: PERSISTENT_VOLUMES, resyncMs: -1 }),
     RangeError,
   );
   assert.throws(
     () =>
-      new Informer({ api }, { resource: PERSISTENT_VOLUMES, resyncMs: 0, minWatchTimeoutMs: 10 }),
+      new Informer({ kube: api }, {
+        resource: PERSISTENT_VOLUMES,
+        resyncMs: 0,
+        minWatchTimeoutMs: 10,
+      }),
     RangeError,
   );
 });
@@ -594,7 +598,7 @@ Deno.test("Informer.run() rejects a second start; the constructor rejects bad op
 Deno.test("Informer.waitForSync() rejects when its signal aborts first", async () => {
   const api = new FakeListWatch();
   const informer = new Informer<PersistentVolume>(
-    { api, clock: new FakeClock(0) },
+    { kube: api, clock: new FakeClock(0) },
     { resource: PERSISTENT_VOLUMES, resyncMs: 0 },
   );
   const ctl = new AbortController();

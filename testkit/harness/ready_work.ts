@@ -31,6 +31,9 @@ export async function takeAllReady(queue: Queue, lane?: string): Promise<string[
   return keys;
 }
 
+/** The signal of syncs a test steps by hand, outside `AttachController.run`: never aborted. */
+export const NEVER_ABORTED: AbortSignal = new AbortController().signal;
+
 /**
  * Syncs one ready VolumeAttachment key as a worker would; false, without waiting, when `vaQueue`
  * (the controller's) has none ready.
@@ -41,7 +44,7 @@ export function processReadyVolumeAttachment(
   lane?: string,
 ): Promise<boolean> {
   if (vaQueue.len(lane) === 0) return Promise.resolve(false);
-  return controller.processNextVolumeAttachment(lane);
+  return controller.processNextVolumeAttachment(NEVER_ABORTED, lane);
 }
 
 /**
