@@ -18,7 +18,7 @@ import { isMigratablePersistentVolume } from "./migration.ts";
 import { finalizerName, MIGRATED_TO_ANNOTATION } from "./names.ts";
 import type { EventHandlers, ObjectStore } from "../kube/store.ts";
 import type { PersistentVolume, VolumeAttachment } from "../kube/types.ts";
-import type { RateLimitingQueue } from "../workqueue/types.ts";
+import type { LanedQueue, RateLimitingQueue } from "../workqueue/types.ts";
 
 /** A cache that can also deliver events. */
 export interface InformerLike<T> extends ObjectStore<T> {
@@ -38,7 +38,8 @@ export const IDLE_AFTER_MS = 500;
 export interface ControllerDeps {
   vaInformer: InformerLike<VolumeAttachment>;
   pvInformer: InformerLike<PersistentVolume>;
-  vaQueue: RateLimitingQueue;
+  /** Rate-limited, with the attach and detach lanes (`./lanes.ts`). */
+  vaQueue: RateLimitingQueue & LanedQueue;
   pvQueue: RateLimitingQueue;
   handler: Handler;
   /**

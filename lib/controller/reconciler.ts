@@ -21,7 +21,7 @@ import type { CsiClient } from "../csi/api.ts";
 import { notFoundError, PERSISTENT_VOLUMES } from "../kube/api.ts";
 import type { VolumeAttachment } from "../kube/types.ts";
 import type { Logger } from "../observe/logger.ts";
-import type { RateLimitingQueue } from "../workqueue/types.ts";
+import type { LanedQueue } from "../workqueue/types.ts";
 import type { AttachmentMemory } from "./attachment_memory.ts";
 import type { HandlerStores } from "./handler.ts";
 import { repairVolumeHandle } from "./migration.ts";
@@ -46,7 +46,7 @@ export interface ListVolumesReconcilerDeps {
   /** Where a VA found out of sync is marked, for its next sync. */
   memory: AttachmentMemory;
   /** The VolumeAttachment queue: VAs found out of sync are added; busy ones are left alone. */
-  queue: Pick<RateLimitingQueue, "add" | "isQueuedOrProcessing">;
+  queue: Pick<LanedQueue, "add" | "isQueuedOrProcessing">;
 }
 
 /** Options of {@link ListVolumesReconciler}. */
