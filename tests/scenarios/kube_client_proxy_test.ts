@@ -9,7 +9,8 @@
 import assert from "node:assert/strict";
 import { ApiError, PERSISTENT_VOLUMES } from "../../lib/kube/api.ts";
 import { KubeClient } from "../../lib/kube/client.ts";
-import { type ClusterConnection, connectionFromKubeconfigs } from "../../lib/kube/config.ts";
+import type { ClusterConnection } from "../../lib/kube/config.ts";
+import { kubeconfigConnection } from "../../testkit/harness/client_fixtures.ts";
 import { Http1Transport } from "../../lib/wire/http1/transport.ts";
 import { proxyFunc, proxySettings } from "../../lib/wire/http1/proxy.ts";
 import { isTransportError } from "../../lib/wire/http1/errors.ts";
@@ -42,15 +43,7 @@ function serve(pki?: Pki): Deno.HttpServer<Deno.NetAddr> & { authorizations: str
 
 /** The connection of a one-cluster kubeconfig with a token. */
 function connection(cluster: Record<string, unknown>): Promise<ClusterConnection> {
-  return connectionFromKubeconfigs([{
-    file: "/test/kubeconfig",
-    text: JSON.stringify({
-      clusters: [{ name: "c", cluster }],
-      users: [{ name: "u", user: { token: "t0k" } }],
-      contexts: [{ name: "ctx", context: { cluster: "c", user: "u" } }],
-      "current-context": "ctx",
-    }),
-  }]);
+  return kubeconfigConnection(cluster, "t0k");
 }
 
 /** The ApiError of a failed call, with its transport cause. */

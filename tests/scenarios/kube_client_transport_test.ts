@@ -8,7 +8,8 @@
 import assert from "node:assert/strict";
 import { ApiError, PERSISTENT_VOLUMES } from "../../lib/kube/api.ts";
 import { KubeClient } from "../../lib/kube/client.ts";
-import { type ClusterConnection, connectionFromKubeconfigs } from "../../lib/kube/config.ts";
+import type { ClusterConnection } from "../../lib/kube/config.ts";
+import { kubeconfigConnection } from "../../testkit/harness/client_fixtures.ts";
 import { Http1Transport } from "../../lib/wire/http1/transport.ts";
 import { TcpProxy } from "../../testkit/tcp_proxy.ts";
 import { ConnectProxy } from "../../testkit/connect_proxy.ts";
@@ -45,17 +46,8 @@ function serveTls(pki: Pki): TlsServer {
 }
 
 /** The connection of a one-cluster kubeconfig. */
-function connection(cluster: Record<string, unknown>): Promise<ClusterConnection> {
-  return connectionFromKubeconfigs([{
-    file: "/test/kubeconfig",
-    text: JSON.stringify({
-      clusters: [{ name: "c", cluster }],
-      users: [{ name: "u", user: { token: "t" } }],
-      contexts: [{ name: "ctx", context: { cluster: "c", user: "u" } }],
-      "current-context": "ctx",
-    }),
-  }]);
-}
+const connection = (cluster: Record<string, unknown>): Promise<ClusterConnection> =>
+  kubeconfigConnection(cluster);
 
 const skip = !hasOpenssl();
 
