@@ -628,10 +628,11 @@ Deno.test("hostile HTTP/1.1 servers: every call settles with a clear answer, mem
 
 Deno.test("hostile HTTP/1.1 servers behind an HTTP proxy's CONNECT tunnel: the same answers", async () => {
   // The heap is measured in the direct run; here rows run a few at a time, so the proxy adds
-  // little to the suite's time.
+  // little to the suite's time. The rows about idle connections time what the server does
+  // between two requests: they run one at a time, after the others.
   await using proxy = ConnectProxy.start();
   const proxyUrl = new URL(proxy.url);
-  const queue = [...ROWS];
+  const queue = ROWS.filter((row) => !row.warmUp);
   const failures: string[] = [];
   const worker = async () => {
     for (let row = queue.shift(); row !== undefined; row = queue.shift()) {
@@ -639,6 +640,9 @@ Deno.test("hostile HTTP/1.1 servers behind an HTTP proxy's CONNECT tunnel: the s
     }
   };
   await Promise.all(Array.from({ length: 6 }, worker));
+  for (const row of ROWS.filter((row) => row.warmUp)) {
+    await runRow(row, proxyUrl).catch((err: unknown) => failures.push(String(err)));
+  }
   assert.deepEqual(failures, []);
   // Every row's request went through a tunnel (and the client's later one, maybe on another).
   assert.ok(proxy.connects.length >= ROWS.length, `${proxy.connects.length} tunnels`);

@@ -352,22 +352,7 @@ export class Http1Transport implements Transport {
     bytes: Uint8Array,
     request: TransportRequest,
   ): Promise<TransportResponse> {
-    const { signal } = request;
-    const state: {
-      body?: Body;
-      stream?: ReadableStreamDefaultController<Uint8Array>;
-    } = {};
-    let failed = false;
-    const fail = (reason: unknown) => {
-      if (failed) return;
-      failed = true;
-      signal.removeEventListener("abort", onAbort);
-      if (state.body === undefined) conn.close();
-      else state.body.abandon();
-      state.stream?.error(reason);
-    };
-    const onAbort = () => fail(signal.reason);
-    signal.addEventListener("abort", onAbort, { once: true });
+    const exchange = new Exchange(conn, request.signal);
     let head: ResponseHead;
     let reader: BodyReader;
     let keepAlive: boolean;
@@ -379,55 +364,100 @@ export class Http1Transport implements Transport {
       keepAlive = reusable && persistent(head);
       reader = new BodyReader(conn, framing, request.maxBodyBytes);
     } catch (err) {
-      signal.removeEventListener("abort", onAbort);
+      exchange.detach();
       throw err;
     }
-    const release = (c: Connection, reusable: boolean) => {
-      signal.removeEventListener("abort", onAbort);
+    const body = new Body(conn, reader, keepAlive, (c, reusable) => {
+      exchange.detach();
       this.#release(c, reusable);
-    };
-    const body = new Body(conn, reader, keepAlive, release);
-    state.body = body;
-    // Built on first use: most answers are read with text().
-    let readable: ReadableStream<Uint8Array> | undefined;
-    const stream = () =>
-      readable ??= new ReadableStream<Uint8Array>({
-        start(controller) {
-          state.stream = controller;
-        },
-        async pull(controller) {
-          try {
-            const data = await body.next();
-            if (failed) return;
-            if (data === null) controller.close();
-            else for (const part of data) controller.enqueue(part);
-          } catch (err) {
-            fail(signal.aborted ? signal.reason : err);
-          }
-        },
-        cancel() {
-          failed = true;
-          signal.removeEventListener("abort", onAbort);
-          body.abandon();
-        },
-      }, { highWaterMark: 0 });
-    return {
-      status: head.status,
-      headers: new ResponseHeaders(head.fields),
-      get body() {
-        if (readable === undefined) body.use();
-        return stream();
+    });
+    exchange.body = body;
+    return responseOf(head, body, exchange);
+  }
+}
+
+/**
+ * One request's watch on its abort signal: an abort, or a failed read of the body, closes the
+ * connection (or abandons the body once it is being read) and errors the body stream, once.
+ */
+class Exchange {
+  readonly signal: AbortSignal;
+  body: Body | undefined;
+  stream: ReadableStreamDefaultController<Uint8Array> | undefined;
+  failed = false;
+  readonly #conn: Connection;
+  readonly #onAbort = () => this.fail(this.signal.reason);
+
+  constructor(conn: Connection, signal: AbortSignal) {
+    this.#conn = conn;
+    this.signal = signal;
+    signal.addEventListener("abort", this.#onAbort, { once: true });
+  }
+
+  /** Ends the exchange with `reason`. */
+  fail(reason: unknown): void {
+    if (this.failed) return;
+    this.failed = true;
+    this.detach();
+    if (this.body === undefined) this.#conn.close();
+    else this.body.abandon();
+    this.stream?.error(reason);
+  }
+
+  /** Stops watching the signal. */
+  detach(): void {
+    this.signal.removeEventListener("abort", this.#onAbort);
+  }
+
+  /** What a failed read rejects with: the signal's reason once it aborted. */
+  reasonOf(err: unknown): unknown {
+    return this.signal.aborted ? this.signal.reason : err;
+  }
+}
+
+/**
+ * The answer of `head` with `body`, read either whole (`text()`) or as a stream built on first
+ * use (most answers are read with `text()`).
+ */
+function responseOf(head: ResponseHead, body: Body, exchange: Exchange): TransportResponse {
+  let readable: ReadableStream<Uint8Array> | undefined;
+  const stream = () =>
+    readable ??= new ReadableStream<Uint8Array>({
+      start(controller) {
+        exchange.stream = controller;
       },
-      text: async () => {
-        body.use();
+      async pull(controller) {
         try {
-          return await body.text();
+          const data = await body.next();
+          if (exchange.failed) return;
+          if (data === null) controller.close();
+          else for (const part of data) controller.enqueue(part);
         } catch (err) {
-          const reason = signal.aborted ? signal.reason : err;
-          fail(reason);
-          throw reason;
+          exchange.fail(exchange.reasonOf(err));
         }
       },
-    };
-  }
+      cancel() {
+        exchange.failed = true;
+        exchange.detach();
+        body.abandon();
+      },
+    }, { highWaterMark: 0 });
+  return {
+    status: head.status,
+    headers: new ResponseHeaders(head.fields),
+    get body() {
+      if (readable === undefined) body.use();
+      return stream();
+    },
+    text: async () => {
+      body.use();
+      try {
+        return await body.text();
+      } catch (err) {
+        const reason = exchange.reasonOf(err);
+        exchange.fail(reason);
+        throw reason;
+      }
+    },
+  };
 }
