@@ -643,21 +643,11 @@ export class KubeClient implements KubeApi {
   ): AsyncGenerator<WatchEvent<T>, void, undefined> {
     const { signal } = opts;
     if (signal.aborted) return;
-    const query: Record<string, string> = {
-      watch: "true",
-      resourceVersion: opts.resourceVersion,
-      timeoutSeconds: String(opts.timeoutSeconds),
-    };
-    if (opts.allowWatchBookmarks) query.allowWatchBookmarks = "true";
-    if (opts.sendInitialEvents) {
-      query.sendInitialEvents = "true";
-      query.resourceVersionMatch = "NotOlderThan";
-    }
     const ctx = this.#context({
       method: "GET",
       verb: "watch",
       resource: res,
-      target: { namespace: opts.namespace, query },
+      target: { namespace: opts.namespace, query: watchQuery(opts) },
       signal,
     });
     const transport = await this.#getTransport();
@@ -670,15 +660,12 @@ export class KubeClient implements KubeApi {
     // Ends the watch: the caller's abort, the idle watchdog, the guard below or close(). The
     // wait for the answer, or for the next chunk of the body, then ends at once.
     const { controller, dispose } = this.#begin(signal);
+    // A server that keeps the watch open past its timeoutSeconds (and the grace) is cut off.
     let guardError: ApiError | undefined;
     const guardMs = opts.timeoutSeconds * 1000 + this.#watchGraceMs;
     const guard = clock.setTimer(guardMs, () => {
-      guardError = new ApiError(
-        0,
-        "Timeout",
-        requestFailure(ctx, `watch still open ${guardMs / 1000}s after it started`),
-      );
-      controller.abort(guardError);
+      const message = `watch still open ${guardMs / 1000}s after it started`;
+      controller.abort(guardError = new ApiError(0, "Timeout", requestFailure(ctx, message)));
     });
     const idle = opts.idleTimeoutMs === undefined
       ? undefined
@@ -720,15 +707,35 @@ export class KubeClient implements KubeApi {
       // A watch left early (the caller stopped reading, an error) releases its stream; after the
       // end of the body this changes nothing.
       controller.abort();
-      if (idle?.fired) {
-        this.#log?.v(4).info("Watch delivered neither an event nor a bookmark, closing it", {
-          url: ctx.url.href,
-          idleMs: idle.ms,
-        });
-        // The watch's connection went silent: new requests must not go out on it, nor on the
-        // other pooled connections to the same server (behind the same load balancer).
-        transport.renew(generation);
-      }
+      if (idle?.fired) this.#silentWatch(ctx, idle, () => transport.renew(generation));
     }
   }
+
+  /**
+   * A watch that delivered neither an event nor a bookmark for `idle.ms` was closed: its
+   * connection went silent, so new requests must not go out on it, nor on the other pooled
+   * connections to the same server (behind the same load balancer): `renew` them.
+   */
+  #silentWatch(ctx: RequestContext, idle: IdleWatchdog, renew: () => void): void {
+    this.#log?.v(4).info("Watch delivered neither an event nor a bookmark, closing it", {
+      url: ctx.url.href,
+      idleMs: idle.ms,
+    });
+    renew();
+  }
+}
+
+/** The query of a watch request (`watch=true` and the options' parameters). */
+function watchQuery(opts: WatchOptions): Record<string, string> {
+  const query: Record<string, string> = {
+    watch: "true",
+    resourceVersion: opts.resourceVersion,
+    timeoutSeconds: String(opts.timeoutSeconds),
+  };
+  if (opts.allowWatchBookmarks) query.allowWatchBookmarks = "true";
+  if (opts.sendInitialEvents) {
+    query.sendInitialEvents = "true";
+    query.resourceVersionMatch = "NotOlderThan";
+  }
+  return query;
 }
