@@ -1,6 +1,6 @@
 /**
- * The production {@link KubeApi}: REST over the HTTP/1.1 transport (or `fetch` behind a proxy,
- * `node:https` for what neither can do), with raw JSON in and out.
+ * The production {@link KubeApi}: REST over the HTTP/1.1 transport (directly or through an HTTP
+ * proxy's tunnel), with raw JSON in and out.
  *
  * Where to connect and how to authenticate comes from a {@link ClusterConnection}
  * (`./config.ts`): the client builds ONE transport from its TLS material on first use
@@ -116,9 +116,9 @@ export interface KubeClientOptions {
   /** Extra time a watch may run past its `timeoutSeconds` before it is cut; default 30 s. */
   watchGraceMs?: number;
   /**
-   * The proxy variables of the process environment (`main.ts` reads them): when one applies to
-   * the server's scheme, requests go through `fetch`, which honours them and `NO_PROXY`. Unset:
-   * no proxy.
+   * The proxy variables of the process environment (`main.ts` reads them): unless the
+   * kubeconfig names a `proxy-url`, requests go through the proxy they name for the server, by
+   * Go's `ProxyFromEnvironment` rules (`./transport.ts`). Unset: no proxy.
    */
   proxyEnvironment?: ProxyEnvironment;
 }
