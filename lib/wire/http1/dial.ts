@@ -22,7 +22,10 @@ import { type ByteStream, Connection } from "./connection.ts";
 import { readHead } from "./response.ts";
 import { redactedProxy } from "./proxy.ts";
 
-/** Opens a TCP connection (`Deno.connect`; a test may map names to loopback). */
+/**
+ * Opens a TCP connection with `Deno.connect` (a test may map names to loopback): to an `http:`
+ * server, or to the proxy of one. TLS connections open their TCP connection themselves.
+ */
 export type TcpConnect = (hostname: string, port: number) => Promise<Deno.TcpConn>;
 
 /** What {@link dial} needs besides the URL. */

@@ -208,7 +208,10 @@ export interface Http1Options {
    * `./proxy.ts` `proxyFunc` over the environment's settings. @default no proxy
    */
   proxy?: (target: URL) => URL | undefined;
-  /** Opens TCP connections (tests map names to loopback). @default Deno.connect */
+  /**
+   * Opens the TCP connections of `http:` servers and their proxies (see `TcpConnect`).
+   * @default Deno.connect
+   */
   connect?: TcpConnect;
 }
 
