@@ -132,7 +132,6 @@ async function main(argv: string[]): Promise<number> {
   log.info("Version", { version: VERSION });
 
   const stop = new AbortController();
-  let exitCode: number | undefined;
   let stopDeadline: Timer | undefined;
   const onSignal = (signal: Deno.Signal) => {
     if (stop.signal.aborted) {
@@ -159,10 +158,7 @@ async function main(argv: string[]): Promise<number> {
       signal: stop.signal,
       kube,
       env: {
-        exit: (code) => {
-          exitCode = code;
-          Deno.exit(code);
-        },
+        exit: (code) => Deno.exit(code),
         writeTerminationMessage,
         // In a pod HOSTNAME is the pod name, which is also the host name.
         hostname: () => env("HOSTNAME") || Deno.hostname(),
@@ -178,7 +174,7 @@ async function main(argv: string[]): Promise<number> {
     Deno.removeSignalListener("SIGTERM", sigterm);
     Deno.removeSignalListener("SIGINT", sigint);
   }
-  return exitCode ?? 0;
+  return 0;
 }
 
 if (import.meta.main) {

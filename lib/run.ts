@@ -384,7 +384,7 @@ interface ControllerRun {
 /** Runs the informers and the controller until `signal` aborts and the work in flight is done. */
 async function runController(run: ControllerRun): Promise<void> {
   const { options, log, clock, setup, kube, metrics, signal, onReady } = run;
-  const informerDeps = { api: kube, clock, log };
+  const informerDeps = { kube, clock, log };
   const vaInformer = new Informer<VolumeAttachment>(informerDeps, {
     resource: VOLUME_ATTACHMENTS,
     resyncMs: options.resyncMs,

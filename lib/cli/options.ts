@@ -519,16 +519,6 @@ function defineFlags(program: string): AttacherFlags {
   };
 }
 
-/**
- * The usage text Go prints for `-help` or a command-line error: `Usage of <program>:` and every
- * flag sorted by name with its description and non-zero default.
- *
- * @param program the name after `Usage of` (Go prints the program path it was started as)
- */
-export function usageText(program = "csi-attacher"): string {
-  return defineFlags(program).set.usage();
-}
-
 /** The exit-1 result for a logging configuration Go's `ValidateAndApply` rejects. */
 function invalidLogging(reason: string): ParseResult {
   return {

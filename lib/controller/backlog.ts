@@ -10,13 +10,13 @@
 
 import type { Clock } from "../clock.ts";
 import type { Logger } from "../observe/logger.ts";
-import type { Queue } from "../workqueue/types.ts";
+import type { LanedQueue } from "../workqueue/types.ts";
 
 /** A queue to watch, with the name it is reported under. */
 export interface WatchedQueue {
   /** e.g. `csi-attacher-va`; a lane is reported as `<name>-<lane>`. */
   name: string;
-  queue: Pick<Queue, "lanes" | "len" | "oldestReady">;
+  queue: Pick<LanedQueue, "lanes" | "len" | "oldestReady">;
 }
 
 /** Dependencies of {@link BacklogReporter}. */

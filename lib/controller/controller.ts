@@ -18,7 +18,7 @@ import { isMigratablePersistentVolume } from "./migration.ts";
 import { finalizerName, MIGRATED_TO_ANNOTATION } from "./names.ts";
 import type { EventHandlers, ObjectStore } from "../kube/store.ts";
 import type { PersistentVolume, VolumeAttachment } from "../kube/types.ts";
-import type { RateLimitingQueue } from "../workqueue/types.ts";
+import type { LanedQueue, RateLimitingQueue } from "../workqueue/types.ts";
 
 /** A cache that can also deliver events. */
 export interface InformerLike<T> extends ObjectStore<T> {
@@ -38,7 +38,8 @@ export const IDLE_AFTER_MS = 500;
 export interface ControllerDeps {
   vaInformer: InformerLike<VolumeAttachment>;
   pvInformer: InformerLike<PersistentVolume>;
-  vaQueue: RateLimitingQueue;
+  /** Rate-limited, with the attach and detach lanes (`./lanes.ts`). */
+  vaQueue: RateLimitingQueue & LanedQueue;
   pvQueue: RateLimitingQueue;
   handler: Handler;
   /**
@@ -219,10 +220,7 @@ export class AttachController {
    * when the queue is shutting down: a key that arrives then is handed back unsynced (it reached
    * this worker after the stop).
    */
-  async processNextVolumeAttachment(
-    lane?: string,
-    signal: AbortSignal = NEVER_ABORTED,
-  ): Promise<boolean> {
+  async processNextVolumeAttachment(signal: AbortSignal, lane?: string): Promise<boolean> {
     const queue = this.#deps.vaQueue;
     const key = await queue.get(lane);
     if (key === undefined) return false;
@@ -328,13 +326,13 @@ export class AttachController {
     const loops: Promise<void>[] = [];
     for (let i = 0; i < this.#opts.workers; i++) {
       if (this.#opts.laneWorkers === undefined) {
-        loops.push(this.#worker(signal, () => this.processNextVolumeAttachment(undefined, signal)));
+        loops.push(this.#worker(signal, () => this.processNextVolumeAttachment(signal)));
       }
       loops.push(this.#worker(signal, () => this.processNextPersistentVolume()));
     }
     for (const [lane, n] of Object.entries(this.#opts.laneWorkers ?? {})) {
       for (let i = 0; i < n; i++) {
-        loops.push(this.#worker(signal, () => this.processNextVolumeAttachment(lane, signal)));
+        loops.push(this.#worker(signal, () => this.processNextVolumeAttachment(signal, lane)));
       }
     }
     const reconciler = this.#deps.reconciler;
@@ -407,6 +405,3 @@ function applyOutcome(queue: RateLimitingQueue, key: string, outcome: SyncOutcom
   if (outcome === "retry") queue.addRateLimited(key);
   else if (outcome === "done") queue.forget(key);
 }
-
-/** The signal of syncs run outside {@link AttachController.run} (tests stepping by hand). */
-const NEVER_ABORTED: AbortSignal = new AbortController().signal;

@@ -24,7 +24,7 @@ import { notFoundError, PERSISTENT_VOLUMES } from "../kube/api.ts";
 import type { VolumeAttachment } from "../kube/types.ts";
 import type { Logger } from "../observe/logger.ts";
 import { FENCE_REFUSED_MESSAGE, type LeaseFence, UNFENCED } from "../lease_fence.ts";
-import type { RateLimitingQueue } from "../workqueue/types.ts";
+import type { LanedQueue } from "../workqueue/types.ts";
 import type { AttachmentMemory } from "./attachment_memory.ts";
 import type { HandlerStores } from "./handler.ts";
 import { repairVolumeHandle } from "./migration.ts";
@@ -49,7 +49,7 @@ export interface ListVolumesReconcilerDeps {
   /** Where a VA found out of sync is marked, for its next sync. */
   memory: AttachmentMemory;
   /** The VolumeAttachment queue: VAs found out of sync are added; busy ones are left alone. */
-  queue: Pick<RateLimitingQueue, "add" | "isQueuedOrProcessing">;
+  queue: Pick<LanedQueue, "add" | "isQueuedOrProcessing">;
   /**
    * The leader's lease fence, asked before each ListVolumes page and before the differences are
    * queued: a pass whose fence closed acts on nothing.

@@ -8,7 +8,8 @@
 
 import assert from "node:assert/strict";
 import protobuf from "protobufjs";
-import { csiMessages, type FieldSchema, type MessageSchema } from "./schema.ts";
+import type { FieldSchema, MessageSchema } from "./schema.ts";
+import { csiMessages } from "../../testkit/csi/schemas.ts";
 import { decodeMessage, encodeMessage } from "../wire/grpc/protowire.ts";
 import { csiDescriptor } from "../../testkit/csi/proto_loader.ts";
 

@@ -233,33 +233,11 @@ function buildSchemas(): ReadonlyMap<string, MessageSchema> {
 
 const SCHEMAS = buildSchemas();
 
-/** Every message schema by fully qualified name. */
-export function csiMessages(): ReadonlyMap<string, MessageSchema> {
-  return SCHEMAS;
-}
-
 /** A message schema by fully qualified name. @throws {RangeError} for an unknown message. */
 export function messageSchema(name: string): MessageSchema {
   const schema = SCHEMAS.get(name);
   if (schema === undefined) throw new RangeError(`unknown CSI message ${name}`);
   return schema;
-}
-
-/**
- * Fields marked `[(csi_secret) = true]` in the CSI spec, by fully qualified message name
- * (camelCase field names), as the schema has them.
- */
-export const CSI_SECRET_FIELDS: Readonly<Record<string, readonly string[]>> = Object.freeze(
-  Object.fromEntries(
-    [...SCHEMAS.values()]
-      .map((m) => [m.name, Object.freeze(m.fields.filter((f) => f.secret).map((f) => f.name))])
-      .filter(([, fields]) => fields!.length > 0),
-  ),
-);
-
-/** Whether `field` (camelCase) of message `messageName` (`csi.v1.X`, no leading dot) is secret. */
-export function isSecretField(messageName: string, field: string): boolean {
-  return SCHEMAS.get(messageName)?.byName.get(field)?.secret ?? false;
 }
 
 /** The CSI services this project speaks. */
@@ -286,11 +264,6 @@ const METHODS: Readonly<Record<CsiServiceName, readonly string[]>> = {
     "ControllerGetCapabilities",
   ],
 };
-
-/** The method names of a service, as in the proto. */
-export function serviceMethods(service: CsiServiceName): readonly string[] {
-  return METHODS[service];
-}
 
 /** Looks up one RPC. @throws {RangeError} for a method `proto/csi.proto` does not have. */
 export function csiMethod(service: CsiServiceName, name: string): CsiMethod {

@@ -1,13 +1,7 @@
 import assert from "node:assert/strict";
 import descriptor from "../../proto/csi_descriptor.json" with { type: "json" };
-import {
-  CSI_SECRET_FIELDS,
-  csiMessages,
-  csiMethod,
-  isSecretField,
-  messageSchema,
-  serviceMethods,
-} from "./schema.ts";
+import { csiMethod, messageSchema } from "./schema.ts";
+import { csiMessages, describedMethods, isSecretField } from "../../testkit/csi/schemas.ts";
 import { decodeMessage, encodeMessage, ProtoWireError } from "../wire/grpc/protowire.ts";
 
 /**
@@ -92,7 +86,7 @@ Deno.test("the schema matches proto/csi.proto's descriptor: every field's number
 Deno.test("the schema has every method of the descriptor's services with their message types", () => {
   for (const service of ["Identity", "Controller"] as const) {
     const methods = describedMessage(`csi.v1.${service}`).methods as Record<string, Json>;
-    assert.deepEqual([...serviceMethods(service)].sort(), Object.keys(methods).sort());
+    assert.deepEqual(describedMethods(service).sort(), Object.keys(methods).sort());
     for (const [name, m] of Object.entries(methods)) {
       const method = csiMethod(service, name);
       assert.equal(method.path, `/csi.v1.${service}/${name}`);
@@ -103,8 +97,13 @@ Deno.test("the schema has every method of the descriptor's services with their m
   assert.throws(() => csiMethod("Controller", "CreateVolume"), RangeError);
 });
 
-Deno.test("CSI_SECRET_FIELDS lists the csi_secret fields", () => {
-  assert.deepEqual(CSI_SECRET_FIELDS, {
+Deno.test("the csi_secret fields are the secrets of publish and unpublish", () => {
+  const secretFields = Object.fromEntries(
+    [...csiMessages().values()]
+      .map((m) => [m.name, m.fields.filter((f) => f.secret).map((f) => f.name)] as const)
+      .filter(([, fields]) => fields.length > 0),
+  );
+  assert.deepEqual(secretFields, {
     "csi.v1.ControllerPublishVolumeRequest": ["secrets"],
     "csi.v1.ControllerUnpublishVolumeRequest": ["secrets"],
   });

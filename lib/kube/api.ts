@@ -188,11 +188,6 @@ export function isNotFound(err: unknown): boolean {
   return err instanceof ApiError && err.code === 404;
 }
 
-/** True when `err` is an {@link ApiError} with HTTP status 409. */
-export function isConflict(err: unknown): boolean {
-  return err instanceof ApiError && err.code === 409;
-}
-
 /** The NotFound error a cache lookup gives, worded as client-go's listers word it. */
 export function notFoundError(res: Resource, name: string): ApiError {
   const what = res.group === "" ? res.singular : `${res.singular}.${res.group}`;

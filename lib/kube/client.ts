@@ -1,6 +1,6 @@
 /**
- * The production {@link KubeApi}: REST over the HTTP/1.1 transport (or `fetch` behind a proxy,
- * `node:https` for what neither can do), with raw JSON in and out.
+ * The production {@link KubeApi}: REST over the HTTP/1.1 transport (directly or through an HTTP
+ * proxy's tunnel), with raw JSON in and out.
  *
  * Where to connect and how to authenticate comes from a {@link ClusterConnection}
  * (`./config.ts`): the client builds ONE transport from its TLS material on first use
@@ -116,9 +116,9 @@ export interface KubeClientOptions {
   /** Extra time a watch may run past its `timeoutSeconds` before it is cut; default 30 s. */
   watchGraceMs?: number;
   /**
-   * The proxy variables of the process environment (`main.ts` reads them): when one applies to
-   * the server's scheme, requests go through `fetch`, which honours them and `NO_PROXY`. Unset:
-   * no proxy.
+   * The proxy variables of the process environment (`main.ts` reads them): unless the
+   * kubeconfig names a `proxy-url`, requests go through the proxy they name for the server, by
+   * Go's `ProxyFromEnvironment` rules (`./transport.ts`). Unset: no proxy.
    */
   proxyEnvironment?: ProxyEnvironment;
 }
@@ -174,7 +174,7 @@ export class KubeClient implements KubeApi {
   readonly #maxBodyBytes: number;
   readonly #watchGraceMs: number;
   readonly #proxyEnvironment: ProxyEnvironment;
-  #transport: Promise<Transport> | undefined;
+  #transport: Transport | undefined;
   /** One controller per request or watch under way; {@link close} aborts them. */
   readonly #inflight = new Set<AbortController>();
   #closed = false;
@@ -347,18 +347,15 @@ export class KubeClient implements KubeApi {
    * client is closed, and their connections are closed), then closes the pooled connections.
    * Later requests reject the same way.
    */
-  async close(): Promise<void> {
+  close(): Promise<void> {
     this.#closed = true;
     const closed = clientClosedError();
     for (const controller of this.#inflight) controller.abort(closed);
     this.#inflight.clear();
-    const pending = this.#transport;
+    const transport = this.#transport;
     this.#transport = undefined;
-    if (pending === undefined) return;
-    // A build that failed left nothing to close; its error already reached the request that
-    // triggered it.
-    const transport = await pending.then((t) => t, () => undefined);
     transport?.close();
+    return Promise.resolve();
   }
 
   /** Same as {@link close}. */
@@ -404,18 +401,9 @@ export class KubeClient implements KubeApi {
   }
 
   /** The one transport of this client, built on first use. */
-  #getTransport(): Promise<Transport> {
-    if (this.#closed) return Promise.reject(clientClosedError());
-    if (this.#transport === undefined) {
-      const building = createTransport(this.#server, this.#connection, this.#proxyEnvironment);
-      this.#transport = building;
-      // A failed build (e.g. client-node failing on a proxy-url) is retried by the next request.
-      building.catch((err: unknown) => {
-        if (this.#transport === building) this.#transport = undefined;
-        return err;
-      });
-    }
-    return this.#transport;
+  #getTransport(): Transport {
+    if (this.#closed) throw clientClosedError();
+    return this.#transport ??= createTransport(this.#connection, this.#proxyEnvironment);
   }
 
   /** Request header lines with fresh credentials; a list is sent as repeated lines. */
@@ -655,21 +643,11 @@ export class KubeClient implements KubeApi {
   ): AsyncGenerator<WatchEvent<T>, void, undefined> {
     const { signal } = opts;
     if (signal.aborted) return;
-    const query: Record<string, string> = {
-      watch: "true",
-      resourceVersion: opts.resourceVersion,
-      timeoutSeconds: String(opts.timeoutSeconds),
-    };
-    if (opts.allowWatchBookmarks) query.allowWatchBookmarks = "true";
-    if (opts.sendInitialEvents) {
-      query.sendInitialEvents = "true";
-      query.resourceVersionMatch = "NotOlderThan";
-    }
     const ctx = this.#context({
       method: "GET",
       verb: "watch",
       resource: res,
-      target: { namespace: opts.namespace, query },
+      target: { namespace: opts.namespace, query: watchQuery(opts) },
       signal,
     });
     const transport = await this.#getTransport();
@@ -682,15 +660,12 @@ export class KubeClient implements KubeApi {
     // Ends the watch: the caller's abort, the idle watchdog, the guard below or close(). The
     // wait for the answer, or for the next chunk of the body, then ends at once.
     const { controller, dispose } = this.#begin(signal);
+    // A server that keeps the watch open past its timeoutSeconds (and the grace) is cut off.
     let guardError: ApiError | undefined;
     const guardMs = opts.timeoutSeconds * 1000 + this.#watchGraceMs;
     const guard = clock.setTimer(guardMs, () => {
-      guardError = new ApiError(
-        0,
-        "Timeout",
-        requestFailure(ctx, `watch still open ${guardMs / 1000}s after it started`),
-      );
-      controller.abort(guardError);
+      const message = `watch still open ${guardMs / 1000}s after it started`;
+      controller.abort(guardError = new ApiError(0, "Timeout", requestFailure(ctx, message)));
     });
     const idle = opts.idleTimeoutMs === undefined
       ? undefined
@@ -732,15 +707,35 @@ export class KubeClient implements KubeApi {
       // A watch left early (the caller stopped reading, an error) releases its stream; after the
       // end of the body this changes nothing.
       controller.abort();
-      if (idle?.fired) {
-        this.#log?.v(4).info("Watch delivered neither an event nor a bookmark, closing it", {
-          url: ctx.url.href,
-          idleMs: idle.ms,
-        });
-        // The watch's connection went silent: new requests must not go out on it, nor on the
-        // other pooled connections to the same server (behind the same load balancer).
-        transport.renew(generation);
-      }
+      if (idle?.fired) this.#silentWatch(ctx, idle, () => transport.renew(generation));
     }
   }
+
+  /**
+   * A watch that delivered neither an event nor a bookmark for `idle.ms` was closed: its
+   * connection went silent, so new requests must not go out on it, nor on the other pooled
+   * connections to the same server (behind the same load balancer): `renew` them.
+   */
+  #silentWatch(ctx: RequestContext, idle: IdleWatchdog, renew: () => void): void {
+    this.#log?.v(4).info("Watch delivered neither an event nor a bookmark, closing it", {
+      url: ctx.url.href,
+      idleMs: idle.ms,
+    });
+    renew();
+  }
+}
+
+/** The query of a watch request (`watch=true` and the options' parameters). */
+function watchQuery(opts: WatchOptions): Record<string, string> {
+  const query: Record<string, string> = {
+    watch: "true",
+    resourceVersion: opts.resourceVersion,
+    timeoutSeconds: String(opts.timeoutSeconds),
+  };
+  if (opts.allowWatchBookmarks) query.allowWatchBookmarks = "true";
+  if (opts.sendInitialEvents) {
+    query.sendInitialEvents = "true";
+    query.resourceVersionMatch = "NotOlderThan";
+  }
+  return query;
 }

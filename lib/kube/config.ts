@@ -9,9 +9,9 @@
  * skipped, relative paths resolve against the file that names them; `validation.go`: one
  * authentication method per user, a client certificate needs its key, no CA with
  * `insecure-skip-tls-verify`). Client certificates, tokens, token files, basic auth,
- * impersonation, CA data and files are handled here; only `exec` and `auth-provider` users and
- * `proxy-url` clusters load `@kubernetes/client-node`, with a dynamic `import()`, since that
- * package costs tens of MiB when imported.
+ * impersonation, CA data and files are handled here; only `exec` and `auth-provider` users load
+ * `@kubernetes/client-node` (`./client_node_auth.ts`, the credential plugins), with a dynamic
+ * `import()`, since that package costs tens of MiB when imported.
  *
  * Token files (the service account's projected token, a kubeconfig `tokenFile`) are re-read once
  * a minute, as client-go's `transport/token_source.go` `NewCachedFileTokenSource` does; when a
@@ -58,10 +58,10 @@ export interface ClusterConnection {
    */
   headers(): Promise<CredentialHeaders>;
   /**
-   * Set only for a cluster with a `proxy-url`: builds the `node:http` `Agent` that goes through
-   * the proxy (typed loosely so that this module names no `node:` module).
+   * The cluster's `proxy-url` (an `http:` proxy, reached with `CONNECT`); when unset, the proxy
+   * comes from the environment (`./transport.ts`).
    */
-  proxyAgent?: () => Promise<object>;
+  proxyUrl?: URL;
 }
 
 /** A configuration that cannot be used; the message is one line naming the file and field. */
@@ -313,12 +313,9 @@ async function buildConnection(
   };
   const headers = user === undefined ? () => Promise.resolve({}) : await credentials(user, deps);
   const proxyUrl = optionalString(cluster, "proxy-url");
-  const connection: ClusterConnection = { server, tls, headers };
-  if (proxyUrl !== undefined && proxyUrl !== "") {
-    checkServer(proxyUrl, `kubeconfig ${cluster.file}: ${cluster.where}.proxy-url`, true);
-    connection.proxyAgent = () => clientNodeProxyAgent(server, tls, proxyUrl);
-  }
-  return connection;
+  if (proxyUrl === undefined || proxyUrl === "") return { server, tls, headers };
+  checkServer(proxyUrl, `kubeconfig ${cluster.file}: ${cluster.where}.proxy-url`, true);
+  return { server, tls, headers, proxyUrl: new URL(proxyUrl) };
 }
 
 /** The credential header provider of one user. */
@@ -556,9 +553,12 @@ function checkServer(url: string, at: string, proxy = false): void {
   } catch {
     throw new KubeconfigError(`${at}: "${url}" is not a valid URL`);
   }
-  const schemes = proxy ? ["http:", "https:", "socks5:", "socks4:"] : ["http:", "https:"];
+  // The transport speaks CONNECT to an HTTP proxy only (client-go also takes https and socks5).
+  const schemes = proxy ? ["http:"] : ["http:", "https:"];
   if (!schemes.includes(parsed.protocol)) {
-    throw new KubeconfigError(`${at}: unsupported URL scheme "${parsed.protocol}"`);
+    throw new KubeconfigError(
+      `${at}: unsupported URL scheme "${parsed.protocol}"${proxy ? " (only http: proxies)" : ""}`,
+    );
   }
 }
 
@@ -650,14 +650,4 @@ async function clientNodeCredentials(
     throw new KubeconfigError(`${at}: the plugin failed: ${reasonOf(err)}`);
   }
   return headers;
-}
-
-/** The agent through a kubeconfig `proxy-url`, built by client-node (loaded only here). */
-async function clientNodeProxyAgent(
-  server: string,
-  tls: TlsMaterial,
-  proxyUrl: string,
-): Promise<object> {
-  const { proxyAgent } = await importClientNodeAuth();
-  return await proxyAgent(server, tls, proxyUrl);
 }

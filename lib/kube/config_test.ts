@@ -12,6 +12,7 @@ import {
 import type { Fields, Logger } from "../observe/logger.ts";
 import { KubeClient } from "./client.ts";
 import { PERSISTENT_VOLUMES } from "./api.ts";
+import { ConnectProxy } from "../../testkit/connect_proxy.ts";
 
 /** A temporary directory removed when disposed. */
 async function tempDir(): Promise<AsyncDisposable & { path: string }> {
@@ -86,7 +87,7 @@ Deno.test("loadConnection() with kubeconfigPath uses only that file, paths relat
   assert.equal(decoder.decode(c.tls.key), "KEY PEM");
   assert.equal(c.tls.insecureSkipTlsVerify, false);
   assert.deepEqual(await c.headers(), { Authorization: "Bearer file-token" });
-  assert.equal(c.proxyAgent, undefined);
+  assert.equal(c.proxyUrl, undefined);
 });
 
 Deno.test("connectionFromKubeconfigs() decodes the *-data fields, which win over the files", async () => {
@@ -536,62 +537,31 @@ Deno.test("connectionFromKubeconfigs() fails at load when the exec plugin fails"
   );
 });
 
-Deno.test("a proxy-url cluster is reached through the proxy (client-node's CONNECT agent)", async () => {
+Deno.test("a proxy-url cluster is reached through the proxy's CONNECT tunnel", async () => {
   const seen: string[] = [];
-  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (req) => {
+  await using server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (req) => {
     seen.push(`${req.url} ${req.headers.get("authorization")}`);
     return Response.json({ apiVersion: "v1", kind: "PersistentVolume", metadata: { name: "pv1" } });
   });
-  // A CONNECT proxy that sends every tunnel to the server above.
-  const connects: string[] = [];
-  const tunnels: Promise<unknown>[] = [];
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const accepting = (async () => {
-    for await (const conn of listener) {
-      tunnels.push((async () => {
-        const buf = new Uint8Array(4096);
-        let head = "";
-        while (!head.includes("\r\n\r\n")) {
-          const n = await conn.read(buf);
-          if (n === null) return conn.close();
-          head += decoder.decode(buf.subarray(0, n));
-        }
-        connects.push(head.split("\r\n")[0] ?? "");
-        const target = await Deno.connect({ hostname: "127.0.0.1", port: server.addr.port });
-        await conn.write(new TextEncoder().encode("HTTP/1.1 200 Connection established\r\n\r\n"));
-        await Promise.allSettled([
-          conn.readable.pipeTo(target.writable),
-          target.readable.pipeTo(conn.writable),
-        ]);
-      })());
-    }
-  })();
-  try {
-    const connection = await fromText(
-      kubeconfig("a", {
-        server: "http://kube.invalid:6443",
-        "proxy-url": `http://127.0.0.1:${listener.addr.port}`,
-      }, { token: "t0k" }),
-    );
-    assert.ok(connection.proxyAgent !== undefined);
-    await using client = new KubeClient({ connection });
-    const pv = await client.get(PERSISTENT_VOLUMES, "pv1");
-    assert.equal(pv.metadata.name, "pv1");
-    assert.deepEqual(connects, ["CONNECT kube.invalid:6443 HTTP/1.1"]);
-    assert.deepEqual(seen, ["http://kube.invalid:6443/api/v1/persistentvolumes/pv1 Bearer t0k"]);
-  } finally {
-    listener.close();
-    await accepting;
-    await server.shutdown();
-    await Promise.allSettled(tunnels);
-  }
+  await using proxy = ConnectProxy.start({ route: () => server.addr.port });
+  const connection = await fromText(
+    kubeconfig("a", { server: "http://kube.invalid:6443", "proxy-url": proxy.url }, {
+      token: "t0k",
+    }),
+  );
+  assert.equal(connection.proxyUrl?.href, `${proxy.url}/`);
+  await using client = new KubeClient({ connection });
+  const pv = await client.get(PERSISTENT_VOLUMES, "pv1");
+  assert.equal(pv.metadata.name, "pv1");
+  assert.deepEqual(proxy.connects.map((c) => c.authority), ["kube.invalid:6443"]);
+  assert.deepEqual(seen, ["http://kube.invalid:6443/api/v1/persistentvolumes/pv1 Bearer t0k"]);
 });
 
 Deno.test("connectionFromKubeconfigs() refuses a proxy-url that is not a proxy URL", async () => {
   await assert.rejects(
     fromText(kubeconfig("a", { server: "https://a", "proxy-url": "ftp://p:21" })),
     kubeconfigError(
-      'kubeconfig /cfg/kubeconfig: clusters[0] "a" cluster.proxy-url: unsupported URL scheme "ftp:"',
+      'kubeconfig /cfg/kubeconfig: clusters[0] "a" cluster.proxy-url: unsupported URL scheme "ftp:" (only http: proxies)',
     ),
   );
 });

@@ -18,6 +18,7 @@ import {
   type ObjectList,
   qualifiedResource,
   type Resource,
+  type WatchEvent,
 } from "./api.ts";
 import type { Logger } from "../observe/logger.ts";
 import { nullLogger } from "../observe/logger.ts";
@@ -28,7 +29,7 @@ import { statusMessage, statusReason } from "./status_errors.ts";
 /** Collaborators of {@link Informer}. */
 export interface InformerDeps {
   /** Only `list` and `watch` are called. */
-  api: KubeApi;
+  kube: KubeApi;
   /** Timers for the backoff, the resync and the watch deadline. @default realClock */
   clock?: Clock;
   log?: Logger;
@@ -107,13 +108,20 @@ export const INITIAL_EVENTS_END_ANNOTATION = "k8s.io/initial-events-end";
 type WatchOutcome =
   /** The server (or our deadline) closed it: watch again from the last resourceVersion. */
   | { kind: "ended" }
-  /** 410 Gone / Expired: back off, then list again. */
-  | { kind: "expired"; err: ApiError }
-  /** Any other failure: back off, then watch again from the last resourceVersion. */
-  | { kind: "failed"; err: unknown }
   | { kind: "aborted" }
-  /** A watch list that ended or failed before its initial events were complete. */
-  | { kind: "incomplete"; err?: unknown };
+  | Failure;
+
+/** What went wrong, and so what comes after the backoff. */
+type Failure =
+  /** A LIST failed: list again. */
+  | { kind: "list-failed"; err: unknown }
+  /** 410 Gone / Expired (a rejected watch or an ERROR event): list again. */
+  | { kind: "expired"; err: ApiError }
+  /** Any other watch failure: watch again from the last resourceVersion. */
+  | { kind: "failed"; err: unknown };
+
+/** How a watch list ended: as a watch, or before its initial events were complete. */
+type WatchListOutcome = WatchOutcome | { kind: "incomplete"; err?: unknown };
 
 /**
  * client-go's `exponentialBackoffManagerImpl` with the reflector's settings: the base wait doubles
@@ -171,6 +179,62 @@ function keyOf(obj: KubeObject): string | undefined {
   return meta.namespace ? `${meta.namespace}/${meta.name}` : meta.name;
 }
 
+/** A failed watch as a {@link Failure}: 410 Gone / Expired is `expired`. */
+function failureOf(err: unknown): Failure {
+  return isExpired(err) ? { kind: "expired", err } : { kind: "failed", err };
+}
+
+/**
+ * One watch request of an informer: its events, one at a time, under a signal of its own that
+ * the caller's signal and the watch's deadline abort (`timeoutSeconds` plus
+ * {@link WATCH_DEADLINE_GRACE_MS}); counts the events and remembers whether the deadline hit.
+ */
+class WatchStream<T extends KubeObject> {
+  readonly timeoutSeconds: number;
+  readonly startedAt: number;
+  /** The caller's signal. */
+  readonly signal: AbortSignal;
+  events = 0;
+  deadlineHit = false;
+  readonly #ctl = new AbortController();
+  readonly #onAbort: () => void;
+  readonly #deadline: Timer;
+  readonly #events: AsyncIterator<WatchEvent<T>>;
+
+  constructor(
+    clock: Clock,
+    signal: AbortSignal,
+    timeoutSeconds: number,
+    open: (signal: AbortSignal) => AsyncIterable<WatchEvent<T>>,
+  ) {
+    this.signal = signal;
+    this.timeoutSeconds = timeoutSeconds;
+    this.startedAt = clock.now();
+    this.#onAbort = () => this.#ctl.abort(signal.reason);
+    signal.addEventListener("abort", this.#onAbort, { once: true });
+    this.#deadline = clock.setTimer(timeoutSeconds * 1000 + WATCH_DEADLINE_GRACE_MS, () => {
+      this.deadlineHit = true;
+      this.#ctl.abort(new Error("watch outlived its timeoutSeconds"));
+    });
+    this.#events = open(this.#ctl.signal)[Symbol.asyncIterator]();
+  }
+
+  /** The next event, counted. */
+  async next(): Promise<IteratorResult<WatchEvent<T>>> {
+    const next = await this.#events.next();
+    if (!next.done) this.events++;
+    return next;
+  }
+
+  /** Cancels the watch and its deadline; the stream is closed. */
+  stop(): void {
+    this.#deadline.cancel();
+    this.signal.removeEventListener("abort", this.#onAbort);
+    this.#ctl.abort();
+    this.#events.return?.().catch(() => {});
+  }
+}
+
 /**
  * Lists and watches one resource, keeps every object in memory and delivers add/update/delete
  * callbacks, like client-go's reflector + shared informer.
@@ -204,9 +268,9 @@ function keyOf(obj: KubeObject): string | undefined {
  * ```ts
  * import { type KubeApi, VOLUME_ATTACHMENTS } from "./api.ts";
  * import type { VolumeAttachment } from "./types.ts";
- * declare const api: KubeApi, signal: AbortSignal, queue: { add(key: string): void };
+ * declare const kube: KubeApi, signal: AbortSignal, queue: { add(key: string): void };
  *
- * const vas = new Informer<VolumeAttachment>({ api }, {
+ * const vas = new Informer<VolumeAttachment>({ kube }, {
  *   resource: VOLUME_ATTACHMENTS,
  *   resyncMs: 600_000,
  * });
@@ -216,7 +280,7 @@ function keyOf(obj: KubeObject): string | undefined {
  * ```
  */
 export class Informer<T extends KubeObject> implements ObjectStore<T> {
-  #api: KubeApi;
+  #kube: KubeApi;
   #clock: Clock;
   #log: Logger;
   #random: () => number;
@@ -269,7 +333,7 @@ export class Informer<T extends KubeObject> implements ObjectStore<T> {
       );
     }
     this.#pageSize = pageSize;
-    this.#api = deps.api;
+    this.#kube = deps.kube;
     this.#clock = deps.clock ?? realClock;
     this.#random = deps.random ?? Math.random;
     this.#resource = opts.resource;
@@ -339,65 +403,72 @@ export class Informer<T extends KubeObject> implements ObjectStore<T> {
     try {
       let needList = true;
       while (!signal.aborted) {
-        if (needList && this.#watchList) {
-          const outcome = await this.#watch(signal, true);
-          if (outcome.kind === "aborted") break;
-          if (outcome.kind !== "incomplete") {
-            // The initial events were complete and the cache replaced; the watch went on.
-            needList = false;
-            if (outcome.kind === "ended") continue;
-            const retryAfterMs = backoff.next();
-            if (outcome.kind === "expired") needList = true;
-            this.#log.error(outcome.err, "Failed to watch", {
-              resourceVersion: this.#resourceVersion,
-              retryAfterMs,
-            });
-            if (!await this.#sleep(retryAfterMs, signal)) break;
-            continue;
-          }
-          this.#log.info(
-            "The watch list ended before its initial events were complete, falling back to a list",
-            { error: outcome.err === undefined ? undefined : errorText(outcome.err) },
-          );
-        }
-        if (needList) {
-          try {
-            await this.#listAndReplace(signal);
-            needList = false;
-          } catch (err) {
-            if (signal.aborted) break;
-            const retryAfterMs = backoff.next();
-            this.#log.error(err, "Failed to list", { retryAfterMs });
-            if (!await this.#sleep(retryAfterMs, signal)) break;
-            continue;
-          }
-          if (signal.aborted) break;
-        }
-        const outcome = await this.#watch(signal);
+        const outcome: WatchOutcome = needList
+          ? await this.#listAndWatch(signal)
+          : await this.#watch(signal);
         if (outcome.kind === "aborted") break;
+        // A list, or a watch list's complete initial events, synced the cache: only a failed
+        // list or a 410 asks for another.
+        needList = outcome.kind === "list-failed" || outcome.kind === "expired";
         if (outcome.kind === "ended") continue;
-        const retryAfterMs = backoff.next();
-        if (outcome.kind === "expired") {
-          needList = true;
-          this.#log.v(4).info("Watch expired, listing again", {
-            resourceVersion: this.#resourceVersion,
-            reason: outcome.err.reason,
-            message: outcome.err.message,
-            retryAfterMs,
-          });
-        } else {
-          this.#log.error(outcome.err, "Failed to watch", {
-            resourceVersion: this.#resourceVersion,
-            retryAfterMs,
-          });
-        }
-        if (!await this.#sleep(retryAfterMs, signal)) break;
+        if (!await this.#backOff(outcome, backoff, signal)) break;
       }
     } finally {
       this.#resyncTimer?.cancel();
       this.#resyncTimer = undefined;
       this.#log.v(4).info("Stopped informer");
     }
+  }
+
+  /**
+   * Fills the cache, then watches from it: by a watch list when enabled (its initial events
+   * replace the cache and the same stream goes on as a watch), else, or when the watch list ends
+   * before its initial events are complete, by a LIST and then a watch.
+   */
+  async #listAndWatch(signal: AbortSignal): Promise<WatchOutcome> {
+    if (this.#watchList) {
+      const outcome = await this.#watchListStream(signal);
+      if (outcome.kind !== "incomplete") return outcome;
+      this.#log.info(
+        "The watch list ended before its initial events were complete, falling back to a list",
+        { error: outcome.err === undefined ? undefined : errorText(outcome.err) },
+      );
+    }
+    try {
+      await this.#listAndReplace(signal);
+    } catch (err) {
+      return signal.aborted ? { kind: "aborted" } : { kind: "list-failed", err };
+    }
+    return signal.aborted ? { kind: "aborted" } : await this.#watch(signal);
+  }
+
+  /**
+   * Logs a failure, the same way whichever path met it, and waits out the next backoff step;
+   * false when `signal` aborted instead. A 410 is expected (the server compacted past our
+   * resourceVersion) and logged at V(4), as client-go's reflector logs an expired watch.
+   */
+  async #backOff(
+    failure: Failure,
+    backoff: ReflectorBackoff,
+    signal: AbortSignal,
+  ): Promise<boolean> {
+    const retryAfterMs = backoff.next();
+    if (failure.kind === "list-failed") {
+      this.#log.error(failure.err, "Failed to list", { retryAfterMs });
+    } else if (failure.kind === "expired") {
+      this.#log.v(4).info("Watch expired, listing again", {
+        resourceVersion: this.#resourceVersion,
+        reason: failure.err.reason,
+        message: failure.err.message,
+        retryAfterMs,
+      });
+    } else {
+      this.#log.error(failure.err, "Failed to watch", {
+        resourceVersion: this.#resourceVersion,
+        retryAfterMs,
+      });
+    }
+    return await this.#sleep(retryAfterMs, signal);
   }
 
   /** Waits `ms` on the clock; false when `signal` aborted instead. */
@@ -424,7 +495,7 @@ export class Informer<T extends KubeObject> implements ObjectStore<T> {
       // No resourceVersion: a consistent read, so the new cache is never older than the old one.
       let page: ObjectList<T>;
       try {
-        page = await this.#api.list<T>(this.#resource, {
+        page = await this.#kube.list<T>(this.#resource, {
           signal,
           ...(limit > 0 ? { limit } : {}),
           ...(next !== undefined ? { continue: next } : {}),
@@ -495,106 +566,112 @@ export class Informer<T extends KubeObject> implements ObjectStore<T> {
     }
   }
 
-  /**
-   * One WATCH from the last resourceVersion, applied to the cache until it ends. With
-   * `initial`, a watch list: its ADDED events are gathered until the initial-events-end
-   * bookmark, which replaces the cache with them; then it goes on as a watch. Before that
-   * bookmark any end is "incomplete".
-   */
-  async #watch(signal: AbortSignal, initial = false): Promise<WatchOutcome> {
-    const timeoutSeconds = Math.floor(
-      (this.#minWatchTimeoutMs / 1000) * (1 + this.#random()),
-    );
-    // Our own signal: it also cancels the watch when the server overruns its timeout.
-    const ctl = new AbortController();
-    const onAbort = () => ctl.abort(signal.reason);
-    signal.addEventListener("abort", onAbort, { once: true });
-    let deadlineHit = false;
-    const deadline = this.#clock.setTimer(
-      timeoutSeconds * 1000 + WATCH_DEADLINE_GRACE_MS,
-      () => {
-        deadlineHit = true;
-        ctl.abort(new Error("watch outlived its timeoutSeconds"));
-      },
-    );
-    const startedAt = this.#clock.now();
-    let events = 0;
-    const fromVersion = initial ? "" : this.#resourceVersion;
-    /** The initial events of a watch list, until its end bookmark. */
-    let gathered: T[] | undefined = initial ? [] : undefined;
+  /** One WATCH from the last resourceVersion, applied to the cache until it ends. */
+  async #watch(signal: AbortSignal): Promise<WatchOutcome> {
+    const watch = this.#startWatch(signal, false);
     try {
-      const stream = this.#api.watch<T>(this.#resource, {
-        resourceVersion: fromVersion,
-        timeoutSeconds,
-        allowWatchBookmarks: true,
-        signal: ctl.signal,
-        ...(this.#watchIdleTimeoutMs > 0 ? { idleTimeoutMs: this.#watchIdleTimeoutMs } : {}),
-        ...(initial ? { sendInitialEvents: true } : {}),
-      });
-      for await (const event of stream) {
-        events++;
-        if (gathered !== undefined) {
-          if (event.type === "ERROR") {
-            return { kind: "incomplete", err: statusError(event.object) };
-          }
-          if (event.type === "BOOKMARK") {
-            const annotations = event.object?.metadata?.annotations;
-            if (annotations?.[INITIAL_EVENTS_END_ANNOTATION] === "true") {
-              this.#replace(gathered, event.object.metadata.resourceVersion ?? "");
-              gathered = undefined;
-            }
+      return await this.#applyEvents(watch);
+    } finally {
+      watch.stop();
+    }
+  }
+
+  /**
+   * One watch list: its ADDED events are gathered until the initial-events-end bookmark, which
+   * replaces the cache with them; then the same stream goes on as a watch. Any end before that
+   * bookmark is "incomplete" (the caller lists instead).
+   */
+  async #watchListStream(signal: AbortSignal): Promise<WatchListOutcome> {
+    const watch = this.#startWatch(signal, true);
+    try {
+      const gathered: T[] = [];
+      for (let next = await watch.next(); !next.done; next = await watch.next()) {
+        const event = next.value;
+        if (event.type === "BOOKMARK") {
+          if (event.object?.metadata?.annotations?.[INITIAL_EVENTS_END_ANNOTATION] !== "true") {
             continue;
           }
-          if (event.type === "ADDED") {
-            // Trimmed as it arrives, as a list page's items are.
-            const obj = this.#transform(event.object);
-            if (obj !== undefined) gathered.push(obj);
-          } else {return {
-              kind: "incomplete",
-              err: new Error(`${event.type} before the initial events ended`),
-            };}
-          continue;
+          this.#replace(gathered, event.object.metadata.resourceVersion ?? "");
+          return await this.#applyEvents(watch);
         }
-        if (event.type === "ERROR") {
-          const err = statusError(event.object);
-          return isExpired(err) ? { kind: "expired", err } : { kind: "failed", err };
+        if (event.type !== "ADDED") {
+          const err = event.type === "ERROR"
+            ? statusError(event.object)
+            : new Error(`${event.type} before the initial events ended`);
+          return { kind: "incomplete", err };
         }
+        // Trimmed as it arrives, as a list page's items are.
+        const obj = this.#transform(event.object);
+        if (obj !== undefined) gathered.push(obj);
+      }
+      return signal.aborted ? { kind: "aborted" } : { kind: "incomplete" };
+    } catch (err) {
+      return signal.aborted ? { kind: "aborted" } : { kind: "incomplete", err };
+    } finally {
+      watch.stop();
+    }
+  }
+
+  /**
+   * Applies the events of `watch` to the cache until the stream ends, and says how it ended: an
+   * `ERROR` event or a rejection is a failure (410: expired); the server closing the stream, or
+   * our deadline closing it for the server, is a normal end, unless the watch closed at once
+   * without an event.
+   */
+  async #applyEvents(watch: WatchStream<T>): Promise<WatchOutcome> {
+    try {
+      for (let next = await watch.next(); !next.done; next = await watch.next()) {
+        const event = next.value;
+        if (event.type === "ERROR") return failureOf(statusError(event.object));
         this.#apply(event.type, event.object);
       }
     } catch (err) {
-      if (signal.aborted) return { kind: "aborted" };
-      if (gathered !== undefined) return { kind: "incomplete", err };
+      if (watch.signal.aborted) return { kind: "aborted" };
       // A client may reject when we cancel the watch at its deadline: that is a normal end.
-      if (!deadlineHit) {
-        return isExpired(err) ? { kind: "expired", err } : { kind: "failed", err };
-      }
-    } finally {
-      deadline.cancel();
-      signal.removeEventListener("abort", onAbort);
-      ctl.abort();
+      if (!watch.deadlineHit) return failureOf(err);
     }
-    if (signal.aborted) return { kind: "aborted" };
-    if (gathered !== undefined) return { kind: "incomplete" };
-    if (deadlineHit) {
+    if (watch.signal.aborted) return { kind: "aborted" };
+    if (watch.deadlineHit) {
       this.#log.v(2).info("Watch cancelled: the server did not close it in time", {
-        timeoutSeconds,
+        timeoutSeconds: watch.timeoutSeconds,
       });
       return { kind: "ended" };
     }
-    const lastedMs = this.#clock.now() - startedAt;
-    if (events === 0 && lastedMs < SHORT_WATCH_MS) {
+    const lastedMs = this.#clock.now() - watch.startedAt;
+    if (watch.events === 0 && lastedMs < SHORT_WATCH_MS) {
       return {
         kind: "failed",
-        err: new Error(
-          `Unexpected watch close: it lasted ${lastedMs}ms and delivered no event`,
-        ),
+        err: new Error(`Unexpected watch close: it lasted ${lastedMs}ms and delivered no event`),
       };
     }
     this.#log.v(4).info("Watch closed", {
       resourceVersion: this.#resourceVersion,
-      events,
+      events: watch.events,
     });
     return { kind: "ended" };
+  }
+
+  /**
+   * Opens a watch (a watch list with `initial`) from the last resourceVersion, with a random
+   * `timeoutSeconds` and a deadline of its own a little after it: a server that overruns its
+   * timeout has the watch cancelled.
+   */
+  #startWatch(signal: AbortSignal, initial: boolean): WatchStream<T> {
+    const timeoutSeconds = Math.floor((this.#minWatchTimeoutMs / 1000) * (1 + this.#random()));
+    return new WatchStream<T>(
+      this.#clock,
+      signal,
+      timeoutSeconds,
+      (ctl) =>
+        this.#kube.watch<T>(this.#resource, {
+          resourceVersion: initial ? "" : this.#resourceVersion,
+          timeoutSeconds,
+          allowWatchBookmarks: true,
+          signal: ctl,
+          ...(this.#watchIdleTimeoutMs > 0 ? { idleTimeoutMs: this.#watchIdleTimeoutMs } : {}),
+          ...(initial ? { sendInitialEvents: true } : {}),
+        }),
+    );
   }
 
   /** Applies one ADDED/MODIFIED/DELETED/BOOKMARK event to the cache and the handlers. */

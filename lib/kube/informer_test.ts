@@ -102,7 +102,7 @@ function setup(
   const clock = new FakeClock(0);
   const logs: LogLine[] = [];
   const informer = new Informer<PersistentVolume>(
-    { api, clock, log: recordingLogger(logs), random },
+    { kube: api, clock, log: recordingLogger(logs), random },
     { resource: PERSISTENT_VOLUMES, resyncMs: 0, ...opts },
   );
   const events: string[] = [];
@@ -581,12 +581,16 @@ Deno.test("Informer.run() rejects a second start; the constructor rejects bad op
   await s.stop();
   const api = new FakeListWatch();
   assert.throws(
-    () => new Informer({ api }, { resource: PERSISTENT_VOLUMES, resyncMs: -1 }),
+    () => new Informer({ kube: api }, { resource: PERSISTENT_VOLUMES, resyncMs: -1 }),
     RangeError,
   );
   assert.throws(
     () =>
-      new Informer({ api }, { resource: PERSISTENT_VOLUMES, resyncMs: 0, minWatchTimeoutMs: 10 }),
+      new Informer({ kube: api }, {
+        resource: PERSISTENT_VOLUMES,
+        resyncMs: 0,
+        minWatchTimeoutMs: 10,
+      }),
     RangeError,
   );
 });
@@ -594,7 +598,7 @@ Deno.test("Informer.run() rejects a second start; the constructor rejects bad op
 Deno.test("Informer.waitForSync() rejects when its signal aborts first", async () => {
   const api = new FakeListWatch();
   const informer = new Informer<PersistentVolume>(
-    { api, clock: new FakeClock(0) },
+    { kube: api, clock: new FakeClock(0) },
     { resource: PERSISTENT_VOLUMES, resyncMs: 0 },
   );
   const ctl = new AbortController();
@@ -665,4 +669,38 @@ Deno.test("Informer: a watch list's initial events are transformed as they arriv
   assert.deepEqual(s.events, ["add a@1", "add b@2"]);
   assert.equal(s.informer.get("a")?.metadata.managedFields, undefined);
   await s.stop();
+});
+
+Deno.test("Informer: a 410 on the watch after a watch list is logged as after a list, and lists again", async () => {
+  const expired = () => ({
+    type: "ERROR" as const,
+    object: status(410, "Expired", "too old resource version: 12 (40)"),
+  });
+  const lines: LogLine[][] = [];
+  for (const watchList of [false, true]) {
+    const s = setup({ watchList });
+    if (watchList) {
+      const w = await s.api.expectWatch();
+      w.send({ type: "ADDED", object: pv("a", "1") });
+      w.send(initialEventsEnd("12"));
+    } else {
+      (await s.api.expectList()).resolve([pv("a", "1")], "12");
+    }
+    await flushPromises();
+    // After a watch list its stream goes on as the watch; after a list a watch starts.
+    const watch = watchList ? s.api.watches.at(-1)! : await s.api.expectWatch();
+    s.logs.length = 0;
+    watch.send(expired());
+    await s.api.expectNoCall();
+    lines.push(s.logs.filter((l) => l.msg !== "Watch closed"));
+    s.clock.advance(pendingDelay(s.clock));
+    // Both list again: a plain LIST, or a new watch list.
+    if (watchList) assert.equal((await s.api.expectWatch()).opts.sendInitialEvents, true);
+    else await s.api.expectList();
+    await s.stop();
+  }
+  assert.deepEqual(lines[0], lines[1]);
+  assert.deepEqual(lines[0]?.map((l) => [l.level, l.msg]), [
+    ["info", "Watch expired, listing again"],
+  ]);
 });

@@ -6,7 +6,9 @@
 
 import { type Clock, realClock, type Timer } from "../clock.ts";
 import { metricsEnabled, QueueMetrics, type QueueMetricsProvider } from "./metrics.ts";
-import type { Queue } from "./types.ts";
+import type { LanedQueue, OldestReady } from "./types.ts";
+
+export type { OldestReady } from "./types.ts";
 
 /** Dependencies of {@link WorkQueue}. */
 export interface WorkQueueDeps {
@@ -47,13 +49,6 @@ export interface WorkQueueOptions {
    * records the workqueue metrics under `<name>-<lane>`, besides the queue's own under `<name>`.
    */
   lanes?: QueueLanes;
-}
-
-/** The oldest key waiting in a lane, for backlog reports. */
-export interface OldestReady {
-  key: string;
-  /** When it was added (ms of the queue clock). */
-  addedAt: number;
 }
 
 /** One lane's ready keys in FIFO order. */
@@ -110,9 +105,11 @@ const DEFAULT_UNFINISHED_WORK_UPDATE_PERIOD_MS = 500;
  * {@link get} resolves `undefined`. Any number of workers may wait in {@link get} at once; each
  * ready key goes to the longest-waiting one of its lane.
  *
- * With {@link WorkQueueOptions.lanes} the ready keys are split into lanes and workers take keys
- * of one lane; the guarantees above hold for each key whatever lane it is in: a key is never
- * ready in two lanes, nor ready while it is being processed.
+ * It is a {@link LanedQueue}: with {@link WorkQueueOptions.lanes} the ready keys are split into
+ * lanes and workers take keys of one lane; the guarantees above hold for each key whatever lane
+ * it is in: a key is never ready in two lanes, nor ready while it is being processed. Without,
+ * it has one lane and is used as a plain {@link Queue} (the lane is where a ready key waits, so
+ * the lanes live in the ready list itself rather than in a wrapper around it).
  *
  * When metrics are recorded the queue runs a timer every
  * {@link WorkQueueOptions.unfinishedWorkUpdatePeriodMs} until it is shut down, so a queue
@@ -130,7 +127,7 @@ const DEFAULT_UNFINISHED_WORK_UPDATE_PERIOD_MS = 500;
  * }
  * ```
  */
-export class WorkQueue implements Queue {
+export class WorkQueue implements LanedQueue {
   /** The queue name (the metrics' `name` label). */
   readonly name: string;
   #clock: Clock;

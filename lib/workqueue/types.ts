@@ -7,31 +7,52 @@
  * @module
  */
 
-/** The basic queue of keys. */
+/**
+ * The basic queue of keys: client-go's `workqueue.Interface` (`Add`, `Get`, `Done`, `Len`,
+ * `ShutDown`, `ShuttingDown`; `ShutDownWithDrain` has no user here).
+ */
 export interface Queue {
   /** Marks `key` as needing processing. */
   add(key: string): void;
   /**
-   * Waits for a key to process, of `lane` or (undefined) of any lane; a key that is ready is
-   * taken at once (synchronously) and the promise resolves with it. Resolves `undefined` once
-   * the queue is shut down and no key is ready. The caller MUST call {@link Queue.done} with the
-   * key when it is finished with it.
+   * Waits for a key to process; a key that is ready is taken at once (synchronously) and the
+   * promise resolves with it. Resolves `undefined` once the queue is shut down and no key is
+   * ready. The caller MUST call {@link Queue.done} with the key when it is finished with it.
    */
-  get(lane?: string): Promise<string | undefined>;
+  get(): Promise<string | undefined>;
   /** Ends the processing of `key`; if it was added meanwhile it becomes ready again. */
   done(key: string): void;
-  /** Keys waiting to be processed, in `lane` or in all lanes (informational only). */
-  len(lane?: string): number;
-  /** The lanes of ready keys, each with its own workers; one lane unless configured. */
-  lanes(): readonly string[];
-  /** The key of `lane` that has waited longest and when it was added, or undefined. */
-  oldestReady(lane: string): { key: string; addedAt: number } | undefined;
-  /** True while `key` is ready to be handed out or is being processed (not while delayed). */
-  isQueuedOrProcessing(key: string): boolean;
+  /** Keys waiting to be processed (informational only). */
+  len(): number;
   /** Stops handing out keys; `get` resolves undefined once no key is ready. */
   shutDown(): void;
   /** True once {@link Queue.shutDown} was called. */
   shuttingDown(): boolean;
+}
+
+/** The oldest key waiting in a lane, for backlog reports. */
+export interface OldestReady {
+  key: string;
+  /** When it was added (ms of the queue clock). */
+  addedAt: number;
+}
+
+/**
+ * A queue whose ready keys are split into lanes, each with its own workers (the controller's
+ * attach and detach lanes), and which tells what its backlog and each key's state are. Not in
+ * client-go: the policy of one controller, layered over the basic {@link Queue}.
+ */
+export interface LanedQueue extends Queue {
+  /** Like {@link Queue.get}, for a key of `lane` only, or (undefined) of any lane. */
+  get(lane?: string): Promise<string | undefined>;
+  /** Keys waiting to be processed, in `lane` or in all lanes (informational only). */
+  len(lane?: string): number;
+  /** The lanes of ready keys, each with its own workers. */
+  lanes(): readonly string[];
+  /** The key of `lane` that has waited longest and when it was added, or undefined. */
+  oldestReady(lane: string): OldestReady | undefined;
+  /** True while `key` is ready to be handed out or is being processed (not while delayed). */
+  isQueuedOrProcessing(key: string): boolean;
 }
 
 /** A queue that can add keys later. */
@@ -50,7 +71,7 @@ export interface RateLimiter {
   numRequeues(key: string): number;
 }
 
-/** A delaying queue with per-key backoff. */
+/** A delaying queue with per-key backoff (client-go's `RateLimitingInterface`). */
 export interface RateLimitingQueue extends DelayingQueue {
   /** Adds `key` after the delay the rate limiter gives it. */
   addRateLimited(key: string): void;

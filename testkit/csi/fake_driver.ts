@@ -18,7 +18,8 @@
  */
 
 import { isDeepStrictEqual } from "node:util";
-import { type CsiServiceName, isSecretField } from "../../lib/csi/schema.ts";
+import type { CsiServiceName } from "../../lib/csi/schema.ts";
+import { isSecretField } from "./schemas.ts";
 import { CSI_SERVER_LOADER_OPTIONS, loadCsiProto } from "./proto_loader.ts";
 import {
   type CallContext,

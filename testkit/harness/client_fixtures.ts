@@ -5,12 +5,31 @@
  * @module
  */
 
-import type { ClusterConnection } from "../../lib/kube/config.ts";
+import { type ClusterConnection, connectionFromKubeconfigs } from "../../lib/kube/config.ts";
 import type { PersistentVolume, VolumeAttachment } from "../../lib/kube/types.ts";
 
 /** A connection to `url` without credentials or TLS checks (the test servers speak plain HTTP). */
 export function plainConnection(url: string): ClusterConnection {
   return { server: url, tls: { insecureSkipTlsVerify: true }, headers: () => Promise.resolve({}) };
+}
+
+/**
+ * The connection of a kubeconfig with one cluster (`cluster`, its fields as in the file) and a
+ * user with bearer token `token`, loaded by the kubeconfig loader.
+ */
+export function kubeconfigConnection(
+  cluster: Record<string, unknown>,
+  token = "t",
+): Promise<ClusterConnection> {
+  return connectionFromKubeconfigs([{
+    file: "/test/kubeconfig",
+    text: JSON.stringify({
+      clusters: [{ name: "c", cluster }],
+      users: [{ name: "u", user: { token } }],
+      contexts: [{ name: "ctx", context: { cluster: "c", user: "u" } }],
+      "current-context": "ctx",
+    }),
+  }]);
 }
 
 /** A VolumeAttachment of driver `csi.example.com` for PV `pv1` on `node1`. */

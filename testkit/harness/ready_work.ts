@@ -8,18 +8,18 @@
  */
 
 import type { AttachController } from "../../lib/controller/controller.ts";
-import type { Queue } from "../../lib/workqueue/types.ts";
+import type { LanedQueue, Queue } from "../../lib/workqueue/types.ts";
 
 /**
  * A ready key of `lane` (undefined: the one ready first in any lane), now being processed (the
  * caller MUST call `done` with it), or undefined when none is ready.
  */
-export function takeReady(queue: Queue, lane?: string): Promise<string | undefined> {
+export function takeReady(queue: LanedQueue, lane?: string): Promise<string | undefined> {
   return queue.len(lane) > 0 ? queue.get(lane) : Promise.resolve(undefined);
 }
 
 /** Every ready key of `lane` (or of all lanes), in the order they are handed out; see {@link takeReady}. */
-export async function takeAllReady(queue: Queue, lane?: string): Promise<string[]> {
+export async function takeAllReady(queue: LanedQueue, lane?: string): Promise<string[]> {
   const keys: string[] = [];
   for (
     let key = await takeReady(queue, lane);
@@ -31,17 +31,20 @@ export async function takeAllReady(queue: Queue, lane?: string): Promise<string[
   return keys;
 }
 
+/** The signal of syncs a test steps by hand, outside `AttachController.run`: never aborted. */
+export const NEVER_ABORTED: AbortSignal = new AbortController().signal;
+
 /**
  * Syncs one ready VolumeAttachment key as a worker would; false, without waiting, when `vaQueue`
  * (the controller's) has none ready.
  */
 export function processReadyVolumeAttachment(
   controller: AttachController,
-  vaQueue: Queue,
+  vaQueue: LanedQueue,
   lane?: string,
 ): Promise<boolean> {
   if (vaQueue.len(lane) === 0) return Promise.resolve(false);
-  return controller.processNextVolumeAttachment(lane);
+  return controller.processNextVolumeAttachment(NEVER_ABORTED, lane);
 }
 
 /**

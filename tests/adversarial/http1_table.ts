@@ -5,7 +5,8 @@
  * silent servers, a server closing at every point of an answer, junk on idle connections, and
  * watch streams abused line by line.
  *
- * Every row asserts three things: the call settles with the expected answer or a clear
+ * Every row runs twice, directly and through the test kit's HTTP proxy (a `CONNECT` tunnel), and
+ * asserts three things: the call settles with the expected answer or a clear
  * `ApiError` (its transport cause's kind, or its reason) before the row's deadline; the heap
  * after a forced GC has not grown by more than {@link HEAP_SLACK}; and the same client then
  * gets a good answer from the server.
@@ -31,6 +32,7 @@ import {
   type RawOutcome,
 } from "../../testkit/http1/raw_server.ts";
 import { plainConnection } from "../../testkit/harness/client_fixtures.ts";
+import { ConnectProxy } from "../../testkit/connect_proxy.ts";
 
 const MiB = 1024 * 1024;
 /** How much the heap may grow over a row, after a forced GC. */
@@ -656,28 +658,56 @@ export function testShard(k: number): void {
     runRows(t, rows));
 }
 
-/** Runs `rows` one by one as steps of `t`. */
+/**
+ * Every row through an HTTP proxy's CONNECT tunnel (`./http1_table_proxy_test.ts`): the same
+ * answers. The heap is measured in the direct run; here rows run a few at a time, so the proxy adds
+ * little to the suite's time. The rows about idle connections time what the server does between
+ * two requests: they run one at a time, after the others.
+ */
+export async function runThroughProxy(): Promise<void> {
+  await using proxy = ConnectProxy.start();
+  const proxyUrl = new URL(proxy.url);
+  const queue = ROWS.filter((row) => !row.warmUp);
+  const failures: string[] = [];
+  const worker = async () => {
+    for (let row = queue.shift(); row !== undefined; row = queue.shift()) {
+      await runRow(row, proxyUrl).catch((err: unknown) => failures.push(String(err)));
+    }
+  };
+  await Promise.all(Array.from({ length: 6 }, worker));
+  for (const row of ROWS.filter((row) => row.warmUp)) {
+    await runRow(row, proxyUrl).catch((err: unknown) => failures.push(String(err)));
+  }
+  assert.deepEqual(failures, []);
+  // Every row's request went through a tunnel (and the client's later one, maybe on another).
+  assert.ok(proxy.connects.length >= ROWS.length, `${proxy.connects.length} tunnels`);
+}
+
+/** Runs `rows` one by one as steps of `t`, directly, with the heap measured around each. */
 async function runRows(t: Deno.TestContext, rows: Row[]): Promise<void> {
   for (const row of rows) {
     const before = heapAfterGc();
-    await t.step(row.name, async () => {
-      await using server = RawHttpServer.start(row.script);
-      await using client = new KubeClient({
-        connection: plainConnection(server.url),
-        clock: quickRetries,
-      }, { timeoutMs: TIMEOUT_MS, watchGraceMs: 0, maxBodyBytes: MAX_BODY_BYTES });
-      if (row.warmUp) {
-        await client.get(PERSISTENT_VOLUMES, "pv1");
-        // Whatever the server does to the idle connection happens now.
-        await new Promise((r) => setTimeout(r, 60));
-      }
-      const outcome = await within(callOf(client, row), row.deadlineMs ?? 5_000, row.name);
-      check(row, outcome);
-      server.setScript(good);
-      const after = await client.get(PERSISTENT_VOLUMES, "pv1");
-      assert.equal(after.metadata.name, "pv1", `${row.name}: the client works afterwards`);
-    });
+    await t.step(row.name, () => runRow(row));
     const grown = heapAfterGc() - before;
     assert.ok(grown < HEAP_SLACK, `${row.name}: heap grew by ${grown} bytes`);
   }
+}
+
+/** One row against its server, directly or through `proxyUrl`. */
+async function runRow(row: Row, proxyUrl?: URL): Promise<void> {
+  await using server = RawHttpServer.start(row.script);
+  await using client = new KubeClient({
+    connection: { ...plainConnection(server.url), ...(proxyUrl && { proxyUrl }) },
+    clock: quickRetries,
+  }, { timeoutMs: TIMEOUT_MS, watchGraceMs: 0, maxBodyBytes: MAX_BODY_BYTES });
+  if (row.warmUp) {
+    await client.get(PERSISTENT_VOLUMES, "pv1");
+    // Whatever the server does to the idle connection happens now.
+    await new Promise((r) => setTimeout(r, 60));
+  }
+  const outcome = await within(callOf(client, row), row.deadlineMs ?? 5_000, row.name);
+  check(row, outcome);
+  server.setScript(good);
+  const after = await client.get(PERSISTENT_VOLUMES, "pv1");
+  assert.equal(after.metadata.name, "pv1", `${row.name}: the client works afterwards`);
 }

@@ -26,6 +26,7 @@ import type { FaultyCsiDriver } from "./faulty_csi_client.ts";
 import type { FaultyKubeApi } from "./faulty_kube_api.ts";
 import { type Sabotage, sabotageClients } from "./sabotage.ts";
 import { DRIVER_NAME } from "./world_names.ts";
+import { NEVER_ABORTED } from "../../testkit/harness/ready_work.ts";
 
 /** `--timeout`. */
 export const CSI_TIMEOUT_MS = 15_000;
@@ -102,7 +103,7 @@ export class AttacherInstance {
     if (opts.sabotage) {
       ({ kube, csi } = sabotageClients(opts.sabotage, { kube, csi, log: this.log }));
     }
-    const informerDeps = { api: kube, clock, log: this.log, random: deps.random };
+    const informerDeps = { kube, clock, log: this.log, random: deps.random };
     this.vaInformer = new Informer<VolumeAttachment>(informerDeps, {
       resource: VOLUME_ATTACHMENTS,
       resyncMs: RESYNC_MS,
@@ -220,7 +221,7 @@ export class AttacherInstance {
   /** A VA worker takes the next key and syncs it in the background. */
   workVolumeAttachment(onFailure: (what: string, err: unknown) => void): void {
     this.vaWorkers++;
-    this.controller.processNextVolumeAttachment().then(
+    this.controller.processNextVolumeAttachment(NEVER_ABORTED).then(
       () => this.vaWorkers--,
       (err) => onFailure(`${this.name} va worker`, err),
     );

@@ -87,13 +87,27 @@ export function folderOf(path: string): string {
 
 /** The folder loops (strongly connected groups of two or more folders), each sorted. */
 export function folderLoops(imports: readonly LocalImport[]): string[][] {
+  const between = imports
+    .map(({ from, to }) => ({ from: folderOf(from), to: folderOf(to) }))
+    .filter(({ from, to }) => from !== to && from !== "(root)" && to !== "(root)");
+  return importLoops(between);
+}
+
+/**
+ * The file loops (strongly connected groups of two or more files, type-only imports included),
+ * each sorted: two modules that import each other are one concept split in two, or a seam
+ * missing between them.
+ */
+export function fileLoops(imports: readonly LocalImport[]): string[][] {
+  return importLoops(imports.filter(({ from, to }) => from !== to));
+}
+
+/** The strongly connected groups of two or more nodes of `imports`, each sorted. */
+function importLoops(imports: readonly LocalImport[]): string[][] {
   const edges = new Map<string, Set<string>>();
   for (const { from, to } of imports) {
-    const a = folderOf(from);
-    const b = folderOf(to);
-    if (a === b || a === "(root)" || b === "(root)") continue;
-    if (!edges.has(a)) edges.set(a, new Set());
-    edges.get(a)!.add(b);
+    if (!edges.has(from)) edges.set(from, new Set());
+    edges.get(from)!.add(to);
   }
   // Tarjan's strongly connected components.
   const index = new Map<string, number>();

@@ -1,12 +1,13 @@
 /**
  * The house as a test: the folders of `lib/` import each other only as ARCHITECTURE.md draws it,
- * without loops; the protocol platform (`lib/wire/`) imports nothing of the attacher; no shipped
+ * without loops between folders or between files; the protocol platform (`lib/wire/`) imports nothing of the attacher; no shipped
  * file grows past 800 lines. Read from `deno info --json main.ts` (every import, dynamic and
  * type-only included).
  */
 
 import assert from "node:assert/strict";
 import {
+  fileLoops,
   folderLoops,
   folderOf,
   forbiddenImports,
@@ -36,6 +37,10 @@ const graph = moduleGraph(MAIN);
 
 Deno.test("lib/ has no import loop between its folders", async () => {
   assert.deepEqual(folderLoops(libImports(await graph, ROOT.href)), []);
+});
+
+Deno.test("lib/ has no import loop between its files", async () => {
+  assert.deepEqual(fileLoops(libImports(await graph, ROOT.href)), []);
 });
 
 Deno.test("lib/ folders import only the folders the architecture allows", async () => {
@@ -81,6 +86,16 @@ Deno.test("folderLoops() finds a loop through three folders and only that one", 
     { from: "lib/clock.ts", to: "lib/kube/e.ts" },
   ];
   assert.deepEqual(folderLoops(imports), [["controller", "events", "leaderelection"]]);
+});
+
+Deno.test("fileLoops() finds a loop of files in one folder, type imports too, and only that one", () => {
+  const imports: LocalImport[] = [
+    { from: "lib/kube/transport.ts", to: "lib/kube/fetch_transport.ts" },
+    { from: "lib/kube/fetch_transport.ts", to: "lib/kube/transport.ts" },
+    { from: "lib/kube/client.ts", to: "lib/kube/transport.ts" },
+    { from: "lib/kube/client.ts", to: "lib/clock.ts" },
+  ];
+  assert.deepEqual(fileLoops(imports), [["lib/kube/fetch_transport.ts", "lib/kube/transport.ts"]]);
 });
 
 Deno.test("forbiddenImports() names the platform importing a seam and a root file importing a folder", () => {

@@ -64,7 +64,7 @@ async function withInformer(
   check: (informer: Informer<PersistentVolume>, log: FakeLogger) => Promise<void>,
 ): Promise<void> {
   const log = new FakeLogger();
-  const informer = new Informer<PersistentVolume>({ api, clock, log }, {
+  const informer = new Informer<PersistentVolume>({ kube: api, clock, log }, {
     resource: PERSISTENT_VOLUMES,
     resyncMs: 0,
     ...opts,

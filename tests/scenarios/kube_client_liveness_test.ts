@@ -175,7 +175,7 @@ Deno.test("a request that times out closes the pooled connections, so the next o
 Deno.test("an informer whose watch went silent resumes from its resourceVersion and sees a new object", async () => {
   await using e = await env();
   e.server.create(VOLUME_ATTACHMENTS, va("va0"));
-  const informer = new Informer<VolumeAttachment>({ api: e.client, clock: e.clock }, {
+  const informer = new Informer<VolumeAttachment>({ kube: e.client, clock: e.clock }, {
     resource: VOLUME_ATTACHMENTS,
     resyncMs: 0,
   });

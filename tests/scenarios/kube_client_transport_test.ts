@@ -1,16 +1,18 @@
 /**
- * KubeClient's transports over TLS: HTTP/1.1 keep-alive through the loopback TCP proxy going
- * silent, and the node:https transport for what `Deno.createHttpClient` cannot do
- * (`insecure-skip-tls-verify`, `tls-server-name`). Certificates are made with openssl.
+ * KubeClient's transport over TLS: HTTP/1.1 keep-alive through the loopback TCP proxy going
+ * silent, and the TLS settings `Deno.connectTls` cannot express, which go through `node:tls`
+ * under the same HTTP/1.1 transport (`insecure-skip-tls-verify`, `tls-server-name`).
+ * Certificates are made with openssl.
  */
 
 import assert from "node:assert/strict";
 import { ApiError, PERSISTENT_VOLUMES } from "../../lib/kube/api.ts";
 import { KubeClient } from "../../lib/kube/client.ts";
-import { type ClusterConnection, connectionFromKubeconfigs } from "../../lib/kube/config.ts";
-import { nodeTransportReason, proxyVariable } from "../../lib/kube/transport.ts";
+import type { ClusterConnection } from "../../lib/kube/config.ts";
+import { kubeconfigConnection } from "../../testkit/harness/client_fixtures.ts";
 import { Http1Transport } from "../../lib/wire/http1/transport.ts";
 import { TcpProxy } from "../../testkit/tcp_proxy.ts";
+import { ConnectProxy } from "../../testkit/connect_proxy.ts";
 import { hasOpenssl, makePki, type Pki } from "../../testkit/pki.ts";
 
 const PV = { apiVersion: "v1", kind: "PersistentVolume", metadata: { name: "pv1" }, spec: {} };
@@ -44,17 +46,8 @@ function serveTls(pki: Pki): TlsServer {
 }
 
 /** The connection of a one-cluster kubeconfig. */
-function connection(cluster: Record<string, unknown>): Promise<ClusterConnection> {
-  return connectionFromKubeconfigs([{
-    file: "/test/kubeconfig",
-    text: JSON.stringify({
-      clusters: [{ name: "c", cluster }],
-      users: [{ name: "u", user: { token: "t" } }],
-      contexts: [{ name: "ctx", context: { cluster: "c", user: "u" } }],
-      "current-context": "ctx",
-    }),
-  }]);
-}
+const connection = (cluster: Record<string, unknown>): Promise<ClusterConnection> =>
+  kubeconfigConnection(cluster);
 
 const skip = !hasOpenssl();
 
@@ -92,7 +85,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "HTTP/1.1 over TLS presents the client certificate to a server that requires one (openssl s_server)",
+    "HTTP/1.1 over TLS presents the client certificate to a server that requires one, directly and inside a proxy's tunnel (openssl s_server)",
   ignore: skip,
   async fn() {
     const pki = await makePki("IP:127.0.0.1");
@@ -108,7 +101,7 @@ Deno.test({
     const server = new Deno.Command("openssl", {
       args: [
         ...["s_server", "-accept", `127.0.0.1:${port}`, "-cert", "cert", "-key", "key"],
-        ...["-CAfile", "ca", "-Verify", "1", "-www", "-naccept", "2"],
+        ...["-CAfile", "ca", "-Verify", "1", "-www", "-naccept", "3"],
       ],
       cwd: dir,
       stdout: "piped",
@@ -127,18 +120,25 @@ Deno.test({
       const enc = new TextEncoder();
       const material = { insecureSkipTlsVerify: false, ca: enc.encode(pki.ca) };
       const request = () => ({ method: "GET", headers: [], signal: AbortSignal.timeout(5000) });
-      const withCert = new Http1Transport({
+      const withCert = {
         ...material,
         cert: enc.encode(pki.clientCert),
         key: enc.encode(pki.clientKey),
-      });
-      try {
-        const res = await withCert.send(url, request());
-        assert.equal(res.status, 200);
-        assert.match(await res.text!(), /Client certificate[\s\S]*Subject: CN\s?=\s?alice/);
-      } finally {
-        withCert.close();
+      };
+      await using tunnel = ConnectProxy.start();
+      // Directly (Deno.connectTls), then through a CONNECT tunnel (node:tls: Deno.startTls
+      // would send no client certificate).
+      for (const options of [{}, { proxy: () => new URL(tunnel.url) }]) {
+        const transport = new Http1Transport(withCert, options);
+        try {
+          const res = await transport.send(url, request());
+          assert.equal(res.status, 200);
+          assert.match(await res.text!(), /Client certificate[\s\S]*Subject: CN\s?=\s?alice/);
+        } finally {
+          transport.close();
+        }
       }
+      assert.equal(tunnel.connects.length, 1);
       const without = new Http1Transport(material);
       try {
         await assert.rejects(
@@ -161,14 +161,13 @@ Deno.test({
 
 Deno.test({
   name:
-    "insecure-skip-tls-verify reaches a server whose certificate no configured CA signed (node:https transport)",
+    "insecure-skip-tls-verify reaches a server whose certificate no configured CA signed (node:tls under HTTP/1.1)",
   ignore: skip,
   async fn() {
     const pki = await makePki("IP:127.0.0.1");
     await using server = serveTls(pki);
     const url = `https://127.0.0.1:${server.port}`;
     const insecure = await connection({ server: url, "insecure-skip-tls-verify": true });
-    assert.equal(nodeTransportReason(new URL(url), insecure), "insecure-skip-tls-verify");
     await using client = new KubeClient({ connection: insecure });
     assert.equal((await client.get(PERSISTENT_VOLUMES, "pv1")).metadata.name, "pv1");
 
@@ -185,7 +184,7 @@ Deno.test({
 });
 
 Deno.test({
-  name: "tls-server-name checks the certificate against that name (node:https transport)",
+  name: "tls-server-name checks the certificate against that name (node:tls under HTTP/1.1)",
   ignore: skip,
   async fn() {
     const pki = await makePki("DNS:kube.test");
@@ -193,13 +192,11 @@ Deno.test({
     const url = `https://127.0.0.1:${server.port}`;
     const cluster = { server: url, "certificate-authority-data": btoa(pki.ca) };
     const named = await connection({ ...cluster, "tls-server-name": "kube.test" });
-    assert.equal(nodeTransportReason(new URL(url), named), "tls-server-name");
     await using client = new KubeClient({ connection: named });
     assert.equal((await client.get(PERSISTENT_VOLUMES, "pv1")).metadata.name, "pv1");
 
     // Without it, the certificate is checked against 127.0.0.1 and refused.
     const plain = await connection(cluster);
-    assert.equal(nodeTransportReason(new URL(url), plain), undefined);
     await using unnamed = new KubeClient({ connection: plain });
     await assert.rejects(
       unnamed.get(PERSISTENT_VOLUMES, "pv1"),
@@ -215,73 +212,4 @@ Deno.test({
     );
     assert.equal(server.requests, 1);
   },
-});
-
-Deno.test("nodeTransportReason: none for plain HTTP and for TLS with a CA and client certificate", () => {
-  const conn = (tls: ClusterConnection["tls"], proxy = false): ClusterConnection => ({
-    server: "",
-    tls,
-    headers: () => Promise.resolve({}),
-    ...(proxy && { proxyAgent: () => Promise.resolve({}) }),
-  });
-  const https = new URL("https://h:6443");
-  const http = new URL("http://h:8080");
-  const ca = new Uint8Array([1]);
-  assert.equal(nodeTransportReason(https, conn({ insecureSkipTlsVerify: false, ca })), undefined);
-  assert.equal(
-    nodeTransportReason(https, conn({ insecureSkipTlsVerify: false, cert: ca, key: ca })),
-    undefined,
-  );
-  // The test kit's plain-HTTP connections say insecure-skip-tls-verify: HTTP/1.1 still carries them.
-  assert.equal(nodeTransportReason(http, conn({ insecureSkipTlsVerify: true })), undefined);
-  assert.equal(
-    nodeTransportReason(https, conn({ insecureSkipTlsVerify: true })),
-    "insecure-skip-tls-verify",
-  );
-  assert.equal(
-    nodeTransportReason(https, conn({ insecureSkipTlsVerify: false, serverName: "n" })),
-    "tls-server-name",
-  );
-  assert.equal(
-    nodeTransportReason(http, conn({ insecureSkipTlsVerify: false }, true)),
-    "proxy-url",
-  );
-});
-
-Deno.test("proxyVariable: the proxy variable of the server's scheme, either case; none when empty or unreadable", () => {
-  const env = (vars: Record<string, string>) => (name: string) => vars[name];
-  const https = new URL("https://h:6443");
-  const http = new URL("http://h:8080");
-  assert.equal(proxyVariable(https, env({})), undefined);
-  assert.equal(proxyVariable(https, env({ HTTP_PROXY: "http://p:3128" })), undefined);
-  assert.equal(proxyVariable(https, env({ https_proxy: "http://p:3128" })), "https_proxy");
-  assert.equal(proxyVariable(https, env({ HTTPS_PROXY: "" })), undefined);
-  assert.equal(proxyVariable(http, env({ http_proxy: "http://p:3128" })), "http_proxy");
-  assert.equal(proxyVariable(http, env({ HTTPS_PROXY: "http://p:3128" })), undefined);
-  const denied = () => {
-    throw new Deno.errors.NotCapable("env");
-  };
-  assert.equal(proxyVariable(https, denied), undefined);
-});
-
-Deno.test("KubeClient goes through fetch only when its proxy environment names a proxy for the scheme", async () => {
-  // fetch asks for compressed answers; the HTTP/1.1 transport never does. fetch itself reads the
-  // proxy from the process environment, where this test sets none, so it connects directly.
-  const encodings: (string | null)[] = [];
-  await using server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (req) => {
-    encodings.push(req.headers.get("accept-encoding"));
-    return Response.json(PV);
-  });
-  const url = `http://127.0.0.1:${server.addr.port}`;
-  const proxied = async (proxyEnvironment: Record<string, string>) => {
-    await using client = new KubeClient(
-      { connection: await connection({ server: url }) },
-      { proxyEnvironment },
-    );
-    await client.get(PERSISTENT_VOLUMES, "pv1");
-    return encodings.at(-1) !== null;
-  };
-  assert.equal(await proxied({}), false, "no proxy: HTTP/1.1");
-  assert.equal(await proxied({ HTTPS_PROXY: "http://proxy:3128" }), false, "https only: HTTP/1.1");
-  assert.equal(await proxied({ http_proxy: "http://proxy:3128" }), true, "http proxy: fetch");
 });

@@ -1,8 +1,8 @@
 /**
  * The contract of a transport: what a client hands it (a request, the TLS material of the
  * server) and what it gets back (status, header fields, a body). {@link Http1Transport}
- * (`./transport.ts`) implements it; the Kubernetes client adapts `fetch` and `node:https` to the
- * same contract, mapping their failures to a {@link TransportError} kind at that boundary.
+ * (`./transport.ts`) implements it, for every connection of the Kubernetes client. Failures are
+ * {@link TransportError}s, told apart by kind.
  *
  * @module
  */

@@ -21,6 +21,9 @@
  * - `reset`: the connection broke while the request or answer was under way (reset by the peer,
  *   broken pipe, an I/O error);
  * - `eof`: the server closed the connection before the answer, or before the end of its body;
+ * - `proxy`: the proxy did not open a tunnel to the server: it refused `CONNECT` (an answer other
+ *   than 200), its answer was not HTTP/1.x, it closed the connection before answering, or the
+ *   proxy URL cannot be used (a scheme other than `http:`); nothing was sent to the server;
  * - `protocol`: the answer is not HTTP/1.1 as RFC 9112 defines it (status line, field lines,
  *   framing, chunk sizes, an unexpected 101);
  * - `too-large`: the answer passed one of the transport's size limits (head, body);
@@ -32,6 +35,7 @@
 export type TransportErrorKind =
   | "connect"
   | "tls"
+  | "proxy"
   | "reset"
   | "eof"
   | "protocol"

@@ -1,6 +1,7 @@
 /**
- * HTTP/1.1 (RFC 9112) spoken directly over `Deno.connect` / `Deno.connectTls`, with a keep-alive
- * pool per origin: the default {@link Transport} of the Kubernetes client. Reading a large list
+ * HTTP/1.1 (RFC 9112) spoken directly over TCP and TLS connections (`./dial.ts`: directly or
+ * through an HTTP proxy's `CONNECT` tunnel), with a keep-alive pool per origin: the one
+ * {@link Transport} of the Kubernetes client. Reading a large list
  * or a watch this way does less work per byte than `fetch` (no Rust body stream behind a JS
  * stream) and loads nothing of the Node compatibility layer. The subset it speaks, what it
  * refuses and every limit are listed in `./README.md`; the response is read by `./response.ts`.
@@ -24,16 +25,11 @@ import type {
   TransportResponse,
 } from "./api.ts";
 import { TransportError } from "./errors.ts";
-import { errorText } from "../../errors.ts";
 import { type Clock, realClock } from "../../clock.ts";
-import {
-  BodyReader,
-  type ByteSource,
-  framingOf,
-  readHead,
-  type ResponseHead,
-  ResponseHeaders,
-} from "./response.ts";
+import { Connection } from "./connection.ts";
+import { dial, type DialOptions, type TcpConnect } from "./dial.ts";
+import { tlsSettings } from "./tls_settings.ts";
+import { BodyReader, framingOf, readHead, type ResponseHead, ResponseHeaders } from "./response.ts";
 
 /**
  * Idle connections kept per origin (client-go: `MaxIdleConnsPerHost` 25 in
@@ -42,139 +38,8 @@ import {
 const MAX_IDLE_PER_ORIGIN = 25;
 /** An idle connection older than this is closed, not reused (Go and client-go: `IdleConnTimeout`, 90 s). */
 const IDLE_TIMEOUT_MS = 90_000;
-/** Reads go into slices of one buffer of this size until less than {@link MIN_READ} is left. */
-const READ_BUFFER = 64 * 1024;
-const MIN_READ = 8 * 1024;
-
 const UTF8_ENCODER = new TextEncoder();
 const UTF8 = new TextDecoder();
-
-/**
- * A failure of reading or writing an open connection as a {@link TransportError}: the runtime's
- * `UnexpectedEof` is `eof`, every other I/O error a `reset` (the connection is broken either
- * way); a TransportError stays as it is.
- */
-function brokenConnection(err: unknown): TransportError {
-  if (err instanceof TransportError) return err;
-  const kind = err instanceof Deno.errors.UnexpectedEof ? "eof" : "reset";
-  return new TransportError(kind, errorText(err), { cause: err });
-}
-
-/** One connection, what was read on it but not used yet, and its read while idle. */
-class Connection implements ByteSource {
-  readonly conn: Deno.Conn;
-  readonly origin: string;
-  readonly generation: number;
-  /** True once a byte was read since the last request was written. */
-  answered = false;
-  /** Clock reading when the connection went into the pool. */
-  idleSince = 0;
-  closed = false;
-  #buffer = new Uint8Array(0);
-  #used = 0;
-  #unread: Uint8Array | undefined;
-  /** The read started while idle, handed to the next {@link read}. */
-  #ahead: Promise<Uint8Array | null> | undefined;
-  #parked = false;
-
-  constructor(conn: Deno.Conn, origin: string, generation: number) {
-    this.conn = conn;
-    this.origin = origin;
-    this.generation = generation;
-  }
-
-  /**
-   * The next bytes, as a view that later reads never overwrite; null at EOF. Reads fill
-   * successive slices of one buffer, so a small read costs no allocation.
-   */
-  async read(): Promise<Uint8Array | null> {
-    const unread = this.#unread;
-    if (unread !== undefined) {
-      this.#unread = undefined;
-      return unread;
-    }
-    const ahead = this.#ahead;
-    this.#ahead = undefined;
-    const bytes = await (ahead ?? this.#readConn());
-    if (bytes !== null) this.answered = true;
-    return bytes;
-  }
-
-  /** Puts `bytes` back in front of the next read. */
-  unread(bytes: Uint8Array): void {
-    if (bytes.length > 0) this.#unread = bytes;
-  }
-
-  /** True when bytes were read past the end of the last answer. */
-  get hasUnread(): boolean {
-    return this.#unread !== undefined;
-  }
-
-  /**
-   * The connection goes idle: a read is started, and `onActivity` is called when it ends (data,
-   * EOF or an error) while the connection is still idle. An idle connection does not keep the
-   * process alive.
-   */
-  park(onActivity: () => void): void {
-    this.#parked = true;
-    const ahead = this.#readConn();
-    this.#ahead = ahead;
-    const settled = () => {
-      if (this.#parked) onActivity();
-    };
-    ahead.then(settled, settled);
-    try {
-      this.conn.unref();
-    } catch {
-      // Closed under us: the read fails and reports it.
-    }
-  }
-
-  /** The connection leaves the pool for a request; its pending read becomes the request's. */
-  claim(): void {
-    this.#parked = false;
-    this.conn.ref();
-  }
-
-  async write(bytes: Uint8Array): Promise<void> {
-    try {
-      for (let offset = 0; offset < bytes.length;) {
-        offset += await this.conn.write(bytes.subarray(offset));
-      }
-    } catch (err) {
-      throw brokenConnection(err);
-    }
-  }
-
-  close(): void {
-    if (this.closed) return;
-    this.closed = true;
-    this.#parked = false;
-    try {
-      this.conn.close();
-    } catch {
-      // Already closed by the runtime.
-    }
-  }
-
-  async #readConn(): Promise<Uint8Array | null> {
-    if (this.#buffer.length - this.#used < MIN_READ) {
-      this.#buffer = new Uint8Array(READ_BUFFER);
-      this.#used = 0;
-    }
-    // One read at a time is ever pending on a connection, so the slice stays this read's.
-    const target = this.#buffer.subarray(this.#used);
-    let n: number | null;
-    try {
-      n = await this.conn.read(target);
-    } catch (err) {
-      throw brokenConnection(err);
-    }
-    if (n === null) return null;
-    this.#used += n;
-    return target.subarray(0, n);
-  }
-}
 
 /**
  * The body of one answer on its connection. When the body ends, the connection goes back to the
@@ -338,6 +203,16 @@ export interface Http1Options {
   idleTimeoutMs?: number;
   /** Measures how long connections are idle. @default realClock */
   clock?: Clock;
+  /**
+   * The proxy of a request's URL, undefined for a direct connection: a fixed `proxy-url`, or
+   * `./proxy.ts` `proxyFunc` over the environment's settings. @default no proxy
+   */
+  proxy?: (target: URL) => URL | undefined;
+  /**
+   * Opens the TCP connections of `http:` servers and their proxies (see `TcpConnect`).
+   * @default Deno.connect
+   */
+  connect?: TcpConnect;
 }
 
 /**
@@ -358,7 +233,7 @@ export interface Http1Options {
  * uses them: see ARCHITECTURE.md, "The Kubernetes client".
  */
 export class Http1Transport implements Transport {
-  readonly #tls: Partial<Deno.TlsCertifiedKeyPem> & { caCerts?: string[] };
+  readonly #dial: DialOptions;
   readonly #maxIdle: number;
   readonly #idleTimeoutMs: number;
   readonly #clock: Clock;
@@ -368,14 +243,10 @@ export class Http1Transport implements Transport {
 
   /** @throws {TypeError} when only one of the client certificate and key is set. */
   constructor(tls: TlsMaterial, options: Http1Options = {}) {
-    if ((tls.cert === undefined) !== (tls.key === undefined)) {
-      throw new TypeError("a client certificate needs both the certificate and its key");
-    }
-    const decoder = new TextDecoder();
-    this.#tls = {
-      ...(tls.ca !== undefined && { caCerts: [decoder.decode(tls.ca)] }),
-      ...(tls.cert !== undefined && tls.key !== undefined &&
-        { cert: decoder.decode(tls.cert), key: decoder.decode(tls.key) }),
+    this.#dial = {
+      tls: tlsSettings(tls),
+      connect: options.connect ?? ((hostname, port) => Deno.connect({ hostname, port })),
+      ...(options.proxy !== undefined && { proxy: options.proxy }),
     };
     this.#maxIdle = options.maxIdlePerOrigin ?? MAX_IDLE_PER_ORIGIN;
     this.#idleTimeoutMs = options.idleTimeoutMs ?? IDLE_TIMEOUT_MS;
@@ -470,28 +341,7 @@ export class Http1Transport implements Transport {
     generation: number,
     signal: AbortSignal,
   ): Promise<Connection> {
-    const hostname = url.hostname.replace(/^\[(.*)\]$/, "$1");
-    const https = url.protocol === "https:";
-    const port = url.port === "" ? (https ? 443 : 80) : Number(url.port);
-    const connectFailed = (err: unknown): never => {
-      throw new TransportError("connect", errorText(err), { cause: err });
-    };
-    const connecting: Promise<Deno.Conn> = https
-      ? Deno.connectTls({ hostname, port, alpnProtocols: ["http/1.1"], ...this.#tls }).then(
-        async (conn) => {
-          try {
-            // Certificate errors surface here, as connection errors, not on the first read.
-            await conn.handshake();
-          } catch (err) {
-            conn.close();
-            throw new TransportError("tls", errorText(err), { cause: err });
-          }
-          return conn;
-        },
-        connectFailed,
-      )
-      : Deno.connect({ hostname, port }).catch(connectFailed);
-    const conn = await raceSignal<Deno.Conn>(connecting, signal, (late) => late.close());
+    const conn = await raceSignal(dial(url, this.#dial, signal), signal, (late) => late.close());
     if (this.#closed) {
       conn.close();
       throw new TransportError("closed", "the transport is closed");
@@ -505,22 +355,7 @@ export class Http1Transport implements Transport {
     bytes: Uint8Array,
     request: TransportRequest,
   ): Promise<TransportResponse> {
-    const { signal } = request;
-    const state: {
-      body?: Body;
-      stream?: ReadableStreamDefaultController<Uint8Array>;
-    } = {};
-    let failed = false;
-    const fail = (reason: unknown) => {
-      if (failed) return;
-      failed = true;
-      signal.removeEventListener("abort", onAbort);
-      if (state.body === undefined) conn.close();
-      else state.body.abandon();
-      state.stream?.error(reason);
-    };
-    const onAbort = () => fail(signal.reason);
-    signal.addEventListener("abort", onAbort, { once: true });
+    const exchange = new Exchange(conn, request.signal);
     let head: ResponseHead;
     let reader: BodyReader;
     let keepAlive: boolean;
@@ -532,55 +367,100 @@ export class Http1Transport implements Transport {
       keepAlive = reusable && persistent(head);
       reader = new BodyReader(conn, framing, request.maxBodyBytes);
     } catch (err) {
-      signal.removeEventListener("abort", onAbort);
+      exchange.detach();
       throw err;
     }
-    const release = (c: Connection, reusable: boolean) => {
-      signal.removeEventListener("abort", onAbort);
+    const body = new Body(conn, reader, keepAlive, (c, reusable) => {
+      exchange.detach();
       this.#release(c, reusable);
-    };
-    const body = new Body(conn, reader, keepAlive, release);
-    state.body = body;
-    // Built on first use: most answers are read with text().
-    let readable: ReadableStream<Uint8Array> | undefined;
-    const stream = () =>
-      readable ??= new ReadableStream<Uint8Array>({
-        start(controller) {
-          state.stream = controller;
-        },
-        async pull(controller) {
-          try {
-            const data = await body.next();
-            if (failed) return;
-            if (data === null) controller.close();
-            else for (const part of data) controller.enqueue(part);
-          } catch (err) {
-            fail(signal.aborted ? signal.reason : err);
-          }
-        },
-        cancel() {
-          failed = true;
-          signal.removeEventListener("abort", onAbort);
-          body.abandon();
-        },
-      }, { highWaterMark: 0 });
-    return {
-      status: head.status,
-      headers: new ResponseHeaders(head.fields),
-      get body() {
-        if (readable === undefined) body.use();
-        return stream();
+    });
+    exchange.body = body;
+    return responseOf(head, body, exchange);
+  }
+}
+
+/**
+ * One request's watch on its abort signal: an abort, or a failed read of the body, closes the
+ * connection (or abandons the body once it is being read) and errors the body stream, once.
+ */
+class Exchange {
+  readonly signal: AbortSignal;
+  body: Body | undefined;
+  stream: ReadableStreamDefaultController<Uint8Array> | undefined;
+  failed = false;
+  readonly #conn: Connection;
+  readonly #onAbort = () => this.fail(this.signal.reason);
+
+  constructor(conn: Connection, signal: AbortSignal) {
+    this.#conn = conn;
+    this.signal = signal;
+    signal.addEventListener("abort", this.#onAbort, { once: true });
+  }
+
+  /** Ends the exchange with `reason`. */
+  fail(reason: unknown): void {
+    if (this.failed) return;
+    this.failed = true;
+    this.detach();
+    if (this.body === undefined) this.#conn.close();
+    else this.body.abandon();
+    this.stream?.error(reason);
+  }
+
+  /** Stops watching the signal. */
+  detach(): void {
+    this.signal.removeEventListener("abort", this.#onAbort);
+  }
+
+  /** What a failed read rejects with: the signal's reason once it aborted. */
+  reasonOf(err: unknown): unknown {
+    return this.signal.aborted ? this.signal.reason : err;
+  }
+}
+
+/**
+ * The answer of `head` with `body`, read either whole (`text()`) or as a stream built on first
+ * use (most answers are read with `text()`).
+ */
+function responseOf(head: ResponseHead, body: Body, exchange: Exchange): TransportResponse {
+  let readable: ReadableStream<Uint8Array> | undefined;
+  const stream = () =>
+    readable ??= new ReadableStream<Uint8Array>({
+      start(controller) {
+        exchange.stream = controller;
       },
-      text: async () => {
-        body.use();
+      async pull(controller) {
         try {
-          return await body.text();
+          const data = await body.next();
+          if (exchange.failed) return;
+          if (data === null) controller.close();
+          else for (const part of data) controller.enqueue(part);
         } catch (err) {
-          const reason = signal.aborted ? signal.reason : err;
-          fail(reason);
-          throw reason;
+          exchange.fail(exchange.reasonOf(err));
         }
       },
-    };
-  }
+      cancel() {
+        exchange.failed = true;
+        exchange.detach();
+        body.abandon();
+      },
+    }, { highWaterMark: 0 });
+  return {
+    status: head.status,
+    headers: new ResponseHeaders(head.fields),
+    get body() {
+      if (readable === undefined) body.use();
+      return stream();
+    },
+    text: async () => {
+      body.use();
+      try {
+        return await body.text();
+      } catch (err) {
+        const reason = exchange.reasonOf(err);
+        exchange.fail(reason);
+        throw reason;
+      }
+    },
+  };
 }

@@ -20,7 +20,8 @@
 
 import protobuf from "protobufjs";
 import descriptor from "../../../proto/csi_descriptor.json" with { type: "json" };
-import { csiMessages, type FieldSchema, type MessageSchema } from "../../../lib/csi/schema.ts";
+import type { FieldSchema, MessageSchema } from "../../../lib/csi/schema.ts";
+import { csiMessages } from "../../../testkit/csi/schemas.ts";
 import { decodeMessage, encodeMessage, ProtoWireError } from "../../../lib/wire/grpc/protowire.ts";
 import type { FuzzTarget, Rng } from "../target.ts";
 
