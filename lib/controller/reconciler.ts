@@ -17,7 +17,8 @@
 import type { Clock } from "../clock.ts";
 import { realClock } from "../clock.ts";
 import { errorText } from "../errors.ts";
-import type { CsiClient } from "../csi/api.ts";
+import type { CsiClient, ListVolumesPage } from "../csi/api.ts";
+import { ListVolumesPaging, type PagingTurnedOn } from "./list_volumes_paging.ts";
 import { notFoundError, PERSISTENT_VOLUMES } from "../kube/api.ts";
 import type { VolumeAttachment } from "../kube/types.ts";
 import type { Logger } from "../observe/logger.ts";
@@ -54,7 +55,10 @@ export interface ListVolumesReconcilerOptions {
   driverName: string;
   /** Timeout of one whole pass, every ListVolumes page included. */
   timeoutMs: number;
-  /** `max_entries` of each ListVolumes page; 0 means no limit. */
+  /**
+   * `max_entries` of each ListVolumes page; 0 means no limit until an answer grows too large for
+   * one gRPC message (list_volumes_paging.ts).
+   */
   maxEntries: number;
 }
 
@@ -71,12 +75,30 @@ export class ListVolumesReconciler implements Reconciler {
   #deps: ListVolumesReconcilerDeps;
   #clock: Clock;
   #opts: ListVolumesReconcilerOptions;
+  #paging: ListVolumesPaging;
 
   /** Builds the reconciler; nothing runs until {@link reconcile}. */
   constructor(deps: ListVolumesReconcilerDeps, opts: ListVolumesReconcilerOptions) {
     this.#deps = deps;
     this.#clock = deps.clock ?? realClock;
     this.#opts = opts;
+    this.#paging = new ListVolumesPaging(opts.maxEntries);
+  }
+
+  /** `max_entries` of the next ListVolumes page (0: no limit); see list_volumes_paging.ts. */
+  get maxEntries(): number {
+    return this.#paging.maxEntries;
+  }
+
+  /** Logs, once in the life of the reconciler, that paging was turned on and why. */
+  #reportPaging(turnedOn: PagingTurnedOn | undefined): void {
+    if (turnedOn === undefined) return;
+    this.#deps.log.info("ListVolumes answer too large for one message, paging with max_entries", {
+      reason: turnedOn.reason,
+      answerBytes: turnedOn.answerBytes,
+      limitBytes: turnedOn.limitBytes,
+      maxEntries: turnedOn.maxEntries,
+    });
   }
 
   /**
@@ -95,29 +117,43 @@ export class ListVolumesReconciler implements Reconciler {
       before.set(va.metadata.name, cachedVersion(va));
     }
     const deadline = this.#clock.now() + this.#opts.timeoutMs;
+    this.#reportPaging(this.#paging.beforePass(before.size));
     const published = new Map<string, Set<string>>();
     let token = "";
-    do {
+    let pages = 0;
+    for (;;) {
       if (signal.aborted) return;
       const timeoutMs = Math.max(1, deadline - this.#clock.now());
-      let page;
+      let page: ListVolumesPage;
       try {
         page = await csi.listVolumes({
-          maxEntries: this.#opts.maxEntries,
+          maxEntries: this.#paging.maxEntries,
           startingToken: token,
         }, {
           timeoutMs,
         });
       } catch (err) {
+        const { retry, turnedOn } = this.#paging.onFailure(err);
+        this.#reportPaging(turnedOn);
+        // A page too large for one message is asked again, smaller, within the same deadline.
+        if (retry && this.#clock.now() < deadline) continue;
         throw new Error(`failed to ListVolumes: failed to list volumes: ${errorText(err)}`, {
           cause: err,
         });
       }
+      pages++;
+      this.#paging.observe(page.entries, page.bytes, token === "" && page.nextToken === "");
       for (const entry of page.entries) {
         published.set(entry.volumeId, new Set(entry.publishedNodeIds));
       }
       token = page.nextToken;
-    } while (token !== "");
+      if (token === "") break;
+    }
+    this.#deps.log.v(4).info("ListVolumes pass read", {
+      pages,
+      volumes: published.size,
+      maxEntries: this.#paging.maxEntries,
+    });
 
     for (const va of stores.volumeAttachments.list()) {
       if (va.spec?.attacher !== this.#opts.driverName) continue;

@@ -14,6 +14,7 @@ import {
   type CsiClient,
   CsiError,
   type ListedVolume,
+  type ListVolumesPage,
 } from "./api.ts";
 import { type Clock, realClock } from "../clock.ts";
 import { errorText } from "../errors.ts";
@@ -203,14 +204,15 @@ export class GrpcCsiClient implements CsiClient {
   async listVolumes(
     req: { maxEntries: number; startingToken: string },
     opts: CallOptions,
-  ): Promise<{ entries: ListedVolume[]; nextToken: string }> {
+  ): Promise<ListVolumesPage> {
+    const size = { bytes: 0 };
     const res = await this.#call<{
       entries: {
         volume?: { volumeId: string } | null;
         status?: { publishedNodeIds?: string[] } | null;
       }[];
       nextToken: string;
-    }>("Controller", "ListVolumes", req, opts);
+    }>("Controller", "ListVolumes", req, opts, size);
     const entries: ListedVolume[] = [];
     for (const entry of res.entries) {
       if (!entry.volume || !entry.status) continue;
@@ -219,7 +221,7 @@ export class GrpcCsiClient implements CsiClient {
         publishedNodeIds: [...(entry.status.publishedNodeIds ?? [])],
       });
     }
-    return { entries, nextToken: res.nextToken };
+    return { entries, nextToken: res.nextToken, bytes: size.bytes };
   }
 
   /** Closes the channel; calls in flight fail with Unavailable. Idempotent. */
@@ -243,13 +245,14 @@ export class GrpcCsiClient implements CsiClient {
     name: string,
     request: object,
     opts: CallOptions,
+    size?: { bytes: number },
   ): Promise<Res> {
     const method = this.#method(service, name);
     logGrpcRequest(this.#log, method, request);
     const startedAt = this.#clock.now();
     const deadlineMs = startedAt + opts.timeoutMs;
     try {
-      const response = await this.#invoke(method, request, opts.timeoutMs);
+      const response = await this.#invoke(method, request, opts.timeoutMs, size);
       this.#report(method, "OK", startedAt, opts);
       logGrpcResult(this.#log, method, { response }, this.#maxGrpcLogLength);
       return response as Res;
@@ -266,7 +269,12 @@ export class GrpcCsiClient implements CsiClient {
     }
   }
 
-  async #invoke(method: CsiMethod, request: object, timeoutMs: number): Promise<object> {
+  async #invoke(
+    method: CsiMethod,
+    request: object,
+    timeoutMs: number,
+    size?: { bytes: number },
+  ): Promise<object> {
     let bytes: Uint8Array;
     try {
       bytes = encodeMessage(method.requestType, request);
@@ -276,6 +284,7 @@ export class GrpcCsiClient implements CsiClient {
       });
     }
     const reply = await this.#channel.unary(method.path, bytes, timeoutMs);
+    if (size !== undefined) size.bytes = reply.length;
     try {
       return decodeMessage(method.responseType, reply);
     } catch (err) {
