@@ -16,6 +16,7 @@ import {
 } from "./bench_options.ts";
 import type { EnvironmentFactory } from "./environment.ts";
 import { FakeEnvironment } from "./fake_environment.ts";
+import { panelsOf, renderPicture } from "./picture.ts";
 import { ProcReader } from "./proc_stats.ts";
 import { type FigureRow, figureRows, perObjectRows, renderScenario } from "./report.ts";
 import { type AttacherUnderTest, runOnce, type RunResult, type Scenario } from "./run.ts";
@@ -104,6 +105,11 @@ function toJson(value: unknown): string {
     (_k, v) => (typeof v === "number" && !Number.isFinite(v) ? null : v),
     2,
   );
+}
+
+/** A file-name part for a scenario name: `N=100000, unthrottled` → `N100000-unthrottled`. */
+export function slug(text: string): string {
+  return text.replace(/[^A-Za-z0-9]+/g, "-").replace(/^-|-$/g, "").replace(/^N-/, "N");
 }
 
 function stamp(date: Date): string {
@@ -299,6 +305,21 @@ async function runAll(options: BenchOptions, attachers: AttacherUnderTest[]): Pr
     }) + "\n",
   );
   progress(`Wrote ${file}`);
+  for (const { scenario, runs } of results) {
+    const svg = `${options.outDir}/${stamp(started)}-${slug(scenario.name)}.svg`;
+    await Deno.writeTextFile(
+      svg,
+      renderPicture(
+        `${scenario.name}, ${scenario.workers} workers, ${scenario.nodes} nodes (${environmentName}), ${
+          started.toISOString().slice(0, 10)
+        }`,
+        scenario.count,
+        panelsOf(labels, runs),
+        labels,
+      ),
+    );
+    progress(`Wrote ${svg}`);
+  }
   const failed = results.some(({ runs }) => runs.flat().some((r) => !r.ok));
   return failed ? 1 : 0;
 }
