@@ -27,7 +27,7 @@ const PANEL_HEIGHT = 170;
 const GAP = 46;
 const LEFT = 64;
 const RIGHT = 72;
-const TOP = 64;
+const TOP = 78;
 const PLOT_WIDTH = WIDTH - LEFT - RIGHT;
 const MIB = 1024 * 1024;
 /** Series colours by attacher (colour-blind safe: blue and orange). */
@@ -139,10 +139,10 @@ export function renderPicture(
   let lx = LEFT;
   const legend = (colour: string, dash: string, text: string) => {
     out.push(
-      `<line x1="${lx}" y1="38" x2="${
-        lx + 24
+      `<line x1="${fmt(lx)}" y1="38" x2="${
+        fmt(lx + 24)
       }" y2="38" stroke="${colour}" stroke-width="2"${dash}/>`,
-      `<text x="${lx + 30}" y="42">${esc(text)}</text>`,
+      `<text x="${fmt(lx + 30)}" y="42">${esc(text)}</text>`,
     );
     lx += 40 + text.length * 6.2;
   };
@@ -154,10 +154,13 @@ export function renderPicture(
     );
   }
   legend(ATTACHED_COLOUR, ` stroke-dasharray="5,3"`, "VolumeAttachments attached (right axis)");
+  lx = LEFT;
+  out.push(`<text x="${lx}" y="62">phases:</text>`);
+  lx += 50;
   for (const [name, fill] of Object.entries(PHASE_FILLS)) {
     out.push(
-      `<rect x="${lx}" y="31" width="14" height="12" fill="${fill}" stroke="#bbbbbb"/>`,
-      `<text x="${lx + 18}" y="42">${name}</text>`,
+      `<rect x="${fmt(lx)}" y="51" width="14" height="12" fill="${fill}" stroke="#bbbbbb"/>`,
+      `<text x="${fmt(lx + 18)}" y="62">${name}</text>`,
     );
     lx += 30 + name.length * 6.2;
   }
