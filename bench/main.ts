@@ -21,6 +21,9 @@ import { ProcReader } from "./proc_stats.ts";
 import { type FigureRow, figureRows, perObjectRows, renderScenario } from "./report.ts";
 import { type AttacherUnderTest, runOnce, type RunResult, type Scenario } from "./run.ts";
 import { buildShippedForm } from "./shipped_form.ts";
+import { shortName } from "./short_name.ts";
+
+export { shortName };
 
 const REPO = new URL("../", import.meta.url).pathname;
 const DEFAULT_OUT = new URL("./results", import.meta.url).pathname;
@@ -68,25 +71,6 @@ export function scenariosFor(options: BenchOptions): Scenario[] {
     });
   }
   return out;
-}
-
-/** Words of a command line that only start the real program. */
-const WRAPPERS = new Set(["env", "exec", "nice", "setsid", "time", "taskset", "chrt"]);
-
-/**
- * A short name for a command line: the `.ts` or `.js` entry point for a Deno program, else the
- * base name of the first word that is not a wrapper (`env`, `nice`…), an option or a variable
- * assignment.
- */
-export function shortName(commandLine: string): string {
-  const words = commandLine.trim().split(/\s+/);
-  const ts = words.find((w) => w.endsWith(".ts") || w.endsWith(".js"));
-  if (ts !== undefined) return ts.split("/").at(-1) as string;
-  const program =
-    words.find((w) =>
-      !w.includes("=") && !w.startsWith("-") && !/^\d+$/.test(w) && !WRAPPERS.has(w)
-    ) ?? words[0] ?? "";
-  return program.split("/").at(-1) as string;
 }
 
 /** The attachers under test with their table labels (`A: main.ts`, `B: csi-attacher`). */
@@ -164,6 +148,19 @@ async function main(args: string[]): Promise<number> {
   if (args.some((a) => a === "--soak" || a.startsWith("--soak="))) {
     const { runSoak } = await import("./soak.ts");
     return await runSoak(args);
+  }
+  if (args.includes("--takeover")) {
+    const { runTakeoverMode } = await import("./takeover.ts");
+    const dir = await Deno.makeTempDir({ prefix: "csi-attacher-bench-" });
+    try {
+      return await runTakeoverMode(args, DEFAULT_OUT, async () => {
+        const shipped = await buildShippedForm(REPO, dir, Deno.env.get("DENORT_BIN"));
+        progress(`Ours: ${shipped.description}`);
+        return shipped.commandLine;
+      });
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
   }
   if (args.includes("--footprint")) {
     const { runFootprint } = await import("./footprint.ts");
