@@ -118,7 +118,9 @@ export class ListVolumesReconciler implements Reconciler {
     }
     const deadline = this.#clock.now() + this.#opts.timeoutMs;
     this.#reportPaging(this.#paging.beforePass(before.size));
-    const published = new Map<string, Set<string>>();
+    // Volume ID → the nodes it is published to, as the page gave them (one or two entries each:
+    // an array is smaller than a Set and as quick to search).
+    const published = new Map<string, readonly string[]>();
     let token = "";
     let pages = 0;
     for (;;) {
@@ -144,7 +146,7 @@ export class ListVolumesReconciler implements Reconciler {
       pages++;
       this.#paging.observe(page.entries, page.bytes, token === "" && page.nextToken === "");
       for (const entry of page.entries) {
-        published.set(entry.volumeId, new Set(entry.publishedNodeIds));
+        published.set(entry.volumeId, entry.publishedNodeIds);
       }
       token = page.nextToken;
       if (token === "") break;
@@ -158,7 +160,8 @@ export class ListVolumesReconciler implements Reconciler {
     for (const va of stores.volumeAttachments.list()) {
       if (va.spec?.attacher !== this.#opts.driverName) continue;
       const name = va.metadata.name;
-      const log = this.#deps.log.with({ volumeAttachment: name });
+      // The child logger only for a VA that gets a line: most of them get none.
+      const log = () => this.#deps.log.with({ volumeAttachment: name });
       let nodeId: string;
       let volumeHandle: string;
       try {
@@ -172,22 +175,22 @@ export class ListVolumesReconciler implements Reconciler {
           volumeHandle = repairVolumeHandle(source.csi.driver, volumeHandle, nodeId);
         }
       } catch (err) {
-        log.error(err, "Skipping VolumeAttachment in reconciliation");
+        log().error(err, "Skipping VolumeAttachment in reconciliation");
         continue;
       }
-      const found = published.get(volumeHandle)?.has(nodeId) ?? false;
+      const found = published.get(volumeHandle)?.includes(nodeId) ?? false;
       const attached = va.status?.attached ?? false;
       if (found === attached) continue;
       const fields = { volumeHandle, nodeID: nodeId, attached, published: found };
       if (this.#deps.queue.isQueuedOrProcessing(name)) {
-        log.v(4).info("VolumeAttachment is queued or being synced, not reconciling it", fields);
+        log().v(4).info("VolumeAttachment is queued or being synced, not reconciling it", fields);
         continue;
       }
       if (before.get(name) !== cachedVersion(va)) {
-        log.v(4).info("VolumeAttachment changed during ListVolumes, not reconciling it", fields);
+        log().v(4).info("VolumeAttachment changed during ListVolumes, not reconciling it", fields);
         continue;
       }
-      log.v(2).info("Driver's published state differs from VolumeAttachment, requeueing", fields);
+      log().v(2).info("Driver's published state differs from VolumeAttachment, requeueing", fields);
       this.#deps.memory.markOutOfSync(name);
       this.#deps.queue.add(name);
     }

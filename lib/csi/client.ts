@@ -218,7 +218,8 @@ export class GrpcCsiClient implements CsiClient {
       if (!entry.volume || !entry.status) continue;
       entries.push({
         volumeId: entry.volume.volumeId,
-        publishedNodeIds: [...(entry.status.publishedNodeIds ?? [])],
+        // The decoded array is this call's own: no copy.
+        publishedNodeIds: entry.status.publishedNodeIds ?? [],
       });
     }
     return { entries, nextToken: res.nextToken, bytes: size.bytes };
