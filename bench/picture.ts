@@ -38,6 +38,8 @@ const PHASE_FILLS: Record<string, string> = {
   attach: "#e3f0e3",
   rest: "#f4f4e0",
   detach: "#f3e4e4",
+  "lease wait": "#eeeeee",
+  takeover: "#e3eaf3",
 };
 
 /** Round numbers for an axis from 0 to at least `max`: about `count` steps of 1, 2 or 5 × 10^k. */
@@ -110,6 +112,7 @@ export function renderPicture(
   count: number,
   panels: Panel[],
   labels: string[],
+  xLabel = "seconds since the attacher started",
 ): string {
   let seconds = 1;
   let rssMax = 1;
@@ -153,11 +156,16 @@ export function renderPicture(
       `RSS of ${label}${i === 0 ? " (left axis, MiB)" : ""}`,
     );
   }
-  legend(ATTACHED_COLOUR, ` stroke-dasharray="5,3"`, "VolumeAttachments attached (right axis)");
+  const hasAttached = panels.some((p) => p.attached.counts.length > 0);
+  if (hasAttached) {
+    legend(ATTACHED_COLOUR, ` stroke-dasharray="5,3"`, "VolumeAttachments attached (right axis)");
+  }
   lx = LEFT;
   out.push(`<text x="${lx}" y="62">phases:</text>`);
   lx += 50;
+  const present = new Set(panels.flatMap((p) => p.phases.map((ph) => ph.name)));
   for (const [name, fill] of Object.entries(PHASE_FILLS)) {
+    if (!present.has(name)) continue;
     out.push(
       `<rect x="${fmt(lx)}" y="51" width="14" height="12" fill="${fill}" stroke="#bbbbbb"/>`,
       `<text x="${fmt(lx + 18)}" y="62">${name}</text>`,
@@ -199,7 +207,7 @@ export function renderPicture(
         `<text x="${LEFT - 6}" y="${fmt(yRss(v) + 4)}" text-anchor="end">${v}</text>`,
       );
     }
-    for (const v of nTicks) {
+    for (const v of hasAttached ? nTicks : []) {
       out.push(
         `<text x="${LEFT + PLOT_WIDTH + 6}" y="${fmt(yN(v) + 4)}">${tickLabel(v)}</text>`,
       );
@@ -212,16 +220,20 @@ export function renderPicture(
       );
     }
     out.push(
-      `<text x="${LEFT + PLOT_WIDTH / 2}" y="${
-        bottom + 28
-      }" text-anchor="middle" fill="#555555">seconds since the attacher started</text>`,
+      `<text x="${LEFT + PLOT_WIDTH / 2}" y="${bottom + 28}" text-anchor="middle" fill="#555555">${
+        esc(xLabel)
+      }</text>`,
       `<text transform="translate(${LEFT - 44},${
         top + PANEL_HEIGHT / 2
       }) rotate(-90)" text-anchor="middle" fill="#555555">RSS, MiB</text>`,
-      `<text transform="translate(${WIDTH - 14},${
-        top + PANEL_HEIGHT / 2
-      }) rotate(90)" text-anchor="middle" fill="#555555">VAs attached</text>`,
     );
+    if (hasAttached) {
+      out.push(
+        `<text transform="translate(${WIDTH - 14},${
+          top + PANEL_HEIGHT / 2
+        }) rotate(90)" text-anchor="middle" fill="#555555">VAs attached</text>`,
+      );
+    }
     const a = p.attached;
     if (a.counts.length > 0) {
       const points = a.counts.map((n, i) => `${fmt(x(a.startAt + i * a.stepMs))},${fmt(yN(n))}`);

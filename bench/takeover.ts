@@ -33,6 +33,7 @@ import { FakeEnvironment } from "./fake_environment.ts";
 import { ProcReader } from "./proc_stats.ts";
 import type { AttacherUnderTest, RssSeries } from "./run.ts";
 import { defaultPhaseTimeoutMs, rssSampleMs } from "./run.ts";
+import { type Panel, renderPicture } from "./picture.ts";
 import { formatTable } from "./table.ts";
 import { shortName } from "./short_name.ts";
 import { nowMs } from "./timeline.ts";
@@ -337,6 +338,21 @@ export async function runTakeoverMode(
     ["attacher", "N", "run", ...Object.keys(summary(results[0]!))],
     rows,
   ));
+  const panels = takeoverPanels(results, attachers.map((a) => a.label));
+  const svg = `${options.outDir}/${stamp}-takeover.svg`;
+  await Deno.writeTextFile(
+    svg,
+    renderPicture(
+      `Takeover: the standby's RSS from the leader's SIGKILL (--fake, ${options.nodes} nodes), ${
+        started.toISOString().slice(0, 10)
+      }`,
+      Math.max(...options.sizes),
+      panels,
+      attachers.map((a) => a.label),
+      "seconds since the leader was killed",
+    ),
+  );
+  console.error(`Wrote ${svg}`);
   const file = `${options.outDir}/${stamp}-takeover.json`;
   await Deno.writeTextFile(
     file,
@@ -354,6 +370,29 @@ export async function runTakeoverMode(
   );
   console.error(`Wrote ${file}`);
   return results.every((r) => r.ok) ? 0 : 1;
+}
+
+/** One picture panel per takeover run: the standby's RSS from the kill, the phases shaded. */
+export function takeoverPanels(results: TakeoverResult[], labels: string[]): Panel[] {
+  return results.map((r) => ({
+    title: `${r.attacher}, N=${r.count}: ${
+      r.ok
+        ? `Lease ${r.killToLeaseSeconds.toFixed(1)} s after the kill; probe attached ${
+          r.leaseToProbeAttachedSeconds.toFixed(1)
+        } s and all processed ${r.leaseToProcessedSeconds.toFixed(1)} s after it; ${
+          r.cpuSeconds.toFixed(1)
+        } CPU s, peak ${(r.peakRssBytes / 2 ** 20).toFixed(0)} MiB`
+        : `FAILED (${(r.error ?? "").split("\n")[0]})`
+    }`,
+    attacherIndex: Math.max(0, labels.indexOf(r.attacher)),
+    originAt: r.killedAt,
+    phases: [
+      { name: "lease wait", from: r.killedAt, to: r.leaseAt },
+      { name: "takeover", from: r.leaseAt, to: r.leaseAt + r.leaseToProcessedSeconds * 1000 },
+    ],
+    rss: r.rssSeries,
+    attached: { startAt: NaN, stepMs: 0, counts: [] },
+  }));
 }
 
 /** The figures of a run for the table, rounded. */
