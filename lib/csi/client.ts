@@ -18,7 +18,24 @@ import {
 } from "./api.ts";
 import { type Clock, realClock } from "../clock.ts";
 import { errorText } from "../errors.ts";
-import { type CsiMethod, csiMethod, type CsiServiceName } from "./schema.ts";
+import {
+  type CsiMethod,
+  csiMethod,
+  type CsiServiceName,
+  projectedSchema,
+  type Projection,
+} from "./schema.ts";
+
+/**
+ * What is read of a ListVolumes answer: each entry's volume ID and published nodes. A driver's
+ * answer for 100 000 volumes also holds their capacity, context, content source, topology and
+ * condition; decoding only these fields keeps a reconcile pass from allocating objects for the
+ * rest (skipped as unknown fields are).
+ */
+const LIST_VOLUMES_READ: Projection = {
+  entries: { volume: { volumeId: true }, status: { publishedNodeIds: true } },
+  nextToken: true,
+};
 import { logGrpcRequest, logGrpcResult } from "./grpc_log.ts";
 import { DEADLINE_DETAILS, GrpcChannel } from "../wire/grpc/channel.ts";
 import type { Http2SessionOptions } from "../wire/http2/session.ts";
@@ -236,6 +253,12 @@ export class GrpcCsiClient implements CsiClient {
     let method = this.#methods.get(key);
     if (method === undefined) {
       method = csiMethod(service, name);
+      if (name === "ListVolumes") {
+        method = {
+          ...method,
+          responseType: projectedSchema(method.responseType, LIST_VOLUMES_READ),
+        };
+      }
       this.#methods.set(key, method);
     }
     return method;

@@ -6,6 +6,7 @@ import {
   csiMethod,
   isSecretField,
   messageSchema,
+  projectedSchema,
   serviceMethods,
 } from "./schema.ts";
 import { decodeMessage, encodeMessage, ProtoWireError } from "../wire/grpc/protowire.ts";
@@ -296,4 +297,33 @@ Deno.test("malformed bytes and wrongly typed values fail with a clear ProtoWireE
         "csi.v1.ControllerUnpublishVolumeRequest.secrets: expected string values, got a number",
     },
   );
+});
+
+Deno.test("projectedSchema() decodes only the fields it keeps and skips the rest", () => {
+  const full = messageSchema("csi.v1.ListVolumesResponse");
+  const bytes = encodeMessage(full, {
+    entries: [{
+      volume: {
+        volumeId: "vol-1",
+        capacityBytes: "1073741824",
+        volumeContext: { pool: "fast" },
+        accessibleTopology: [{ segments: { zone: "z1" } }],
+      },
+      status: { publishedNodeIds: ["node-1", "node-2"], volumeCondition: { abnormal: true } },
+    }],
+    nextToken: "7",
+  });
+  const projected = projectedSchema(full, {
+    entries: { volume: { volumeId: true }, status: { publishedNodeIds: true } },
+    nextToken: true,
+  });
+  assert.deepEqual(decodeMessage(projected, bytes), {
+    entries: [{
+      volume: { volumeId: "vol-1" },
+      status: { publishedNodeIds: ["node-1", "node-2"] },
+    }],
+    nextToken: "7",
+  });
+  assert.throws(() => projectedSchema(full, { nope: true }), /has no field nope/);
+  assert.throws(() => projectedSchema(full, { nextToken: { x: true } }), /is not a message/);
 });
