@@ -47,6 +47,9 @@ export function hasProbe(spec: FixtureSpec): boolean {
   return spec.unpublishDelayMs !== undefined || spec.takeover === true;
 }
 
+/** The driver's count of ControllerPublishVolume calls for the probe volume (`--takeover`). */
+export const PROBE_PUBLISHES = "ControllerPublishVolume of the probe";
+
 /** Index of the canary: it is not one of the `count` measured objects. */
 export const CANARY = -1;
 

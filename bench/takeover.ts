@@ -15,8 +15,9 @@
  *   a core, after the probe is attached); the end of its last busy sample. Neither attacher says
  *   when its queues are empty, so the end of the work is read from the CPU it spends;
  * - B's CPU seconds from the kill to that point, and its peak RSS (VmHWM: B was idle before);
- * - ControllerPublishVolume calls other than the probe's: publishes of VAs already attached
- *   (must be 0), counted until B's first ListVolumes pass has run too.
+ * - ControllerPublishVolume calls for volumes other than the probe's: publishes of VAs already
+ *   attached (must be 0), counted until B's first ListVolumes pass has run too; the probe's own
+ *   are counted apart (a second one is a repeated publish of a VA attached during the takeover).
  * Caches synced is not measured: neither attacher reports it at `--v=1`.
  *
  * Replicas get distinct leader-election identities through their host name: `HOSTNAME` (ours)
@@ -35,6 +36,7 @@ import type { AttacherUnderTest, RssSeries } from "./run.ts";
 import { defaultPhaseTimeoutMs, rssSampleMs } from "./run.ts";
 import { type Panel, renderPicture } from "./picture.ts";
 import { formatTable } from "./table.ts";
+import { PROBE_PUBLISHES } from "./fixtures.ts";
 import { shortName } from "./short_name.ts";
 import { nowMs } from "./timeline.ts";
 
@@ -71,8 +73,10 @@ export interface TakeoverResult {
   csiCalls: Record<string, number>;
   /** ControllerPublishVolume calls other than the probe's one. */
   publishesOfAttached: number;
-  /** B's RSS and CPU over the takeover, and the Lease acquisition, for pictures. */
+  /** B's RSS over the takeover, and the Lease acquisition, for pictures. */
   rssSeries: RssSeries;
+  /** B's CPU samples from the kill: `[epoch ms, CPU seconds]`. */
+  cpuSeries: [number, number][];
   leaseAt: number;
   killedAt: number;
 }
@@ -84,12 +88,14 @@ export function replicaCommand(commandLine: string, identity: string): string {
 
 /**
  * The end of the work in CPU samples `[at ms, cpu s]` taken from `from` on: the time of the last
- * sample whose interval used at least `share` of a core, once `quietMs` followed without one;
- * undefined while the quiet window has not come.
+ * sample whose interval used at least `share` of a core, once `quietMs` without one followed and
+ * `quietFrom` had passed (quiet before it does not end the work); undefined while that has not
+ * come.
  */
 export function workEnd(
   samples: readonly [number, number][],
   from: number,
+  quietFrom = from,
   share = QUIET_SHARE,
   quietMs = QUIET_MS,
 ): number | undefined {
@@ -99,7 +105,7 @@ export function workEnd(
     const [t1, c1] = samples[i]!;
     if (t1 <= from) continue;
     if ((c1 - c0) / ((t1 - t0) / 1000) >= share) lastBusy = t1;
-    else if (t1 - lastBusy >= quietMs) return lastBusy;
+    else if (t1 - Math.max(lastBusy, quietFrom) >= quietMs) return lastBusy;
   }
   return undefined;
 }
@@ -132,6 +138,7 @@ export async function runTakeover(
     csiCalls: {},
     publishesOfAttached: NaN,
     rssSeries: { at: [], bytes: [] },
+    cpuSeries: [],
     leaseAt: NaN,
     killedAt: NaN,
   };
@@ -215,7 +222,7 @@ export async function runTakeover(
     await env.takeCsiCalls();
 
     // The kill, and at once the probe.
-    const cpu: [number, number][] = [];
+    const cpu = result.cpuSeries;
     const sample = () => {
       const s = deps.proc.sampleTree(b.pid);
       if (s === undefined) return;
@@ -244,9 +251,11 @@ export async function runTakeover(
     await waitFor("the probe", async () => (await env.wait("flood", 1000)).done);
     const probe = await env.timeline();
     result.leaseToProbeAttachedSeconds = (probe.floodAttachedAt - result.leaseAt) / 1000;
+    // B may wait on its lists without spending CPU before it works: quiet counts only once the
+    // probe, near the end of the initial list, is attached.
     let end: number | undefined;
     await waitFor("replica B's CPU to fall quiet", () => {
-      end = workEnd(cpu, result.leaseAt);
+      end = workEnd(cpu, result.leaseAt, probe.floodAttachedAt);
       return Promise.resolve(end !== undefined);
     });
     result.leaseToProcessedSeconds = (end! - result.leaseAt) / 1000;
@@ -263,7 +272,8 @@ export async function runTakeover(
     await sleep(QUIET_MS);
     addCounts(calls, await env.takeCsiCalls());
     result.csiCalls = calls;
-    result.publishesOfAttached = (calls.ControllerPublishVolume ?? 0) - 1;
+    result.publishesOfAttached = (calls.ControllerPublishVolume ?? 0) -
+      (calls[PROBE_PUBLISHES] ?? 0);
     const last = deps.proc.sampleTree(b.pid);
     result.peakRssBytes = last?.peakRssBytes ?? NaN;
     result.ok = true;

@@ -19,8 +19,19 @@ Deno.test("workEnd() is the last busy sample once a quiet window followed", () =
   // Not yet: only 2.5 s quiet after the busy sample.
   assert.equal(workEnd(samples.slice(0, 9), 0), undefined);
   // Work before `from` does not count: quiet from 2000 on.
-  assert.equal(workEnd(samples, 2000, 0.1, 2000), 2000);
-  assert.equal(workEnd(samples, 2000, 0.1, 3000), 2000);
+  assert.equal(workEnd(samples, 2000, 2000, 0.1, 2000), 2000);
+  assert.equal(workEnd(samples, 2000, 2000, 0.1, 3000), 2000);
+});
+
+Deno.test("workEnd() does not end the work in a quiet wait before `quietFrom`", () => {
+  // Idle for 4 s (waiting on a list), busy from 4 to 5 s, then idle.
+  const samples: [number, number][] = [[0, 0]];
+  for (let t = 500; t <= 9000; t += 500) {
+    const cpu = t <= 4000 ? 0 : t <= 5000 ? (t - 4000) / 1000 : 1;
+    samples.push([t, cpu]);
+  }
+  assert.equal(workEnd(samples, 0), 0, "without quietFrom the wait looks like the end");
+  assert.equal(workEnd(samples, 0, 4000), 5000);
 });
 
 /** `unshare --uts` needs CAP_SYS_ADMIN (root in the benchmark's machine). */
