@@ -81,6 +81,8 @@ Other modes (their own flags; see bench/README.md):
   --footprint             where one attacher's memory is after start, at rest, at the peaks
                           (smaps_rollup, V8 heap over the inspector, heap snapshots)
   --soak=N                memory under N cycles of churn
+  --takeover --fake       a standby taking over N attached VolumeAttachments after the leader
+                          is SIGKILLed (--sizes, --runs, --nodes, --attacher-cmd as above)
 `;
 
 /** How long each ControllerUnpublishVolume takes in the detach flood, ms. */

@@ -38,10 +38,19 @@ export interface BenchEnvironment {
   takeCsiCalls(): Promise<Record<string, number>>;
   /** Per-object latencies and phase times as the API server saw them. */
   timeline(): Promise<TimelineReport>;
+  /** Every change of a Lease's holder so far, oldest first (environments that record them). */
+  leaseHolders?(): Promise<LeaseHolderChange[]>;
   /** The environment's own processes (API server, driver) by role, for context figures. */
   helperPids(): Record<string, number>;
   /** Stops everything the environment started and removes its files. */
   close(): Promise<void>;
+}
+
+/** A Lease got a new holder ("" when released) at `at` (epoch ms, the API server's view). */
+export interface LeaseHolderChange {
+  lease: string;
+  holder: string;
+  at: number;
 }
 
 /**

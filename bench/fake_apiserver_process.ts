@@ -19,6 +19,8 @@
  *   {@link import("./timeline.ts").WaitAnswer}.
  * - `POST /requests/take`: the requests received since the last take, counted, then forgotten
  *   ({@link import("./request_counts.ts").RequestCounts}).
+ * - `GET /leases`: every change of a Lease's holder
+ *   ({@link import("./environment.ts").LeaseHolderChange}), oldest first.
  * - `GET /timeline`: the per-object latencies ({@link import("./timeline.ts").TimelineReport}).
  *
  * Times are Unix epoch milliseconds from `performance.timeOrigin + performance.now()`, taken in
@@ -35,12 +37,14 @@ import {
   csiNode,
   type FixtureSpec,
   FLOOD_PROBE,
+  hasProbe,
   persistentVolume,
   vaName,
   volumeAttachment,
 } from "./fixtures.ts";
 import { bump, emptyCounts, type RequestCounts, requestKey } from "./request_counts.ts";
-import { Timeline, type WaitTarget } from "./timeline.ts";
+import { nowMs, Timeline, type WaitTarget } from "./timeline.ts";
+import type { LeaseHolderChange } from "./environment.ts";
 
 /** Counts recorded requests by verb and resource, content type, Accept and User-Agent. */
 export function countRequests(requests: readonly RecordedRequest[]): RequestCounts {
@@ -72,15 +76,20 @@ async function main(specJson: string): Promise<void> {
   for (let n = 0; n < spec.nodes; n++) server.create(CSI_NODES, csiNode(spec, n));
   server.create(PERSISTENT_VOLUMES, persistentVolume(spec, CANARY));
   for (let i = 0; i < spec.count; i++) server.create(PERSISTENT_VOLUMES, persistentVolume(spec, i));
-  if (spec.unpublishDelayMs !== undefined) {
-    server.create(PERSISTENT_VOLUMES, persistentVolume(spec, FLOOD_PROBE));
-  }
+  if (hasProbe(spec)) server.create(PERSISTENT_VOLUMES, persistentVolume(spec, FLOOD_PROBE));
   server.clearRequests();
 
   const timeline = new Timeline({}, { spec });
+  // Every change of a Lease's holder, as the API server stored it.
+  const leaseHolders: LeaseHolderChange[] = [];
   server.onEvent((ev) => {
     if (ev.resource === "volumeattachments") {
       timeline.observe(ev.type, ev.object as VolumeAttachment);
+    } else if (ev.resource === "leases") {
+      const holder = (ev.object as { spec?: { holderIdentity?: string } }).spec?.holderIdentity ??
+        "";
+      const last = leaseHolders.findLast((c) => c.lease === ev.name);
+      if (last?.holder !== holder) leaseHolders.push({ lease: ev.name, holder, at: nowMs() });
     }
   });
 
@@ -122,6 +131,8 @@ async function main(specJson: string): Promise<void> {
       }
       case "GET /timeline":
         return json(timeline.report());
+      case "GET /leases":
+        return json(leaseHolders);
       default:
         return new Response("not found\n", { status: 404 });
     }

@@ -14,7 +14,14 @@
 import { ExampleDriver } from "../testkit/csi/example_driver.ts";
 import type { ControllerHandlers, IdentityHandlers } from "../testkit/csi/server.ts";
 import { startCsiDriverServer } from "../testkit/csi/server.ts";
-import { CANARY, type FixtureSpec, FLOOD_PROBE, volumeId } from "./fixtures.ts";
+import {
+  CANARY,
+  type FixtureSpec,
+  FLOOD_PROBE,
+  hasProbe,
+  PROBE_PUBLISHES,
+  volumeId,
+} from "./fixtures.ts";
 
 /** gRPC method names by handler name, as the CSI spec names them. */
 const METHOD_NAMES: Readonly<Record<string, string>> = {
@@ -47,9 +54,9 @@ async function main(specJson: string, socket: string): Promise<void> {
   driver.createVolume(volumeId(spec, CANARY));
   for (let i = 0; i < spec.count; i++) driver.createVolume(volumeId(spec, i));
   const controller = driver.controllerHandlers();
+  if (hasProbe(spec)) driver.createVolume(volumeId(spec, FLOOD_PROBE));
   const delayMs = spec.unpublishDelayMs;
   if (delayMs !== undefined) {
-    driver.createVolume(volumeId(spec, FLOOD_PROBE));
     const unpublish = controller.controllerUnpublishVolume?.bind(controller);
     if (unpublish === undefined) throw new Error("the example driver has no unpublish");
     controller.controllerUnpublishVolume = async (request) => {
@@ -58,6 +65,18 @@ async function main(specJson: string, socket: string): Promise<void> {
     };
   }
   const counts = new Map<string, number>();
+  if (spec.takeover === true) {
+    // The takeover counts the probe's publishes apart from those of VAs already attached.
+    const publish = controller.controllerPublishVolume?.bind(controller);
+    if (publish === undefined) throw new Error("the example driver has no publish");
+    const probe = volumeId(spec, FLOOD_PROBE);
+    controller.controllerPublishVolume = (request) => {
+      if (request.volumeId === probe) {
+        counts.set(PROBE_PUBLISHES, (counts.get(PROBE_PUBLISHES) ?? 0) + 1);
+      }
+      return publish(request);
+    };
+  }
   await startCsiDriverServer({
     address: socket,
     identity: countCalls<IdentityHandlers>(driver.identityHandlers(), counts),

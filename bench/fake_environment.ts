@@ -7,7 +7,7 @@
  */
 
 import type { FixtureSpec } from "./fixtures.ts";
-import type { BenchEnvironment } from "./environment.ts";
+import type { BenchEnvironment, LeaseHolderChange } from "./environment.ts";
 import type { RequestCounts } from "./request_counts.ts";
 import type { TimelineReport, WaitAnswer, WaitTarget } from "./timeline.ts";
 import { HelperProcess } from "./helper_process.ts";
@@ -121,6 +121,10 @@ export class FakeEnvironment implements BenchEnvironment {
 
   takeCsiCalls(): Promise<Record<string, number>> {
     return call(this.#driverControl, "POST", "/calls/reset");
+  }
+
+  leaseHolders(): Promise<LeaseHolderChange[]> {
+    return call(this.#apiControl, "GET", "/leases");
   }
 
   timeline(): Promise<TimelineReport> {

@@ -31,11 +31,24 @@ export interface FixtureSpec {
    */
   unpublishDelayMs?: number;
   /**
+   * `--takeover`: the {@link FLOOD_PROBE} PV and volume exist, for a VA created when the leader
+   * is killed.
+   */
+  takeover?: boolean;
+  /**
    * `--pods`: each object is a PV, a PVC bound to it and a Pod on its node, and the attach/detach
    * controller makes the VolumeAttachments (cluster environment only).
    */
   pods?: boolean;
 }
+
+/** Whether the {@link FLOOD_PROBE} PV and volume exist in a run of `spec`. */
+export function hasProbe(spec: FixtureSpec): boolean {
+  return spec.unpublishDelayMs !== undefined || spec.takeover === true;
+}
+
+/** The driver's count of ControllerPublishVolume calls for the probe volume (`--takeover`). */
+export const PROBE_PUBLISHES = "ControllerPublishVolume of the probe";
 
 /** Index of the canary: it is not one of the `count` measured objects. */
 export const CANARY = -1;

@@ -16,10 +16,14 @@ import {
 } from "./bench_options.ts";
 import type { EnvironmentFactory } from "./environment.ts";
 import { FakeEnvironment } from "./fake_environment.ts";
+import { panelsOf, renderPicture } from "./picture.ts";
 import { ProcReader } from "./proc_stats.ts";
 import { type FigureRow, figureRows, perObjectRows, renderScenario } from "./report.ts";
 import { type AttacherUnderTest, runOnce, type RunResult, type Scenario } from "./run.ts";
 import { buildShippedForm } from "./shipped_form.ts";
+import { shortName } from "./short_name.ts";
+
+export { shortName };
 
 const REPO = new URL("../", import.meta.url).pathname;
 const DEFAULT_OUT = new URL("./results", import.meta.url).pathname;
@@ -69,25 +73,6 @@ export function scenariosFor(options: BenchOptions): Scenario[] {
   return out;
 }
 
-/** Words of a command line that only start the real program. */
-const WRAPPERS = new Set(["env", "exec", "nice", "setsid", "time", "taskset", "chrt"]);
-
-/**
- * A short name for a command line: the `.ts` or `.js` entry point for a Deno program, else the
- * base name of the first word that is not a wrapper (`env`, `nice`…), an option or a variable
- * assignment.
- */
-export function shortName(commandLine: string): string {
-  const words = commandLine.trim().split(/\s+/);
-  const ts = words.find((w) => w.endsWith(".ts") || w.endsWith(".js"));
-  if (ts !== undefined) return ts.split("/").at(-1) as string;
-  const program =
-    words.find((w) =>
-      !w.includes("=") && !w.startsWith("-") && !/^\d+$/.test(w) && !WRAPPERS.has(w)
-    ) ?? words[0] ?? "";
-  return program.split("/").at(-1) as string;
-}
-
 /** The attachers under test with their table labels (`A: main.ts`, `B: csi-attacher`). */
 export function attachersFor(options: BenchOptions, ourCommand: string): AttacherUnderTest[] {
   const commands = options.attacherCommands.length > 0 ? options.attacherCommands : [ourCommand];
@@ -104,6 +89,11 @@ function toJson(value: unknown): string {
     (_k, v) => (typeof v === "number" && !Number.isFinite(v) ? null : v),
     2,
   );
+}
+
+/** A file-name part for a scenario name: `N=100000, unthrottled` → `N100000-unthrottled`. */
+export function slug(text: string): string {
+  return text.replace(/[^A-Za-z0-9]+/g, "-").replace(/^-|-$/g, "").replace(/^N-/, "N");
 }
 
 function stamp(date: Date): string {
@@ -158,6 +148,19 @@ async function main(args: string[]): Promise<number> {
   if (args.some((a) => a === "--soak" || a.startsWith("--soak="))) {
     const { runSoak } = await import("./soak.ts");
     return await runSoak(args);
+  }
+  if (args.includes("--takeover")) {
+    const { runTakeoverMode } = await import("./takeover.ts");
+    const dir = await Deno.makeTempDir({ prefix: "csi-attacher-bench-" });
+    try {
+      return await runTakeoverMode(args, DEFAULT_OUT, async () => {
+        const shipped = await buildShippedForm(REPO, dir, Deno.env.get("DENORT_BIN"));
+        progress(`Ours: ${shipped.description}`);
+        return shipped.commandLine;
+      });
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
   }
   if (args.includes("--footprint")) {
     const { runFootprint } = await import("./footprint.ts");
@@ -299,6 +302,21 @@ async function runAll(options: BenchOptions, attachers: AttacherUnderTest[]): Pr
     }) + "\n",
   );
   progress(`Wrote ${file}`);
+  for (const { scenario, runs } of results) {
+    const svg = `${options.outDir}/${stamp(started)}-${slug(scenario.name)}.svg`;
+    await Deno.writeTextFile(
+      svg,
+      renderPicture(
+        `${scenario.name}, ${scenario.workers} workers, ${scenario.nodes} nodes (${environmentName}), ${
+          started.toISOString().slice(0, 10)
+        }`,
+        scenario.count,
+        panelsOf(labels, runs),
+        labels,
+      ),
+    );
+    progress(`Wrote ${svg}`);
+  }
   const failed = results.some(({ runs }) => runs.flat().some((r) => !r.ok));
   return failed ? 1 : 0;
 }

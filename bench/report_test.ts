@@ -25,6 +25,8 @@ function run(attacher: string, podSeconds: number[] | undefined, ok = true): Run
     peakRssBytes: 0,
     restRssBytes: 0,
     startupRssBytes: 0,
+    rssSeries: { at: [], bytes: [] },
+    phaseTimes: {},
     ...(podSeconds === undefined ? {} : {
       pods: {
         attachLatency: summarize(podSeconds),

@@ -25,7 +25,7 @@
 import { attacherArgs, type AttacherFlags, AttacherProcess } from "./attacher_process.ts";
 import type { BenchEnvironment, EnvironmentFactory } from "./environment.ts";
 import { mergeCounts, type RequestCounts } from "./request_counts.ts";
-import type { TimelineReport, WaitTarget } from "./timeline.ts";
+import { nowMs, type TimelineReport, type WaitTarget } from "./timeline.ts";
 import type { ProcReader, TreeSample } from "./proc_stats.ts";
 import type { LatencySummary } from "./stats.ts";
 
@@ -117,7 +117,7 @@ export interface RunResult {
   detachLatency: LatencySummary;
   /** Detach flood: the new VA's create → attached, seconds; NaN in other scenarios. */
   floodAttachLatencySeconds: number;
-  phases: Partial<Record<"startup" | "attach" | "rest" | "detach", PhaseFigures>>;
+  phases: Partial<Record<PhaseName, PhaseFigures>>;
   /** Attacher CPU from spawn to the end of the detach phase. */
   cpuSecondsTotal: number;
   /** VmHWM at the end of the run. */
@@ -129,6 +129,24 @@ export interface RunResult {
   timeline?: TimelineReport;
   /** `--pods` only. */
   pods?: PodFigures;
+  /** The attacher's RSS sampled over the run, for the pictures. */
+  rssSeries: RssSeries;
+  /** Start and end of each phase as the benchmark saw them, epoch ms. */
+  phaseTimes: Partial<Record<PhaseName, [number, number]>>;
+}
+
+/** The phases of a run, in order. */
+export type PhaseName = "startup" | "attach" | "rest" | "detach";
+
+/** RSS samples: `bytes[i]` at `at[i]` (epoch ms). */
+export interface RssSeries {
+  at: number[];
+  bytes: number[];
+}
+
+/** Interval of the RSS samples: 250 ms, longer for large N (about 2000 samples in a run). */
+export function rssSampleMs(count: number): number {
+  return Math.min(1000, Math.max(250, Math.ceil(count / 100)));
 }
 
 function sleep(ms: number): Promise<void> {
@@ -151,11 +169,18 @@ function toSeconds(s: LatencySummary): LatencySummary {
   };
 }
 
-/** The limit of one phase: generous for the request budget the client limits allow. */
+/** A phase may take this long per object at least (a pace of 200 a second), ms. */
+export const PHASE_MS_PER_OBJECT = 5;
+
+/**
+ * The limit of one phase: generous for the request budget the client limits allow, and for N
+ * objects at a pace of 200 a second (both attachers do 450 to 1300 a second on 2 shared cores),
+ * so that every attacher finishes at N=100 000.
+ */
 export function defaultPhaseTimeoutMs(scenario: Scenario): number {
   // About three writes per attach; a phase may take five times the bucket's pace.
   const bucketSeconds = (scenario.count * 3) / scenario.qps;
-  return Math.max(120_000, bucketSeconds * 5 * 1000);
+  return Math.max(120_000, bucketSeconds * 5 * 1000, scenario.count * PHASE_MS_PER_OBJECT);
 }
 
 /** Runs one attacher through one scenario in a fresh environment. Never throws for run failures. */
@@ -183,6 +208,8 @@ export async function runOnce(
     peakRssBytes: NaN,
     restRssBytes: NaN,
     startupRssBytes: NaN,
+    rssSeries: { at: [], bytes: [] },
+    phaseTimes: {},
   };
   let env: BenchEnvironment;
   try {
@@ -215,10 +242,18 @@ export async function runOnce(
     verbosity: 1,
   };
   let proc: AttacherProcess | undefined;
+  let sampler: ReturnType<typeof setInterval> | undefined;
   try {
     await env.createCanary();
     proc = AttacherProcess.start(attacher.commandLine, attacherArgs(flags), logFile);
     const p = proc;
+    const rss = result.rssSeries;
+    sampler = setInterval(() => {
+      const s = deps.proc.sampleTree(p.pid);
+      if (s === undefined) return;
+      rss.at.push(nowMs());
+      rss.bytes.push(s.rssBytes);
+    }, rssSampleMs(scenario.count));
     const sample = (): TreeSample => {
       const s = deps.proc.sampleTree(p.pid);
       if (s === undefined) throw new Error("the attacher exited");
@@ -238,6 +273,7 @@ export async function runOnce(
     let helpers = helperCpu();
     const canary = await waitChecked(env, p, "canary", timeoutMs);
     result.startupSeconds = (canary.at - p.startedAt) / 1000;
+    result.phaseTimes.startup = [p.startedAt, nowMs()];
     let cpu = sample();
     result.startupRssBytes = cpu.rssBytes;
     result.phases.startup = {
@@ -250,9 +286,11 @@ export async function runOnce(
 
     // 2. attach
     helpers = helperCpu();
+    const attachStartedAt = nowMs();
     await env.startAttach();
     await waitChecked(env, p, "attached", timeoutMs);
     let requests = await quiet(env, options);
+    result.phaseTimes.attach = [attachStartedAt, nowMs()];
     let next = sample();
     result.phases.attach = {
       requests,
@@ -264,7 +302,9 @@ export async function runOnce(
 
     // 3. rest
     helpers = helperCpu();
+    const restStartedAt = nowMs();
     await sleep(options.restMs);
+    result.phaseTimes.rest = [restStartedAt, nowMs()];
     next = sample();
     result.restRssBytes = next.rssBytes;
     result.phases.rest = {
@@ -277,6 +317,7 @@ export async function runOnce(
 
     // 4. detach
     helpers = helperCpu();
+    const detachStartedAt = nowMs();
     await env.startDetach();
     if (scenario.unpublishDelayMs !== undefined) {
       await env.createFloodProbe();
@@ -284,6 +325,7 @@ export async function runOnce(
     }
     await waitChecked(env, p, "gone", timeoutMs);
     requests = await quiet(env, options);
+    result.phaseTimes.detach = [detachStartedAt, nowMs()];
     next = sample();
     result.phases.detach = {
       requests,
@@ -304,6 +346,7 @@ export async function runOnce(
       if (s !== undefined) result.peakRssBytes = s.peakRssBytes;
     }
   } finally {
+    clearInterval(sampler);
     try {
       const timeline = await env.timeline();
       result.timeline = timeline;

@@ -55,6 +55,44 @@ export interface TimelineReport {
   detachLatencyMs: LatencySummary;
   /** `--pods`: Pod created → volume in its Node's `status.volumesAttached`, and back. */
   pods?: PodTimelineReport;
+  /** How many measured VAs were attached (and not yet gone) over time, for the pictures. */
+  attachedSeries: AttachedSeries;
+}
+
+/** Counts at `startAt + i * stepMs` (epoch ms) for each `i` of `counts`. */
+export interface AttachedSeries {
+  startAt: number;
+  stepMs: number;
+  counts: number[];
+}
+
+/** At most this many points in an {@link AttachedSeries}. */
+export const SERIES_POINTS = 400;
+
+/**
+ * The number of objects attached and not gone at evenly spaced times from `startAt` to `endAt`:
+ * `attachedAt[i]` and `goneAt[i]` are one object's times (NaN: it never was).
+ */
+export function attachedSeries(
+  attachedAt: Float64Array,
+  goneAt: Float64Array,
+  startAt: number,
+  endAt: number,
+): AttachedSeries {
+  if (!Number.isFinite(startAt) || !(endAt > startAt)) return { startAt, stepMs: 0, counts: [] };
+  const ups = attachedAt.filter(Number.isFinite).sort();
+  const downs = goneAt.filter((t, i) => Number.isFinite(t) && Number.isFinite(attachedAt[i]!))
+    .sort();
+  const stepMs = Math.max(100, Math.ceil((endAt - startAt) / (SERIES_POINTS - 1)));
+  const counts: number[] = [];
+  let up = 0;
+  let down = 0;
+  for (let t = startAt; t < endAt + stepMs; t += stepMs) {
+    while (up < ups.length && ups[up]! <= t) up++;
+    while (down < downs.length && downs[down]! <= t) down++;
+    counts.push(up - down);
+  }
+  return { startAt, stepMs, counts };
 }
 
 /** Epoch milliseconds with sub-millisecond resolution. */
@@ -247,6 +285,12 @@ export class Timeline {
       gone: this.#gone,
       attachLatencyMs: summarize(attach),
       detachLatencyMs: summarize(detach),
+      attachedSeries: attachedSeries(
+        this.#attachedAt,
+        this.#goneAt,
+        this.#attachStartedAt,
+        Number.isFinite(this.#lastGoneAt) ? this.#lastGoneAt : this.#now(),
+      ),
     };
   }
 

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import type { VolumeAttachment } from "../lib/kube/types.ts";
 import { CANARY, type FixtureSpec, volumeAttachment } from "./fixtures.ts";
-import { Timeline } from "./timeline.ts";
+import { attachedSeries, SERIES_POINTS, Timeline } from "./timeline.ts";
 
 const spec: FixtureSpec = { driver: "d", count: 2, nodes: 1, prefix: "t-" };
 
@@ -60,4 +60,16 @@ Deno.test("Timeline.wait() answers not done at its timeout", async () => {
   const t = new Timeline({}, { spec });
   assert.deepEqual(await t.wait("gone", 10), { done: false, count: 0, at: NaN });
   assert.equal(t.report().attachLatencyMs.count, 0);
+});
+
+Deno.test("attachedSeries() counts what is attached and not gone at each step", () => {
+  const nan = NaN;
+  const attachedAt = new Float64Array([1100, 1250, nan]);
+  const goneAt = new Float64Array([1450, nan, 1300]); // the third was never attached
+  const s = attachedSeries(attachedAt, goneAt, 1000, 1500);
+  assert.equal(s.stepMs, 100);
+  assert.deepEqual(s.counts, [0, 1, 1, 2, 2, 1]);
+  assert.deepEqual(attachedSeries(attachedAt, goneAt, NaN, 1500).counts, []);
+  const long = attachedSeries(attachedAt, goneAt, 0, 1_000_000);
+  assert.ok(long.counts.length <= SERIES_POINTS + 1, String(long.counts.length));
 });

@@ -19,7 +19,8 @@
 import type { Clock } from "../clock.ts";
 import { realClock } from "../clock.ts";
 import { errorText } from "../errors.ts";
-import type { CsiClient } from "../csi/api.ts";
+import type { CsiClient, ListVolumesPage } from "../csi/api.ts";
+import { ListVolumesPaging, type PagingTurnedOn } from "./list_volumes_paging.ts";
 import { notFoundError, PERSISTENT_VOLUMES } from "../kube/api.ts";
 import type { VolumeAttachment } from "../kube/types.ts";
 import type { Logger } from "../observe/logger.ts";
@@ -62,7 +63,10 @@ export interface ListVolumesReconcilerOptions {
   driverName: string;
   /** Timeout of one whole pass, every ListVolumes page included. */
   timeoutMs: number;
-  /** `max_entries` of each ListVolumes page; 0 means no limit. */
+  /**
+   * `max_entries` of each ListVolumes page; 0 means no limit until an answer grows too large for
+   * one gRPC message (list_volumes_paging.ts).
+   */
   maxEntries: number;
 }
 
@@ -80,6 +84,7 @@ export class ListVolumesReconciler implements Reconciler {
   #clock: Clock;
   #opts: ListVolumesReconcilerOptions;
   #fence: LeaseFence;
+  #paging: ListVolumesPaging;
 
   /** Builds the reconciler; nothing runs until {@link reconcile}. */
   constructor(deps: ListVolumesReconcilerDeps, opts: ListVolumesReconcilerOptions) {
@@ -87,6 +92,7 @@ export class ListVolumesReconciler implements Reconciler {
     this.#clock = deps.clock ?? realClock;
     this.#opts = opts;
     this.#fence = deps.fence ?? UNFENCED;
+    this.#paging = new ListVolumesPaging(opts.maxEntries);
   }
 
   /** True (and logged) when the lease fence is closed. */
@@ -94,6 +100,22 @@ export class ListVolumesReconciler implements Reconciler {
     if (this.#fence.valid()) return false;
     this.#deps.log.info(FENCE_REFUSED_MESSAGE, { reconciler: "ListVolumes" });
     return true;
+  }
+
+  /** `max_entries` of the next ListVolumes page (0: no limit); see list_volumes_paging.ts. */
+  get maxEntries(): number {
+    return this.#paging.maxEntries;
+  }
+
+  /** Logs, once in the life of the reconciler, that paging was turned on and why. */
+  #reportPaging(turnedOn: PagingTurnedOn | undefined): void {
+    if (turnedOn === undefined) return;
+    this.#deps.log.info("ListVolumes answer too large for one message, paging with max_entries", {
+      reason: turnedOn.reason,
+      answerBytes: turnedOn.answerBytes,
+      limitBytes: turnedOn.limitBytes,
+      maxEntries: turnedOn.maxEntries,
+    });
   }
 
   /**
@@ -112,35 +134,52 @@ export class ListVolumesReconciler implements Reconciler {
       before.set(va.metadata.name, cachedVersion(va));
     }
     const deadline = this.#clock.now() + this.#opts.timeoutMs;
-    const published = new Map<string, Set<string>>();
+    this.#reportPaging(this.#paging.beforePass(before.size));
+    // Volume ID → the nodes it is published to, as the page gave them (one or two entries each:
+    // an array is smaller than a Set and as quick to search).
+    const published = new Map<string, readonly string[]>();
     let token = "";
-    do {
+    let pages = 0;
+    for (;;) {
       if (signal.aborted || this.#fenceClosed()) return;
       const timeoutMs = Math.max(1, deadline - this.#clock.now());
-      let page;
+      let page: ListVolumesPage;
       try {
         page = await csi.listVolumes({
-          maxEntries: this.#opts.maxEntries,
+          maxEntries: this.#paging.maxEntries,
           startingToken: token,
         }, {
           timeoutMs,
         });
       } catch (err) {
+        const { retry, turnedOn } = this.#paging.onFailure(err);
+        this.#reportPaging(turnedOn);
+        // A page too large for one message is asked again, smaller, within the same deadline.
+        if (retry && this.#clock.now() < deadline) continue;
         throw new Error(`failed to ListVolumes: failed to list volumes: ${errorText(err)}`, {
           cause: err,
         });
       }
+      pages++;
+      this.#paging.observe(page.entries, page.bytes, token === "" && page.nextToken === "");
       for (const entry of page.entries) {
-        published.set(entry.volumeId, new Set(entry.publishedNodeIds));
+        published.set(entry.volumeId, entry.publishedNodeIds);
       }
       token = page.nextToken;
-    } while (token !== "");
+      if (token === "") break;
+    }
     if (signal.aborted || this.#fenceClosed()) return;
+    this.#deps.log.v(4).info("ListVolumes pass read", {
+      pages,
+      volumes: published.size,
+      maxEntries: this.#paging.maxEntries,
+    });
 
     for (const va of stores.volumeAttachments.list()) {
       if (va.spec?.attacher !== this.#opts.driverName) continue;
       const name = va.metadata.name;
-      const log = this.#deps.log.with({ volumeAttachment: name });
+      // The child logger only for a VA that gets a line: most of them get none.
+      const log = () => this.#deps.log.with({ volumeAttachment: name });
       let nodeId: string;
       let volumeHandle: string;
       try {
@@ -154,28 +193,28 @@ export class ListVolumesReconciler implements Reconciler {
           volumeHandle = repairVolumeHandle(source.csi.driver, volumeHandle, nodeId);
         }
       } catch (err) {
-        log.error(err, "Skipping VolumeAttachment in reconciliation");
+        log().error(err, "Skipping VolumeAttachment in reconciliation");
         continue;
       }
-      const found = published.get(volumeHandle)?.has(nodeId) ?? false;
+      const found = published.get(volumeHandle)?.includes(nodeId) ?? false;
       const attached = va.status?.attached ?? false;
       if (found === attached) continue;
       const fields = { volumeHandle, nodeID: nodeId, attached, published: found };
       if (this.#deps.queue.isQueuedOrProcessing(name)) {
-        log.v(4).info("VolumeAttachment is queued or being synced, not reconciling it", fields);
+        log().v(4).info("VolumeAttachment is queued or being synced, not reconciling it", fields);
         continue;
       }
       if (before.get(name) !== cachedVersion(va)) {
-        log.v(4).info("VolumeAttachment changed during ListVolumes, not reconciling it", fields);
+        log().v(4).info("VolumeAttachment changed during ListVolumes, not reconciling it", fields);
         continue;
       }
       if (this.#deps.memory.isOlderThanOwnWrite(va)) {
         // Our own attach or detach was recorded after this cached copy: the driver's answer may
         // show it while the cache does not yet.
-        log.v(4).info("VolumeAttachment is older than our own write, not reconciling it", fields);
+        log().v(4).info("VolumeAttachment is older than our own write, not reconciling it", fields);
         continue;
       }
-      log.v(2).info("Driver's published state differs from VolumeAttachment, requeueing", fields);
+      log().v(2).info("Driver's published state differs from VolumeAttachment, requeueing", fields);
       this.#deps.memory.markOutOfSync(name);
       this.#deps.queue.add(name);
     }

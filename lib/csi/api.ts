@@ -6,6 +6,14 @@
  */
 
 import { grpcCodeName } from "../wire/grpc/status.ts";
+import { MAX_RECEIVE_MESSAGE_BYTES } from "../wire/grpc/response.ts";
+
+/**
+ * The largest answer the client accepts from a driver: grpc-go's default receive limit, 4 MiB
+ * (`defaultClientMaxReceiveMessageSize`, grpc-go `server.go`/`dialoptions.go`). A larger one
+ * fails with ResourceExhausted `grpc: received message larger than max (<size> vs. <limit>)`.
+ */
+export const CSI_MAX_RECEIVE_MESSAGE_BYTES: number = MAX_RECEIVE_MESSAGE_BYTES;
 
 /** `csi.v1.VolumeCapability.AccessMode.Mode` names. */
 export type AccessModeName =
@@ -50,6 +58,15 @@ export interface ListedVolume {
   publishedNodeIds: string[];
 }
 
+/** One page of ListVolumes. */
+export interface ListVolumesPage {
+  entries: ListedVolume[];
+  /** Empty on the last page. */
+  nextToken: string;
+  /** Size of the response message on the wire, when the client knows it. */
+  bytes?: number;
+}
+
 /** Per-call options. */
 export interface CallOptions {
   /** Deadline of the call, in milliseconds from now. */
@@ -83,7 +100,7 @@ export interface CsiClient {
   listVolumes(
     req: { maxEntries: number; startingToken: string },
     opts: CallOptions,
-  ): Promise<{ entries: ListedVolume[]; nextToken: string }>;
+  ): Promise<ListVolumesPage>;
   close(): void;
 }
 

@@ -15,10 +15,28 @@ import {
   CsiError,
   FencedCsiCallError,
   type ListedVolume,
+  type ListVolumesPage,
 } from "./api.ts";
 import { type Clock, realClock } from "../clock.ts";
 import { errorText } from "../errors.ts";
-import { type CsiMethod, csiMethod, type CsiServiceName } from "./schema.ts";
+import {
+  type CsiMethod,
+  csiMethod,
+  type CsiServiceName,
+  projectedSchema,
+  type Projection,
+} from "./schema.ts";
+
+/**
+ * What is read of a ListVolumes answer: each entry's volume ID and published nodes. A driver's
+ * answer for 100 000 volumes also holds their capacity, context, content source, topology and
+ * condition; decoding only these fields keeps a reconcile pass from allocating objects for the
+ * rest (skipped as unknown fields are).
+ */
+const LIST_VOLUMES_READ: Projection = {
+  entries: { volume: { volumeId: true }, status: { publishedNodeIds: true } },
+  nextToken: true,
+};
 import { logGrpcRequest, logGrpcResult } from "./grpc_log.ts";
 import { DEADLINE_DETAILS, FencedCallError, GrpcChannel } from "../wire/grpc/channel.ts";
 import type { Http2SessionOptions } from "../wire/http2/session.ts";
@@ -204,23 +222,25 @@ export class GrpcCsiClient implements CsiClient {
   async listVolumes(
     req: { maxEntries: number; startingToken: string },
     opts: CallOptions,
-  ): Promise<{ entries: ListedVolume[]; nextToken: string }> {
+  ): Promise<ListVolumesPage> {
+    const size = { bytes: 0 };
     const res = await this.#call<{
       entries: {
         volume?: { volumeId: string } | null;
         status?: { publishedNodeIds?: string[] } | null;
       }[];
       nextToken: string;
-    }>("Controller", "ListVolumes", req, opts);
+    }>("Controller", "ListVolumes", req, opts, size);
     const entries: ListedVolume[] = [];
     for (const entry of res.entries) {
       if (!entry.volume || !entry.status) continue;
       entries.push({
         volumeId: entry.volume.volumeId,
-        publishedNodeIds: [...(entry.status.publishedNodeIds ?? [])],
+        // The decoded array is this call's own: no copy.
+        publishedNodeIds: entry.status.publishedNodeIds ?? [],
       });
     }
-    return { entries, nextToken: res.nextToken };
+    return { entries, nextToken: res.nextToken, bytes: size.bytes };
   }
 
   /** Closes the channel; calls in flight fail with Unavailable. Idempotent. */
@@ -234,6 +254,12 @@ export class GrpcCsiClient implements CsiClient {
     let method = this.#methods.get(key);
     if (method === undefined) {
       method = csiMethod(service, name);
+      if (name === "ListVolumes") {
+        method = {
+          ...method,
+          responseType: projectedSchema(method.responseType, LIST_VOLUMES_READ),
+        };
+      }
       this.#methods.set(key, method);
     }
     return method;
@@ -244,13 +270,14 @@ export class GrpcCsiClient implements CsiClient {
     name: string,
     request: object,
     opts: CallOptions,
+    size?: { bytes: number },
   ): Promise<Res> {
     const method = this.#method(service, name);
     logGrpcRequest(this.#log, method, request);
     const startedAt = this.#clock.now();
     const deadlineMs = startedAt + opts.timeoutMs;
     try {
-      const response = await this.#invoke(method, request, opts);
+      const response = await this.#invoke(method, request, opts, size);
       this.#report(method, "OK", startedAt, opts);
       logGrpcResult(this.#log, method, { response }, this.#maxGrpcLogLength);
       return response as Res;
@@ -273,7 +300,12 @@ export class GrpcCsiClient implements CsiClient {
     }
   }
 
-  async #invoke(method: CsiMethod, request: object, opts: CallOptions): Promise<object> {
+  async #invoke(
+    method: CsiMethod,
+    request: object,
+    opts: CallOptions,
+    size?: { bytes: number },
+  ): Promise<object> {
     let bytes: Uint8Array;
     try {
       bytes = encodeMessage(method.requestType, request);
@@ -283,6 +315,7 @@ export class GrpcCsiClient implements CsiClient {
       });
     }
     const reply = await this.#channel.unary(method.path, bytes, opts.timeoutMs, opts.fence);
+    if (size !== undefined) size.bytes = reply.length;
     try {
       return decodeMessage(method.responseType, reply);
     } catch (err) {

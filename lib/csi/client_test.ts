@@ -172,10 +172,13 @@ Deno.test("GrpcCsiClient.listVolumes() pages and skips entries without volume or
         publishedNodeIds: [],
       }],
       nextToken: "2",
+      // The message on the wire, the entry without volume or status included.
+      bytes: 54,
     });
     assert.deepEqual(await client.listVolumes({ maxEntries: 2, startingToken: "2" }, T), {
       entries: [],
       nextToken: "",
+      bytes: 0,
     });
     driver.assertDone();
   });

@@ -482,13 +482,30 @@ export class Registry {
   }
 
   /**
-   * The events after resourceVersion `rv`, oldest first.
+   * The events after resourceVersion `rv` that `wanted` accepts (all by default), oldest first.
+   * Only those are copied: a watch of a quiet resource resuming from an old resourceVersion
+   * costs the events of its resource, not the whole history (kube-apiserver's watch cache keeps
+   * one per resource).
    *
    * @throws {StatusError} 410 Expired when events after `rv` were already dropped.
    */
-  eventsAfter(rv: number): RegistryEvent[] {
+  eventsAfter(rv: number, wanted: (ev: RegistryEvent) => boolean = () => true): RegistryEvent[] {
     if (rv < this.#compactedRv) throw resourceExpired(rv, this.#compactedRv);
-    return this.#history.filter((ev) => ev.resourceVersion > rv).map(copyEvent);
+    const history = this.#history;
+    // The history is in resourceVersion order: the first event after `rv` by bisection.
+    let lo = 0;
+    let hi = history.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (history[mid]!.resourceVersion > rv) hi = mid;
+      else lo = mid + 1;
+    }
+    const out: RegistryEvent[] = [];
+    for (let i = lo; i < history.length; i++) {
+      const ev = history[i]!;
+      if (wanted(ev)) out.push(copyEvent(ev));
+    }
+    return out;
   }
 
   /** The resourceVersion of the last compaction: older states and events are gone. */

@@ -32,6 +32,7 @@
  * @module
  */
 
+import { decodeKubeProtobuf, KUBE_PROTOBUF } from "./protobuf_body.ts";
 import { type Clock, realClock, type Timer } from "../../lib/clock.ts";
 import type { ObjectList, Patch, Resource } from "../../lib/kube/api.ts";
 import type { KubeObject } from "../../lib/kube/types.ts";
@@ -644,7 +645,18 @@ export class MemoryApiServer {
     const query = Object.fromEntries(url.searchParams);
     const contentType = (req.headers.get("content-type") ?? "").split(";")[0]?.trim()
       .toLowerCase() ?? "";
-    const text = await req.text();
+    // A Lease in Kubernetes' protobuf encoding (the Go sidecar's leader election) is served as
+    // its JSON form; any other protobuf body stays undecodable (415, as before).
+    let text: string;
+    let bodyType = contentType;
+    if (contentType === KUBE_PROTOBUF) {
+      const bytes = new Uint8Array(await req.arrayBuffer());
+      const decoded = decodeKubeProtobuf(bytes);
+      text = decoded === undefined ? new TextDecoder().decode(bytes) : JSON.stringify(decoded);
+      if (decoded !== undefined) bodyType = "application/json";
+    } else {
+      text = await req.text();
+    }
     let body: unknown = undefined;
     let bodyError: unknown = undefined;
     if (text.trim() !== "") {
@@ -702,7 +714,7 @@ export class MemoryApiServer {
       const response = watch ? this.#watch(route, query) : await this.#serve(
         req.method,
         route,
-        contentType,
+        bodyType,
         { parsed: body, text },
         query,
         query.fieldManager ?? managerOf(record.userAgent),

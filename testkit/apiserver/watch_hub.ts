@@ -160,8 +160,7 @@ export class WatchHub {
       }
     } else if (!fromNow) {
       try {
-        initial = this.#registry.eventsAfter(Number(rv))
-          .filter((ev) => wantsEvent(request, ev))
+        initial = this.#registry.eventsAfter(Number(rv), (ev) => wantsEvent(request, ev))
           .map((ev) => ({ type: ev.type, object: ev.object }));
       } catch (err) {
         if (!(err instanceof StatusError)) throw err;

@@ -1,0 +1,421 @@
+/**
+ * `deno task bench -- --takeover --fake`: what a new leader costs after the old one died.
+ *
+ * One run, per attacher and N:
+ * 1. replica A starts with `--leader-election`, takes the Lease and attaches the canary; all N
+ *    VolumeAttachments are created and attached by it;
+ * 2. replica B starts with `--leader-election` and waits (standby);
+ * 3. A is killed (SIGKILL to its process group) and at once one more VolumeAttachment, the
+ *    probe, is created: the volume a Pod scheduled at that moment waits for;
+ * 4. B takes the Lease (when A's has expired), lists, and works through every VA.
+ *
+ * Measured for B, from its Lease acquisition (the API server's time of the holder change):
+ * - **probe attached**: the probe VA's `status.attached` stored;
+ * - **every VA processed**: B's CPU falls quiet ({@link QUIET_MS} below {@link QUIET_SHARE} of
+ *   a core, after the probe is attached); the end of its last busy sample. Neither attacher says
+ *   when its queues are empty, so the end of the work is read from the CPU it spends;
+ * - B's CPU seconds from the kill to that point, and its peak RSS (VmHWM: B was idle before);
+ * - ControllerPublishVolume calls for volumes other than the probe's: publishes of VAs already
+ *   attached (must be 0), counted until B's first ListVolumes pass has run too; the probe's own
+ *   are counted apart (a second one is a repeated publish of a VA attached during the takeover).
+ * Caches synced is not measured: neither attacher reports it at `--v=1`.
+ *
+ * Replicas get distinct leader-election identities through their host name: `HOSTNAME` (ours)
+ * and `unshare --uts` with `hostname` (the Go sidecar takes `os.Hostname()`), so the standby does
+ * not take the live leader's Lease as its own.
+ *
+ * @module
+ */
+
+import { attacherArgs, AttacherProcess } from "./attacher_process.ts";
+import { parseBenchOptions } from "./bench_options.ts";
+import type { BenchEnvironment } from "./environment.ts";
+import { FakeEnvironment } from "./fake_environment.ts";
+import { ProcReader } from "./proc_stats.ts";
+import type { AttacherUnderTest, RssSeries } from "./run.ts";
+import { defaultPhaseTimeoutMs, rssSampleMs } from "./run.ts";
+import { type Panel, renderPicture } from "./picture.ts";
+import { formatTable } from "./table.ts";
+import { PROBE_PUBLISHES } from "./fixtures.ts";
+import { shortName } from "./short_name.ts";
+import { nowMs } from "./timeline.ts";
+
+/** B counts as quiet below this share of one core... */
+export const QUIET_SHARE = 0.1;
+/** ...for this long. */
+export const QUIET_MS = 3000;
+/** CPU sampling interval of the standby, ms. */
+const CPU_SAMPLE_MS = 250;
+/** Longest wait for the standby's first ListVolumes pass after its Lease acquisition. */
+const LIST_VOLUMES_WAIT_MS = 90_000;
+const LEASE_FLAGS = ["--leader-election", "--leader-election-namespace=default"];
+
+/** One takeover run. Times are seconds; NaN where the run did not get that far. */
+export interface TakeoverResult {
+  attacher: string;
+  count: number;
+  ok: boolean;
+  error?: string;
+  /** Replica A: first create → all N attached. */
+  leaderAttachSeconds: number;
+  /** Kill of A → B holds the Lease. */
+  killToLeaseSeconds: number;
+  /** B holds the Lease → the probe VA attached. */
+  leaseToProbeAttachedSeconds: number;
+  /** B holds the Lease → B's CPU falls quiet (every VA processed). */
+  leaseToProcessedSeconds: number;
+  /** B's CPU seconds from the kill of A to the end of its work. */
+  cpuSeconds: number;
+  /** B's RSS before the kill (standby), and its peak (VmHWM) at the end. */
+  standbyRssBytes: number;
+  peakRssBytes: number;
+  /** CSI calls B made from the kill to the end, by method. */
+  csiCalls: Record<string, number>;
+  /** ControllerPublishVolume calls other than the probe's one. */
+  publishesOfAttached: number;
+  /** B's RSS over the takeover, and the Lease acquisition, for pictures. */
+  rssSeries: RssSeries;
+  /** B's CPU samples from the kill: `[epoch ms, CPU seconds]`. */
+  cpuSeries: [number, number][];
+  leaseAt: number;
+  killedAt: number;
+}
+
+/** The shell command line of replica `identity`: its own host name, as both attachers read it. */
+export function replicaCommand(commandLine: string, identity: string): string {
+  return `env HOSTNAME=${identity} unshare --uts -- sh -c 'hostname ${identity} && exec "$@"' sh ${commandLine}`;
+}
+
+/**
+ * The end of the work in CPU samples `[at ms, cpu s]` taken from `from` on: the time of the last
+ * sample whose interval used at least `share` of a core, once `quietMs` without one followed and
+ * `quietFrom` had passed (quiet before it does not end the work); undefined while that has not
+ * come.
+ */
+export function workEnd(
+  samples: readonly [number, number][],
+  from: number,
+  quietFrom = from,
+  share = QUIET_SHARE,
+  quietMs = QUIET_MS,
+): number | undefined {
+  let lastBusy = from;
+  for (let i = 1; i < samples.length; i++) {
+    const [t0, c0] = samples[i - 1]!;
+    const [t1, c1] = samples[i]!;
+    if (t1 <= from) continue;
+    if ((c1 - c0) / ((t1 - t0) / 1000) >= share) lastBusy = t1;
+    else if (t1 - Math.max(lastBusy, quietFrom) >= quietMs) return lastBusy;
+  }
+  return undefined;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function addCounts(into: Record<string, number>, more: Record<string, number>): void {
+  for (const [k, v] of Object.entries(more)) into[k] = (into[k] ?? 0) + v;
+}
+
+/** Runs one takeover; never throws for run failures. */
+export async function runTakeover(
+  deps: { environment: (count: number) => Promise<BenchEnvironment>; proc: ProcReader },
+  attacher: AttacherUnderTest,
+  options: { count: number; workers: number; logDir: string; progress: (l: string) => void },
+): Promise<TakeoverResult> {
+  const result: TakeoverResult = {
+    attacher: attacher.label,
+    count: options.count,
+    ok: false,
+    leaderAttachSeconds: NaN,
+    killToLeaseSeconds: NaN,
+    leaseToProbeAttachedSeconds: NaN,
+    leaseToProcessedSeconds: NaN,
+    cpuSeconds: NaN,
+    standbyRssBytes: NaN,
+    peakRssBytes: NaN,
+    csiCalls: {},
+    publishesOfAttached: NaN,
+    rssSeries: { at: [], bytes: [] },
+    cpuSeries: [],
+    leaseAt: NaN,
+    killedAt: NaN,
+  };
+  const timeoutMs = defaultPhaseTimeoutMs({
+    name: "",
+    count: options.count,
+    nodes: 1,
+    qps: 10_000,
+    burst: 10_000,
+    workers: options.workers,
+  });
+  let env: BenchEnvironment;
+  try {
+    env = await deps.environment(options.count);
+  } catch (err) {
+    result.error = `the environment did not start: ${String(err)}`;
+    return result;
+  }
+  const args = [
+    ...attacherArgs({
+      kubeconfig: env.kubeconfigPath,
+      csiAddress: env.csiAddress,
+      workerThreads: options.workers,
+      kubeApiQps: 10_000,
+      kubeApiBurst: 10_000,
+      verbosity: 1,
+    }),
+    ...LEASE_FLAGS,
+  ];
+  const name = attacher.label.replace(/[^A-Za-z0-9.-]+/g, "_");
+  const logOf = (replica: string) =>
+    `${options.logDir}/takeover-N${options.count}-${name}-${replica}.log`;
+  let leader: AttacherProcess | undefined;
+  let standby: AttacherProcess | undefined;
+  let sampler: ReturnType<typeof setInterval> | undefined;
+  try {
+    const leaseHolders = env.leaseHolders?.bind(env);
+    if (leaseHolders === undefined) throw new Error("the environment does not record Leases");
+    const waitFor = async (what: string, check: () => Promise<boolean>, limitMs = timeoutMs) => {
+      const deadline = Date.now() + limitMs;
+      while (!(await check())) {
+        if (leader?.exited !== undefined && Number.isNaN(result.killedAt)) {
+          throw new Error(`replica A exited waiting for ${what}`);
+        }
+        if (standby?.exited !== undefined) throw new Error(`replica B exited waiting for ${what}`);
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+        await sleep(100);
+      }
+    };
+    await Deno.writeTextFile(logOf("a"), `# ${attacher.commandLine}\n`);
+    await Deno.writeTextFile(logOf("b"), `# ${attacher.commandLine}\n`);
+    await env.createCanary();
+    leader = AttacherProcess.start(
+      replicaCommand(attacher.commandLine, "replica-a"),
+      args,
+      logOf("a"),
+    );
+    await waitFor("the canary", async () => (await env.wait("canary", 1000)).done);
+    await env.startAttach();
+    await waitFor("all attached", async () => (await env.wait("attached", 1000)).done);
+    const t = await env.timeline();
+    result.leaderAttachSeconds = (t.lastAttachedAt - t.attachStartedAt) / 1000;
+    options.progress(
+      `  replica A attached ${options.count} in ${result.leaderAttachSeconds.toFixed(1)} s`,
+    );
+
+    standby = AttacherProcess.start(
+      replicaCommand(attacher.commandLine, "replica-b"),
+      args,
+      logOf("b"),
+    );
+    const b = standby;
+    await sleep(5000);
+    const holders = await leaseHolders();
+    if (holders.at(-1)?.holder !== "replica-a") {
+      throw new Error(`replica A does not hold the Lease: ${JSON.stringify(holders)}`);
+    }
+    const before = deps.proc.sampleTree(b.pid);
+    if (before === undefined) throw new Error("replica B exited as a standby");
+    result.standbyRssBytes = before.rssBytes;
+    await env.takeCsiCalls();
+
+    // The kill, and at once the probe.
+    const cpu = result.cpuSeries;
+    const sample = () => {
+      const s = deps.proc.sampleTree(b.pid);
+      if (s === undefined) return;
+      const at = nowMs();
+      cpu.push([at, s.cpuSeconds]);
+      if (cpu.length % Math.max(1, Math.round(rssSampleMs(options.count) / CPU_SAMPLE_MS)) === 0) {
+        result.rssSeries.at.push(at);
+        result.rssSeries.bytes.push(s.rssBytes);
+      }
+    };
+    sample();
+    result.killedAt = nowMs();
+    Deno.kill(-leader.pid, "SIGKILL");
+    await env.createFloodProbe();
+    sampler = setInterval(sample, CPU_SAMPLE_MS);
+    await waitFor("replica B to take the Lease", async () => {
+      const h = (await leaseHolders()).at(-1);
+      if (h?.holder !== "replica-b") return false;
+      result.leaseAt = h.at;
+      return true;
+    });
+    result.killToLeaseSeconds = (result.leaseAt - result.killedAt) / 1000;
+    options.progress(
+      `  replica B holds the Lease ${result.killToLeaseSeconds.toFixed(1)} s after the kill`,
+    );
+    await waitFor("the probe", async () => (await env.wait("flood", 1000)).done);
+    const probe = await env.timeline();
+    result.leaseToProbeAttachedSeconds = (probe.floodAttachedAt - result.leaseAt) / 1000;
+    // B may wait on its lists without spending CPU before it works: quiet counts only once the
+    // probe, near the end of the initial list, is attached.
+    let end: number | undefined;
+    await waitFor("replica B's CPU to fall quiet", () => {
+      end = workEnd(cpu, result.leaseAt, probe.floodAttachedAt);
+      return Promise.resolve(end !== undefined);
+    });
+    result.leaseToProcessedSeconds = (end! - result.leaseAt) / 1000;
+    const atEnd = cpu.find(([at]) => at >= end!) ?? cpu.at(-1)!;
+    result.cpuSeconds = atEnd[1] - cpu[0]![1];
+    // The first ListVolumes pass is part of the takeover too: its publishes count.
+    const calls: Record<string, number> = {};
+    await waitFor("replica B's first ListVolumes", async () => {
+      addCounts(calls, await env.takeCsiCalls());
+      return (calls.ListVolumes ?? 0) > 0;
+    }, LIST_VOLUMES_WAIT_MS).catch((err) => {
+      options.progress(`  ${err instanceof Error ? err.message : String(err)}`);
+    });
+    await sleep(QUIET_MS);
+    addCounts(calls, await env.takeCsiCalls());
+    result.csiCalls = calls;
+    result.publishesOfAttached = (calls.ControllerPublishVolume ?? 0) -
+      (calls[PROBE_PUBLISHES] ?? 0);
+    const last = deps.proc.sampleTree(b.pid);
+    result.peakRssBytes = last?.peakRssBytes ?? NaN;
+    result.ok = true;
+  } catch (err) {
+    result.error = err instanceof Error ? err.message : String(err);
+  } finally {
+    clearInterval(sampler);
+    if (standby !== undefined) await standby.stop();
+    if (leader !== undefined) await leader.stop();
+    await env.close();
+  }
+  return result;
+}
+
+/** `--takeover`: the runs and the table. */
+export async function runTakeoverMode(
+  args: string[],
+  outDir: string,
+  ourCommand: () => Promise<string>,
+): Promise<number> {
+  const options = parseBenchOptions(args.filter((a) => a !== "--takeover"), outDir);
+  if (!options.fake) {
+    console.error("--takeover runs with --fake only");
+    return 2;
+  }
+  const commands = options.attacherCommands.length > 0
+    ? options.attacherCommands
+    : [await ourCommand()];
+  const attachers = commands.map((commandLine, i) => ({
+    label: `${String.fromCharCode(65 + i)}: ${shortName(commandLine)}`,
+    commandLine,
+  }));
+  const started = new Date();
+  const stamp = started.toISOString().replace(/:/g, "-").replace(/\.\d+Z$/, "Z");
+  const logDir = `${options.outDir}/logs-${stamp}`;
+  await Deno.mkdir(logDir, { recursive: true });
+  const proc = await ProcReader.create();
+  const results: TakeoverResult[] = [];
+  let n = 0;
+  for (const count of options.sizes) {
+    for (let run = 1; run <= options.runs; run++) {
+      for (const attacher of attachers) {
+        console.error(`[takeover N=${count}] run ${run}/${options.runs} ${attacher.label}`);
+        const prefix = `t${stamp.slice(11, 19).replace(/-/g, "")}r${n++}-`;
+        const r = await runTakeover(
+          {
+            environment: (c) =>
+              FakeEnvironment.start({
+                driver: "example.csi.k8s.io",
+                count: c,
+                nodes: options.nodes,
+                prefix,
+                takeover: true,
+              }),
+            proc,
+          },
+          attacher,
+          { count, workers: options.workers, logDir, progress: (l) => console.error(l) },
+        );
+        console.error(r.ok ? `  ${JSON.stringify(summary(r))}` : `  FAILED: ${r.error}`);
+        results.push(r);
+      }
+    }
+  }
+  const rows = results.map((r) => [
+    r.attacher,
+    String(r.count),
+    r.ok ? "ok" : "FAILED",
+    ...Object.values(summary(r)).map((v) => (Number.isFinite(v) ? String(v) : "–")),
+  ]);
+  console.log(formatTable(
+    ["attacher", "N", "run", ...Object.keys(summary(results[0]!))],
+    rows,
+  ));
+  const panels = takeoverPanels(results, attachers.map((a) => a.label));
+  const svg = `${options.outDir}/${stamp}-takeover.svg`;
+  await Deno.writeTextFile(
+    svg,
+    renderPicture(
+      `Takeover: the standby's RSS from the leader's SIGKILL (--fake, ${options.nodes} nodes), ${
+        started.toISOString().slice(0, 10)
+      }`,
+      Math.max(...options.sizes),
+      panels,
+      attachers.map((a) => a.label),
+      "seconds since the leader was killed",
+    ),
+  );
+  console.error(`Wrote ${svg}`);
+  const file = `${options.outDir}/${stamp}-takeover.json`;
+  await Deno.writeTextFile(
+    file,
+    JSON.stringify(
+      {
+        startedAt: started.toISOString(),
+        loadAverage: Deno.loadavg(),
+        options,
+        attachers,
+        results,
+      },
+      (_k, v) => (typeof v === "number" && !Number.isFinite(v) ? null : v),
+      2,
+    ) + "\n",
+  );
+  console.error(`Wrote ${file}`);
+  return results.every((r) => r.ok) ? 0 : 1;
+}
+
+/** One picture panel per takeover run: the standby's RSS from the kill, the phases shaded. */
+export function takeoverPanels(results: TakeoverResult[], labels: string[]): Panel[] {
+  return results.map((r) => ({
+    title: `${r.attacher}, N=${r.count}: ${
+      r.ok
+        ? `Lease ${r.killToLeaseSeconds.toFixed(1)} s after the kill; probe attached ${
+          r.leaseToProbeAttachedSeconds.toFixed(1)
+        } s and all processed ${r.leaseToProcessedSeconds.toFixed(1)} s after it; ${
+          r.cpuSeconds.toFixed(1)
+        } CPU s, peak ${(r.peakRssBytes / 2 ** 20).toFixed(0)} MiB`
+        : `FAILED (${(r.error ?? "").split("\n")[0]})`
+    }`,
+    attacherIndex: Math.max(0, labels.indexOf(r.attacher)),
+    originAt: r.killedAt,
+    phases: [
+      { name: "lease wait", from: r.killedAt, to: r.leaseAt },
+      { name: "takeover", from: r.leaseAt, to: r.leaseAt + r.leaseToProcessedSeconds * 1000 },
+    ],
+    rss: r.rssSeries,
+    attached: { startAt: NaN, stepMs: 0, counts: [] },
+  }));
+}
+
+/** The figures of a run for the table, rounded. */
+export function summary(r: TakeoverResult): Record<string, number> {
+  const round = (v: number, d: number) => Number(v.toFixed(d));
+  return {
+    "kill → Lease (s)": round(r.killToLeaseSeconds, 1),
+    "Lease → probe attached (s)": round(r.leaseToProbeAttachedSeconds, 2),
+    "Lease → all processed (s)": round(r.leaseToProcessedSeconds, 1),
+    "CPU s": round(r.cpuSeconds, 2),
+    "standby RSS (MiB)": round(r.standbyRssBytes / 2 ** 20, 1),
+    "peak RSS (MiB)": round(r.peakRssBytes / 2 ** 20, 1),
+    "publishes of attached VAs": r.publishesOfAttached,
+    "ListVolumes calls": r.csiCalls.ListVolumes ?? 0,
+  };
+}
