@@ -353,39 +353,9 @@ export class CsiHandler implements Handler {
       const secrets = await this.#getCredentials(source.csi, signal);
       const nodeId = this.#getNodeId(va.spec.nodeName, undefined);
 
-      // Store the finalizer (and the node ID for detach) before the driver publishes anything.
-      // A shallow copy: the two fields that change get new values, nothing of `va` (the cached
-      // object) is written to.
-      const metadata = { ...va.metadata };
-      const finalizers = metadata.finalizers ?? [];
-      if (!finalizers.includes(this.#finalizer)) {
-        metadata.finalizers = [...finalizers, this.#finalizer];
-      }
-      if (metadata.annotations?.[NODE_ID_ANNOTATION] !== nodeId) {
-        metadata.annotations = { ...(metadata.annotations ?? {}), [NODE_ID_ANNOTATION]: nodeId };
-      }
-      const metadataPatch = createMergePatch({ metadata: va.metadata }, { metadata });
-      if (Object.keys(metadataPatch).length > 0) {
-        // The uid makes the API server refuse the patch when the VA was deleted and created
-        // again under the same name after the sync began: the driver must not publish for an
-        // object this attacher has not seen, whose deletion the cache may already have passed on
-        // to the PV's finalizer check. (The Go attacher patches by name only.)
-        if (va.metadata.uid) {
-          (metadataPatch.metadata as Record<string, unknown>).uid = va.metadata.uid;
-        }
-        if (this.#mustStop(signal, log)) return { ok: false, va: current, stopped: true };
-        try {
-          current = await this.#kube.patch<VolumeAttachment>(
-            VOLUME_ATTACHMENTS,
-            va.metadata.name,
-            { type: "merge", body: metadataPatch },
-            { signal },
-          );
-        } catch (err) {
-          throw new Error(`could not save VolumeAttachment: ${errorText(err)}`, { cause: err });
-        }
-        log.v(4).info("VolumeAttachment finalizer added");
-      }
+      const saved = await this.#saveAttachMetadata(va, nodeId, log, signal);
+      if (saved === undefined) return { ok: false, va: current, stopped: true };
+      current = saved;
 
       const volumeId = handle.volumeHandle;
       const request = JSON.stringify([volumeId, nodeId, capability, readonly, volumeContext]);
@@ -423,6 +393,52 @@ export class CsiHandler implements Handler {
       }
       return { ok: false, va: current, error };
     }
+  }
+
+  /**
+   * Stores the finalizer (and the node ID for detach) on the VA before the driver publishes
+   * anything. Returns the VA as the API server stored it, `va` itself when both are already there,
+   * or undefined when the sync must stop before the write.
+   */
+  async #saveAttachMetadata(
+    va: VolumeAttachment,
+    nodeId: string,
+    log: Logger,
+    signal: AbortSignal,
+  ): Promise<VolumeAttachment | undefined> {
+    // A shallow copy: the two fields that change get new values, nothing of `va` (the cached
+    // object) is written to.
+    const metadata = { ...va.metadata };
+    const finalizers = metadata.finalizers ?? [];
+    if (!finalizers.includes(this.#finalizer)) {
+      metadata.finalizers = [...finalizers, this.#finalizer];
+    }
+    if (metadata.annotations?.[NODE_ID_ANNOTATION] !== nodeId) {
+      metadata.annotations = { ...(metadata.annotations ?? {}), [NODE_ID_ANNOTATION]: nodeId };
+    }
+    const metadataPatch = createMergePatch({ metadata: va.metadata }, { metadata });
+    if (Object.keys(metadataPatch).length === 0) return va;
+    // The uid makes the API server refuse the patch when the VA was deleted and created again
+    // under the same name after the sync began: the driver must not publish for an object this
+    // attacher has not seen, whose deletion the cache may already have passed on to the PV's
+    // finalizer check. (The Go attacher patches by name only.)
+    if (va.metadata.uid) {
+      (metadataPatch.metadata as Record<string, unknown>).uid = va.metadata.uid;
+    }
+    if (this.#mustStop(signal, log)) return undefined;
+    let saved: VolumeAttachment;
+    try {
+      saved = await this.#kube.patch<VolumeAttachment>(
+        VOLUME_ATTACHMENTS,
+        va.metadata.name,
+        { type: "merge", body: metadataPatch },
+        { signal },
+      );
+    } catch (err) {
+      throw new Error(`could not save VolumeAttachment: ${errorText(err)}`, { cause: err });
+    }
+    log.v(4).info("VolumeAttachment finalizer added");
+    return saved;
   }
 
   /**
