@@ -11,12 +11,11 @@
  */
 
 import { compareWithMemoryApiServer } from "./api_differences.ts";
-import { ensureBinaries } from "./binaries.ts";
 import { type ClusterInfo, CONTROLLERS, LocalCluster, stopSavedCluster } from "./cluster.ts";
 import { run } from "./exec.ts";
 import { groupAlive } from "./process.ts";
 import { RawApi } from "./raw_api.ts";
-import { resolveSettings } from "./settings.ts";
+import { ensureSettingsBinaries, resolveSettings } from "./settings.ts";
 
 const DRIVER_NAME = "io.kubernetes.storage.mock";
 const NODES = ["node-1", "node-2", "node-3"];
@@ -112,14 +111,7 @@ async function main(args: string[]): Promise<number> {
     if (!(err instanceof Deno.errors.NotFound)) throw err;
   });
   const log = (line: string) => console.log(line);
-  const build = await ensureBinaries({
-    cacheDir: settings.cacheDir,
-    go: settings.go,
-    jobs: settings.goJobs,
-    release: settings.kubernetes,
-    kubectl: true,
-    log,
-  });
+  const build = await ensureSettingsBinaries(settings, log, true);
   const cluster = await LocalCluster.start({
     dir,
     binaries: build.binaries,

@@ -5,7 +5,12 @@
  * @module
  */
 
-import { type KubernetesRelease, kubernetesRelease } from "./binaries.ts";
+import {
+  type BuildReport,
+  ensureBinaries,
+  type KubernetesRelease,
+  kubernetesRelease,
+} from "./binaries.ts";
 import { REPUBLISH_CAUSES, type RepublishCause } from "./publish_analysis.ts";
 
 /** Resolved settings. */
@@ -95,4 +100,23 @@ export async function resolveSettings(
     attacherEntry: env("E2E_ATTACHER_ENTRY") || undefined,
     rbacManifest: { path: DEPLOY_RBAC, text: await Deno.readTextFile(DEPLOY_RBAC) },
   };
+}
+
+/**
+ * The cluster's programs for `settings` (its release, cache directory, `go` and jobs), built when
+ * missing; kubectl too when `kubectl` is set.
+ */
+export function ensureSettingsBinaries(
+  settings: E2eSettings,
+  log: (line: string) => void,
+  kubectl = false,
+): Promise<BuildReport> {
+  return ensureBinaries({
+    cacheDir: settings.cacheDir,
+    go: settings.go,
+    jobs: settings.goJobs,
+    release: settings.kubernetes,
+    kubectl,
+    log,
+  });
 }

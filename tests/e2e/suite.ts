@@ -16,7 +16,7 @@
  * @module
  */
 
-import { DEFAULT_KUBERNETES, ensureBinaries, kubernetesRelease } from "./binaries.ts";
+import { DEFAULT_KUBERNETES, kubernetesRelease } from "./binaries.ts";
 import { LocalCluster } from "./cluster.ts";
 import { ScenarioContext } from "./context.ts";
 import { attachDetachRoundTrip, pvDeletedWhileAttached } from "./scenarios/round_trip.ts";
@@ -36,7 +36,7 @@ import {
 } from "./scenarios/pods.ts";
 import { checkRbacSufficient } from "./rbac_check.ts";
 import { compareWithMemoryApiServer } from "./api_differences.ts";
-import { resolveSettings } from "./settings.ts";
+import { ensureSettingsBinaries, resolveSettings } from "./settings.ts";
 import { createCanaryNode, runControllerCanary } from "./controller_canary.ts";
 import { bundleAttacher } from "./bundle.ts";
 import { idleDriverStop } from "./scenarios/idle_driver_stop.ts";
@@ -185,13 +185,7 @@ Deno.test({
 }, async (t) => {
   const settings = await resolveSettings((name) => Deno.env.get(name));
   const log = (line: string) => console.log(`  ${line}`);
-  const build = await ensureBinaries({
-    cacheDir: settings.cacheDir,
-    go: settings.go,
-    jobs: settings.goJobs,
-    release: settings.kubernetes,
-    log,
-  });
+  const build = await ensureSettingsBinaries(settings, log);
   const prepared: Prepared = {};
   let goBuildSeconds: number | undefined;
   const wants = (s: Scenario) => settings.only === undefined || settings.only.has(s.id);

@@ -28,14 +28,13 @@ import {
 } from "../../../bench/build_go_attacher.ts";
 import type { Lease } from "../../../lib/kube/types.ts";
 import { Prng } from "../../chaos/prng.ts";
-import { ensureBinaries } from "../binaries.ts";
 import { LocalCluster } from "../cluster.ts";
 import { finalizerFor, sleep } from "../kit.ts";
 import { holderChanges, leaseWrites } from "../lease_terms.ts";
 import { PATHS } from "../objects.ts";
 import { attributeCalls, loggedCalls } from "../replica_calls.ts";
 import { LEASE_FLAGS, leaseName } from "../scenarios/leader_failover.ts";
-import { resolveSettings } from "../settings.ts";
+import { ensureSettingsBinaries, resolveSettings } from "../settings.ts";
 import { checkChaos, TERM_TOLERANCE_MS, vaWrites, type Violation } from "./checker.ts";
 import { type ExitCause, type Replica, ReplicaSet } from "./replicas.ts";
 import { countKinds, describeFault, drawSchedule, type Fault, FAULT_KINDS } from "./schedule.ts";
@@ -118,13 +117,7 @@ export async function clusterChaosMain(argv: readonly string[]): Promise<number>
   const started = Date.now();
   const settings = await resolveSettings((name) => Deno.env.get(name));
   const log = (line: string) => console.log(line);
-  const build = await ensureBinaries({
-    cacheDir: settings.cacheDir,
-    go: settings.go,
-    jobs: settings.goJobs,
-    release: settings.kubernetes,
-    log,
-  });
+  const build = await ensureSettingsBinaries(settings, log);
   const entry = args.attacher === "go"
     ? await buildGoAttacher(GO_VERSION, settings.cacheDir, { go: settings.go, jobs: 2 })
     : undefined;
