@@ -84,6 +84,16 @@ export class Registry {
     this.#metrics.set(metric.name, metric);
   }
 
+  /**
+   * Removes the metric named `name` (client_golang's `Unregister`), so that one of that name
+   * with other labels can take its place.
+   *
+   * @returns whether a metric of that name was registered.
+   */
+  unregister(name: string): boolean {
+    return this.#metrics.delete(name);
+  }
+
   /** The text exposition of every metric: families sorted by name, one line each sample. */
   metricsText(): string {
     const names = [...this.#metrics.keys()].sort();
@@ -174,6 +184,16 @@ abstract class Vector<V> implements Collector {
       this.#all.push(series);
     }
     return series;
+  }
+
+  /** Every series with its labels by name, in no particular order. */
+  protected *entries(): Iterable<[Labels, V]> {
+    const names = this.#labelNames;
+    for (const series of this.#all) {
+      const labels: Record<string, string> = {};
+      for (const [i, name] of names.entries()) labels[name] = series.values[i]!;
+      yield [labels, series.value];
+    }
   }
 
   #labelError(labels: Labels): Error {
@@ -334,6 +354,26 @@ export class Histogram extends Vector<HistogramCells> {
   /** Observes `value` in the series of `labels`. */
   observe(labels: Labels, value: number): void {
     this.#observe(this.series(labels).value, value);
+  }
+
+  /**
+   * Adds every observation of `source`, a histogram with the same buckets, to this one: each of
+   * its series to the series of the same labels plus `extraLabels`. `source` is left as it is.
+   *
+   * @throws {Error} when the buckets differ, or when a series' labels and `extraLabels` together
+   *   do not name exactly this histogram's labels.
+   */
+  addFrom(source: Histogram, extraLabels: Labels = {}): void {
+    const bounds = source.#bounds;
+    if (bounds.length !== this.#bounds.length || bounds.some((b, i) => b !== this.#bounds[i])) {
+      throw new Error(`Cannot add ${source.name} to ${this.name}: their buckets differ`);
+    }
+    for (const [labels, from] of source.entries()) {
+      const into = this.series({ ...labels, ...extraLabels }).value;
+      for (let i = 0; i < from.counts.length; i++) into.counts[i]! += from.counts[i]!;
+      into.sum += from.sum;
+      into.count += from.count;
+    }
   }
 
   #observe(cells: HistogramCells, value: number): void {

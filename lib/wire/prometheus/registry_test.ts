@@ -87,6 +87,51 @@ Deno.test("Histogram buckets are cumulative and +Inf is the count, per series", 
   assert.deepEqual(values("b", "bucket"), ["0", "0", "0", "1", "1"]);
 });
 
+Deno.test("addFrom() adds another histogram's series under an extra label; unregister() frees the name", () => {
+  const registry = new Registry();
+  const before = new Histogram({
+    name: "d",
+    help: "h",
+    labelNames: ["k"],
+    buckets: [1, 2],
+    registry,
+  });
+  before.observe({ k: "a" }, 0.5);
+  before.observe({ k: "a" }, 3);
+  before.observe({ k: "b" }, 2);
+  assert.throws(() => new Histogram({ name: "d", help: "h", buckets: [1, 2], registry }));
+  assert.equal(registry.unregister("d"), true);
+  assert.equal(registry.unregister("d"), false);
+  assert.equal(registry.metricsText(), "");
+  const after = new Histogram({
+    name: "d",
+    help: "h",
+    labelNames: ["k", "x"],
+    buckets: [1, 2],
+    registry,
+  });
+  after.observe({ k: "a", x: "no" }, 1.5);
+  after.addFrom(before, { x: "no" });
+  assert.deepEqual(registry.metricsText().split("\n").filter((l) => l.startsWith("d_")), [
+    'd_bucket{k="a",x="no",le="1"} 1',
+    'd_bucket{k="a",x="no",le="2"} 2',
+    'd_bucket{k="a",x="no",le="+Inf"} 3',
+    'd_sum{k="a",x="no"} 5',
+    'd_count{k="a",x="no"} 3',
+    'd_bucket{k="b",x="no",le="1"} 0',
+    'd_bucket{k="b",x="no",le="2"} 1',
+    'd_bucket{k="b",x="no",le="+Inf"} 1',
+    'd_sum{k="b",x="no"} 2',
+    'd_count{k="b",x="no"} 1',
+  ]);
+  // What the source observes later is its own; other buckets or labels are refused.
+  before.observe({ k: "a" }, 0);
+  assert.match(registry.metricsText(), /^d_count\{k="a",x="no"\} 3$/m);
+  const other = new Histogram({ name: "e", help: "h", buckets: [1, 3], registry: new Registry() });
+  assert.throws(() => after.addFrom(other), /their buckets differ/);
+  assert.throws(() => after.addFrom(before), /has labels \[k, x\], not \[k\]/);
+});
+
 Deno.test("a series exists from labels() on, at 0; a vector with no series writes nothing", () => {
   const registry = new Registry();
   const used = new Counter({ name: "used_total", help: "u", labelNames: ["name"], registry });
