@@ -36,7 +36,7 @@
 
 import { Counter, Gauge, Histogram, Registry } from "../wire/prometheus/registry.ts";
 import type { QueueMetricsProvider } from "../workqueue/metrics.ts";
-import { registerProcessMetrics } from "./process_metrics.ts";
+import { type ProcessMetrics, registerProcessMetrics } from "./process_metrics.ts";
 
 /** The `driver_name` label value until {@link Metrics.setDriverName} gives a name. */
 export const UNKNOWN_DRIVER_NAME = "unknown-driver";
@@ -223,6 +223,13 @@ export interface Metrics {
   /** Sets the `driver_name` of later observations; "" means {@link UNKNOWN_DRIVER_NAME}. */
   setDriverName(name: string): void;
   /**
+   * Adds the `migrated` label to `csi_sidecar_operations_seconds`, as the Go attacher does for a
+   * driver that is a CSI-migration target (csi-lib-utils `WithMigration()`), once its name shows
+   * that it is one. The calls observed before keep their series, labelled `migrated="false"`;
+   * later calls are labelled with their own {@link CsiCallObservation.migrated}.
+   */
+  addMigratedLabel(): void;
+  /**
    * Records one CSI call in `csi_sidecar_operations_seconds`.
    *
    * @throws {RangeError} when `seconds` is negative or not a finite number.
@@ -270,142 +277,206 @@ export interface Metrics {
  * ```
  */
 export function createMetrics(opts: MetricsOptions = {}): Metrics {
-  const registry = new Registry();
-  const migratedLabel = opts.migrated === true;
-  let driverName = driverNameOrUnknown(opts.driverName ?? "");
+  return new AttacherMetrics(opts);
+}
 
-  const csiOperations = new Histogram({
-    name: "csi_sidecar_operations_seconds",
-    help: METRIC_HELP.csi_sidecar_operations_seconds!,
-    labelNames: migratedLabel
-      ? ["driver_name", "grpc_status_code", "method_name", "migrated"]
-      : ["driver_name", "grpc_status_code", "method_name"],
+/** The one implementation of {@link Metrics}: every family made once, in one registry. */
+class AttacherMetrics implements Metrics {
+  readonly registry: Registry = new Registry();
+  readonly contentType: string = this.registry.contentType;
+  readonly queueMetricsProvider: QueueMetricsProvider = createQueueMetricsProvider(this.registry);
+  #driverName: string;
+  #csiOperations: Histogram;
+  #migratedLabel = false;
+  readonly #processMetrics: ProcessMetrics;
+  readonly #leaderStatus: Gauge;
+  readonly #leaderSlowpath: Counter;
+  readonly #attachDuration: Histogram;
+  readonly #detachDuration: Histogram;
+  #pendingSource: (() => PendingVolumeAttachments) | undefined;
+  readonly #restClient: RestClientFamilies;
+
+  constructor(opts: MetricsOptions) {
+    const registry = this.registry;
+    this.#driverName = driverNameOrUnknown(opts.driverName ?? "");
+    this.#csiOperations = csiOperationsHistogram(registry, false);
+    if (opts.migrated === true) this.addMigratedLabel();
+    this.#processMetrics = registerProcessMetrics(
+      registry,
+      opts.processStartTimeSeconds ?? performance.timeOrigin / 1000,
+    );
+    this.#leaderStatus = new Gauge({
+      ...family("leader_election_master_status", ["name"]),
+      registry,
+    });
+    this.#leaderSlowpath = new Counter({
+      ...family("leader_election_slowpath_total", ["name"]),
+      registry,
+    });
+    this.#attachDuration = operationHistogram(registry, "csi_attacher_attach_duration_seconds");
+    this.#detachDuration = operationHistogram(registry, "csi_attacher_detach_duration_seconds");
+    const pending = () => this.#pendingSource?.();
+    pendingGauge(registry, "csi_attacher_pending_volumeattachments", pending, (f) => f.count);
+    pendingGauge(registry, "csi_attacher_oldest_pending_seconds", pending, (f) => f.oldestSeconds);
+    this.#restClient = restClientFamilies(registry);
+  }
+
+  setDriverName(name: string): void {
+    this.#driverName = driverNameOrUnknown(name);
+  }
+
+  addMigratedLabel(): void {
+    if (this.#migratedLabel) return;
+    const before = this.#csiOperations;
+    this.registry.unregister(before.name);
+    this.#csiOperations = csiOperationsHistogram(this.registry, true);
+    this.#csiOperations.addFrom(before, { migrated: "false" });
+    this.#migratedLabel = true;
+  }
+
+  observeCsiCall(call: CsiCallObservation): void {
+    if (!Number.isFinite(call.seconds) || call.seconds < 0) {
+      throw new RangeError(
+        `Cannot record CSI call ${call.method}: duration must be a non-negative number of seconds: current value is ${call.seconds}`,
+      );
+    }
+    const labels: Record<string, string> = {
+      driver_name: this.#driverName,
+      grpc_status_code: codeLabel(call.code),
+      method_name: call.method,
+    };
+    if (this.#migratedLabel) labels.migrated = call.migrated === true ? "true" : "false";
+    this.#csiOperations.observe(labels, call.seconds);
+  }
+
+  observeAttachDuration(seconds: number): void {
+    this.#attachDuration.observe({ driver_name: this.#driverName }, seconds);
+  }
+
+  observeDetachDuration(seconds: number): void {
+    this.#detachDuration.observe({ driver_name: this.#driverName }, seconds);
+  }
+
+  setPendingSource(source: (() => PendingVolumeAttachments) | undefined): void {
+    this.#pendingSource = source;
+  }
+
+  setLeader(name: string, leading: boolean): void {
+    this.#leaderStatus.set({ name }, leading ? 1 : 0);
+  }
+
+  slowpathExercised(name: string): void {
+    this.#leaderSlowpath.inc({ name });
+  }
+
+  observeApiRequest(req: ApiRequestObservation): void {
+    const labels = { code: httpCodeLabel(req.code), host: req.host, method: req.method };
+    this.#restClient.requests.inc(labels);
+  }
+
+  observeApiRetry(req: ApiRequestObservation): void {
+    const labels = { code: httpCodeLabel(req.code), host: req.host, verb: req.method };
+    this.#restClient.retries.inc(labels);
+  }
+
+  observeApiRequestDuration(obs: ApiLatencyObservation): void {
+    this.#restClient.duration.observe(
+      { verb: obs.method, host: obs.host },
+      Math.max(0, obs.seconds),
+    );
+  }
+
+  observeRateLimiterWait(obs: ApiLatencyObservation): void {
+    const labels = { verb: obs.method, host: obs.host };
+    this.#restClient.rateLimiterWait.observe(labels, Math.max(0, obs.seconds));
+  }
+
+  metricsText(): Promise<string> {
+    try {
+      this.#processMetrics.refresh();
+      return Promise.resolve(this.registry.metricsText());
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+}
+
+/** The name, help text and labels of the family `name` (help from {@link METRIC_HELP}). */
+function family(name: string, labelNames: string[]): {
+  name: string;
+  help: string;
+  labelNames: string[];
+} {
+  return { name, help: METRIC_HELP[name]!, labelNames };
+}
+
+/** `csi_sidecar_operations_seconds`, with the `migrated` label or without. */
+function csiOperationsHistogram(registry: Registry, migrated: boolean): Histogram {
+  const labelNames = ["driver_name", "grpc_status_code", "method_name"];
+  return new Histogram({
+    ...family(
+      "csi_sidecar_operations_seconds",
+      migrated ? [...labelNames, "migrated"] : labelNames,
+    ),
     buckets: [...CSI_OPERATION_BUCKETS],
     registry,
   });
-  const processMetrics = registerProcessMetrics(
-    registry,
-    opts.processStartTimeSeconds ?? performance.timeOrigin / 1000,
-  );
+}
 
-  const leaderStatus = new Gauge({
-    name: "leader_election_master_status",
-    help: METRIC_HELP.leader_election_master_status!,
-    labelNames: ["name"],
+/** An end-to-end attach or detach histogram, with the buckets of the CSI operations. */
+function operationHistogram(registry: Registry, name: string): Histogram {
+  return new Histogram({
+    ...family(name, ["driver_name"]),
+    buckets: [...CSI_OPERATION_BUCKETS],
     registry,
   });
-  const leaderSlowpath = new Counter({
-    name: "leader_election_slowpath_total",
-    help: METRIC_HELP.leader_election_slowpath_total!,
-    labelNames: ["name"],
-    registry,
-  });
+}
 
-  const durationHistogram = (name: string) =>
-    new Histogram({
-      name,
-      help: METRIC_HELP[name]!,
-      labelNames: ["driver_name"],
-      buckets: [...CSI_OPERATION_BUCKETS],
-      registry,
-    });
-  const attachDuration = durationHistogram("csi_attacher_attach_duration_seconds");
-  const detachDuration = durationHistogram("csi_attacher_detach_duration_seconds");
-  let pendingSource: (() => PendingVolumeAttachments) | undefined;
-  const pendingGauge = (name: string, pick: (f: PendingFigures) => number) =>
-    new Gauge({
-      name,
-      help: METRIC_HELP[name]!,
-      labelNames: ["operation"],
-      registry,
-      collect(gauge) {
-        const pending = pendingSource?.();
-        for (const operation of ["attach", "detach"] as const) {
-          gauge.set({ operation }, pending === undefined ? 0 : pick(pending[operation]));
-        }
-      },
-    });
-  pendingGauge("csi_attacher_pending_volumeattachments", (f) => f.count);
-  pendingGauge("csi_attacher_oldest_pending_seconds", (f) => f.oldestSeconds);
-  const apiRequests = new Counter({
-    name: "rest_client_requests_total",
-    help: METRIC_HELP.rest_client_requests_total!,
-    labelNames: ["code", "host", "method"],
+/** A backlog gauge per operation, read from `read` at each scrape (0 without a source). */
+function pendingGauge(
+  registry: Registry,
+  name: string,
+  read: () => PendingVolumeAttachments | undefined,
+  pick: (figures: PendingFigures) => number,
+): void {
+  new Gauge({
+    ...family(name, ["operation"]),
     registry,
+    collect(gauge) {
+      const pending = read();
+      for (const operation of ["attach", "detach"] as const) {
+        gauge.set({ operation }, pending === undefined ? 0 : pick(pending[operation]));
+      }
+    },
   });
-  const apiRetries = new Counter({
-    name: "rest_client_request_retries_total",
-    help: METRIC_HELP.rest_client_request_retries_total!,
-    labelNames: ["code", "host", "verb"],
-    registry,
-  });
-  const restClientHistogram = (name: string) =>
+}
+
+/** client-go's REST client families. */
+interface RestClientFamilies {
+  requests: Counter;
+  retries: Counter;
+  duration: Histogram;
+  rateLimiterWait: Histogram;
+}
+
+function restClientFamilies(registry: Registry): RestClientFamilies {
+  const histogram = (name: string) =>
     new Histogram({
-      name,
-      help: METRIC_HELP[name]!,
-      labelNames: ["verb", "host"],
+      ...family(name, ["verb", "host"]),
       buckets: [...REST_CLIENT_LATENCY_BUCKETS],
       registry,
     });
-  const apiDuration = restClientHistogram("rest_client_request_duration_seconds");
-  const rateLimiterWait = restClientHistogram("rest_client_rate_limiter_duration_seconds");
-
   return {
-    registry,
-    contentType: registry.contentType,
-    queueMetricsProvider: createQueueMetricsProvider(registry),
-    setDriverName(name: string): void {
-      driverName = driverNameOrUnknown(name);
-    },
-    observeCsiCall(call: CsiCallObservation): void {
-      if (!Number.isFinite(call.seconds) || call.seconds < 0) {
-        throw new RangeError(
-          `Cannot record CSI call ${call.method}: duration must be a non-negative number of seconds: current value is ${call.seconds}`,
-        );
-      }
-      const labels: Record<string, string> = {
-        driver_name: driverName,
-        grpc_status_code: codeLabel(call.code),
-        method_name: call.method,
-      };
-      if (migratedLabel) labels.migrated = call.migrated === true ? "true" : "false";
-      csiOperations.observe(labels, call.seconds);
-    },
-    observeAttachDuration(seconds: number): void {
-      attachDuration.observe({ driver_name: driverName }, seconds);
-    },
-    observeDetachDuration(seconds: number): void {
-      detachDuration.observe({ driver_name: driverName }, seconds);
-    },
-    setPendingSource(source: (() => PendingVolumeAttachments) | undefined): void {
-      pendingSource = source;
-    },
-    setLeader(name: string, leading: boolean): void {
-      leaderStatus.set({ name }, leading ? 1 : 0);
-    },
-    slowpathExercised(name: string): void {
-      leaderSlowpath.inc({ name });
-    },
-    observeApiRequest(req: ApiRequestObservation): void {
-      apiRequests.inc({ code: httpCodeLabel(req.code), host: req.host, method: req.method });
-    },
-    observeApiRetry(req: ApiRequestObservation): void {
-      apiRetries.inc({ code: httpCodeLabel(req.code), host: req.host, verb: req.method });
-    },
-    observeApiRequestDuration(obs: ApiLatencyObservation): void {
-      apiDuration.observe({ verb: obs.method, host: obs.host }, Math.max(0, obs.seconds));
-    },
-    observeRateLimiterWait(obs: ApiLatencyObservation): void {
-      rateLimiterWait.observe({ verb: obs.method, host: obs.host }, Math.max(0, obs.seconds));
-    },
-    metricsText(): Promise<string> {
-      try {
-        processMetrics.refresh();
-        return Promise.resolve(registry.metricsText());
-      } catch (e) {
-        return Promise.reject(e);
-      }
-    },
+    requests: new Counter({
+      ...family("rest_client_requests_total", ["code", "host", "method"]),
+      registry,
+    }),
+    retries: new Counter({
+      ...family("rest_client_request_retries_total", ["code", "host", "verb"]),
+      registry,
+    }),
+    duration: histogram("rest_client_request_duration_seconds"),
+    rateLimiterWait: histogram("rest_client_rate_limiter_duration_seconds"),
   };
 }
 

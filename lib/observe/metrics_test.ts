@@ -357,3 +357,39 @@ Deno.test("createMetrics() counts API request tries and retries as client-go's r
     "# TYPE rest_client_request_retries_total counter",
   ]);
 });
+
+Deno.test("addMigratedLabel() keeps the calls observed before, labelled migrated=false", async () => {
+  const metrics = createMetrics();
+  metrics.observeCsiCall({ method: "/csi.v1.Identity/Probe", code: "OK", seconds: 0.2 });
+  metrics.observeCsiCall({ method: "/csi.v1.Identity/GetPluginInfo", code: "OK", seconds: 0.01 });
+  metrics.setDriverName("pd.csi.storage.gke.io");
+  metrics.addMigratedLabel();
+  metrics.addMigratedLabel();
+  metrics.observeCsiCall({ method: PUBLISH, code: "OK", seconds: 1, migrated: true });
+  metrics.observeCsiCall({ method: "/csi.v1.Identity/Probe", code: "OK", seconds: 0.3 });
+  const text = await metrics.metricsText();
+  const s = samples(text);
+  const count = (driver: string, method: string, migrated: string) =>
+    s.get(series("csi_sidecar_operations_seconds_count", {
+      driver_name: driver,
+      grpc_status_code: "OK",
+      method_name: method,
+      migrated,
+    }));
+  assert.equal(count(UNKNOWN_DRIVER_NAME, "/csi.v1.Identity/Probe", "false"), 1);
+  assert.equal(count(UNKNOWN_DRIVER_NAME, "/csi.v1.Identity/GetPluginInfo", "false"), 1);
+  assert.equal(count("pd.csi.storage.gke.io", "/csi.v1.Identity/Probe", "false"), 1);
+  assert.equal(count("pd.csi.storage.gke.io", PUBLISH, "true"), 1);
+  assert.equal(
+    s.get(series("csi_sidecar_operations_seconds_bucket", {
+      driver_name: UNKNOWN_DRIVER_NAME,
+      grpc_status_code: "OK",
+      method_name: "/csi.v1.Identity/Probe",
+      migrated: "false",
+      le: "0.25",
+    })),
+    1,
+  );
+  assert.equal(header(text, "csi_sidecar_operations_seconds").length, 2, "one family");
+  assert.ok(![...s.keys()].some((k) => k.startsWith("csi_sidecar_") && !k.includes("migrated=")));
+});
