@@ -8,8 +8,8 @@
  * @module
  */
 
-import { type KubeRequestObserver, runAttacher } from "./lib/run.ts";
-import { KubeClient } from "./lib/kube/client.ts";
+import { runAttacher } from "./lib/run.ts";
+import { KubeClient, type KubeRequestObserver } from "./lib/kube/client.ts";
 import { PROXY_VARIABLES, type ProxyEnvironment } from "./lib/kube/transport.ts";
 import { ThrottledLogger } from "./lib/kube/throttle_log.ts";
 import { loadConnection } from "./lib/kube/config.ts";
@@ -84,10 +84,7 @@ async function kubeFactory(
       connection,
       log,
       rateLimiter: new TokenBucket({}, { qps: options.kubeApiQps, burst: options.kubeApiBurst }),
-      onRequest: observer?.onRequest,
-      onRetry: observer?.onRetry,
-      onRequestLatency: observer?.onRequestLatency,
-      onRateLimiterWait: observer?.onRateLimiterWait,
+      observer,
       throttledLogger,
     }, {
       userAgent: `csi-attacher/${VERSION}`,

@@ -13,7 +13,7 @@ import { realClock } from "./clock.ts";
 import { AttachController } from "./controller/controller.ts";
 import { ATTACH_LANE, DETACH_LANE, volumeAttachmentLanes } from "./controller/lanes.ts";
 import type { CsiClient } from "./csi/api.ts";
-import type { CsiCallInfo } from "./csi/client.ts";
+import type { CsiCallObserver } from "./csi/client.ts";
 import {
   connect,
   type DriverCapabilities,
@@ -36,6 +36,7 @@ import {
   cachedVolumeAttachment,
 } from "./controller/cache_fields.ts";
 import type { KubeApi } from "./kube/api.ts";
+import type { KubeRequestObserver } from "./kube/request_reports.ts";
 import { CSI_NODES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "./kube/api.ts";
 import type { Logger } from "./observe/logger.ts";
 import { DUMMY_DRIVER_NAME } from "./controller/names.ts";
@@ -48,12 +49,7 @@ import { leaderElectionNamespace, leaderIdentity } from "./leaderelection/config
 import { raceAbort } from "./abort.ts";
 import { type LeaseFence, UNFENCED } from "./lease_fence.ts";
 import { heapReclaimer } from "./heap.ts";
-import {
-  type ApiLatencyObservation,
-  type ApiRequestObservation,
-  createMetrics,
-  type Metrics,
-} from "./observe/metrics.ts";
+import { createMetrics, type Metrics } from "./observe/metrics.ts";
 import { MIGRATION_DRIVER_NAMES } from "./controller/migration.ts";
 import { leaseName } from "./controller/names.ts";
 import { ItemExponentialFailureRateLimiter } from "./workqueue/rate_limiters.ts";
@@ -91,8 +87,8 @@ export interface AttacherDeps {
   /**
    * Builds an API client: one for the informers and the handler, one for Events and, with
    * leader election, one for the Lease, each with a rate limiter of its own. A client that can
-   * report its requests and retries passes them to `observer`, which counts them in the
-   * metrics. runAttacher closes every client it built before it returns or throws.
+   * report its requests, retries and waits tells `observer` (the metrics). runAttacher closes
+   * every client it built before it returns or throws.
    */
   kube: (observer?: KubeRequestObserver) => OwnedKubeApi;
   clock?: Clock;
@@ -102,25 +98,15 @@ export interface AttacherDeps {
   onReady?: () => void;
 }
 
-/** What an API client reports about its requests (see {@link AttacherDeps.kube}). */
-export interface KubeRequestObserver {
-  onRequest(info: ApiRequestObservation): void;
-  onRetry(info: ApiRequestObservation): void;
-  /** One request's whole duration, retries included. */
-  onRequestLatency(info: ApiLatencyObservation): void;
-  /** One wait for the client's rate limiter. */
-  onRateLimiterWait(info: ApiLatencyObservation): void;
-}
-
 /** Metrics that can be swapped once the driver name is known (CSI migration adds a label). */
 class MetricsHolder {
   current: Metrics = createMetrics({});
-  observe = (info: CsiCallInfo) => this.current.observeCsiCall(info);
+  csi: CsiCallObserver = { observeCsiCall: (info) => this.current.observeCsiCall(info) };
   kube: KubeRequestObserver = {
-    onRequest: (info) => this.current.observeApiRequest(info),
-    onRetry: (info) => this.current.observeApiRetry(info),
-    onRequestLatency: (info) => this.current.observeApiRequestDuration(info),
-    onRateLimiterWait: (info) => this.current.observeRateLimiterWait(info),
+    observeApiRequest: (info) => this.current.observeApiRequest(info),
+    observeApiRetry: (info) => this.current.observeApiRetry(info),
+    observeApiRequestDuration: (info) => this.current.observeApiRequestDuration(info),
+    observeRateLimiterWait: (info) => this.current.observeRateLimiterWait(info),
   };
 }
 
@@ -163,7 +149,7 @@ async function setUpDriver(
     log,
     clock,
     maxGrpcLogLength: options.maxGrpcLogLength,
-    onCall: metrics.observe,
+    observer: metrics.csi,
     onConnectionLoss: () => {
       env.writeTerminationMessage(CONNECTION_LOST_MESSAGE);
       log.error(new Error("connection lost"), CONNECTION_LOST_MESSAGE);

@@ -76,7 +76,7 @@ Deno.test("ListVolumes with --max-entries=0 and 100 000 volumes pages on its own
   const log = new FakeLogger(0);
   const csi = new GrpcCsiClient({ log }, {
     address: server.address,
-    onCall: (info) => calls.push(info),
+    observer: { observeCsiCall: (info) => calls.push(info) },
   });
   const clock = new FakeClock(0);
   const queue = testQueue(clock, "va");

@@ -44,7 +44,17 @@ import { decodeMessage, encodeMessage } from "../wire/grpc/protowire.ts";
 import { GrpcCode, grpcCodeName, GrpcStatusError } from "../wire/grpc/status.ts";
 import type { Logger } from "../observe/logger.ts";
 
-/** What a finished call reports to {@link GrpcCsiClientOptions.onCall} (for metrics). */
+/**
+ * What a {@link GrpcCsiClient} tells about its calls, as csi-lib-utils' connection hands each
+ * call to its `MetricsManager` (`connection/connection.go` `LogGRPC`, `metrics/metrics.go`
+ * `RecordMetrics`). The attacher's metrics implement it.
+ */
+export interface CsiCallObserver {
+  /** One finished call, successful or not. A throw is logged, never passed to the caller. */
+  observeCsiCall(info: CsiCallInfo): void;
+}
+
+/** What a finished call reports to {@link CsiCallObserver.observeCsiCall}. */
 export interface CsiCallInfo {
   /** Full gRPC method, e.g. `/csi.v1.Controller/ControllerPublishVolume`. */
   method: string;
@@ -72,8 +82,8 @@ export interface GrpcCsiClientOptions {
   address: string;
   /** `--max-grpc-log-length`: cap on logged responses, ≤ 0 for none. Default -1. */
   maxGrpcLogLength?: number;
-  /** Called once per finished call, successful or not. Must not throw. */
-  onCall?: (info: CsiCallInfo) => void;
+  /** Told about every finished call; none when absent. */
+  observer?: CsiCallObserver;
   /**
    * Delay between connection attempts, in ms. Default 1000: csi-lib-utils caps its reconnect
    * backoff at 1 s.
@@ -117,7 +127,7 @@ export class GrpcCsiClient implements CsiClient {
   #clock: Clock;
   #channel: GrpcChannel;
   #maxGrpcLogLength: number;
-  #onCall: ((info: CsiCallInfo) => void) | undefined;
+  #observer: CsiCallObserver | undefined;
   #methods = new Map<string, CsiMethod>();
   #closed = false;
 
@@ -125,7 +135,7 @@ export class GrpcCsiClient implements CsiClient {
     this.#log = deps.log;
     this.#clock = deps.clock ?? realClock;
     this.#maxGrpcLogLength = options.maxGrpcLogLength ?? -1;
-    this.#onCall = options.onCall;
+    this.#observer = options.observer;
     this.#channel = new GrpcChannel(options.address, {
       backoffMs: options.reconnectBackoffMs ?? 1000,
       clock: this.#clock,
@@ -329,7 +339,7 @@ export class GrpcCsiClient implements CsiClient {
   }
 
   #report(method: CsiMethod, code: string, startedAt: number, opts: CallOptions): void {
-    if (this.#onCall === undefined) return;
+    if (this.#observer === undefined) return;
     const info: CsiCallInfo = {
       method: method.path,
       code,
@@ -337,7 +347,7 @@ export class GrpcCsiClient implements CsiClient {
     };
     if (opts.migrated !== undefined) info.migrated = opts.migrated;
     try {
-      this.#onCall(info);
+      this.#observer.observeCsiCall(info);
     } catch (err) {
       this.#log.error(err, "CSI call observer failed", { method: method.path });
     }

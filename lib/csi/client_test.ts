@@ -30,7 +30,7 @@ async function withDriver(
   const log = new FakeLogger(5);
   const client = new GrpcCsiClient({ log }, {
     address: driver.address,
-    onCall: (info) => calls.push(info),
+    observer: { observeCsiCall: (info) => calls.push(info) },
     ...clientOptions,
   });
   try {
@@ -311,7 +311,7 @@ Deno.test("GrpcCsiClient maps every gRPC error code with its Go name and the dri
   });
 });
 
-Deno.test("GrpcCsiClient reports OK to onCall with the full method name", async () => {
+Deno.test("GrpcCsiClient reports OK to its observer with the full method name", async () => {
   await withDriver({}, async ({ client, calls }) => {
     await client.probe({ timeoutMs: 5000, migrated: false });
     assert.equal(calls.length, 1);

@@ -12,7 +12,7 @@
 
 import { errorText } from "../errors.ts";
 import { type CsiClient, CsiError } from "./api.ts";
-import { type CsiCallInfo, GrpcCsiClient } from "./client.ts";
+import { type CsiCallObserver, GrpcCsiClient } from "./client.ts";
 import { type Clock, realClock } from "../clock.ts";
 import type { Logger } from "../observe/logger.ts";
 import type { GrpcChannel } from "../wire/grpc/channel.ts";
@@ -35,8 +35,8 @@ export interface ConnectOptions {
   onConnectionLoss?: () => void;
   /** `--max-grpc-log-length` for the client. */
   maxGrpcLogLength?: number;
-  /** Metrics observer for the client. */
-  onCall?: (info: CsiCallInfo) => void;
+  /** Told about every call of the client (the metrics). */
+  observer?: CsiCallObserver;
   /** Delay between connection attempts, in ms (default 1000). */
   reconnectBackoffMs?: number;
 }
@@ -58,7 +58,7 @@ export async function connect(address: string, options: ConnectOptions): Promise
   const client = new GrpcCsiClient({ log, clock }, {
     address,
     maxGrpcLogLength: options.maxGrpcLogLength,
-    onCall: options.onCall,
+    observer: options.observer,
     reconnectBackoffMs: options.reconnectBackoffMs,
   });
   log.v(5).info("Connecting to CSI driver", { address });

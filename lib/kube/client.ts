@@ -48,9 +48,15 @@ import {
   ThrottledLogger,
 } from "./throttle_log.ts";
 import { errorText } from "../errors.ts";
-import type { LatencyInfo, RequestInfo, RequestRateLimiter, RetryInfo } from "./request_reports.ts";
+import type { KubeRequestObserver, RequestRateLimiter } from "./request_reports.ts";
 
-export type { LatencyInfo, RequestInfo, RequestRateLimiter, RetryInfo } from "./request_reports.ts";
+export type {
+  KubeRequestObserver,
+  LatencyInfo,
+  RequestInfo,
+  RequestRateLimiter,
+  RetryInfo,
+} from "./request_reports.ts";
 
 /** Collaborators of a {@link KubeClient}. */
 export interface KubeClientDeps {
@@ -58,23 +64,8 @@ export interface KubeClientDeps {
   connection: ClusterConnection;
   /** Awaited before every request except watches. */
   rateLimiter?: RequestRateLimiter;
-  /**
-   * Called once per try when it ends (watch: when its response headers arrive); a request that
-   * is retried reports each try.
-   */
-  onRequest?: (info: RequestInfo) => void;
-  /** Called before each retry (see {@link KubeClient}); the retry is also logged at `--v=4`. */
-  onRetry?: (info: RetryInfo) => void;
-  /**
-   * Called after each wait for the rate limiter, however short (client-go's
-   * `rest_client_rate_limiter_duration_seconds{verb,host}`); not called without a rate limiter.
-   */
-  onRateLimiterWait?: (info: LatencyInfo) => void;
-  /**
-   * Called once per non-watch request when it ends, with its whole duration: waits for the rate
-   * limiter and retries included (client-go's `rest_client_request_duration_seconds{verb,host}`).
-   */
-  onRequestLatency?: (info: LatencyInfo) => void;
+  /** Told about every try, retry and wait of the client's requests; none when absent. */
+  observer?: KubeRequestObserver;
   /**
    * Where waits for the rate limiter over 1 s are logged at most once a second (V(2)) or every
    * 10 s (level 0); share one between the clients of a process, as client-go's is global.
@@ -83,7 +74,7 @@ export interface KubeClientDeps {
   throttledLogger?: ThrottledLogger;
   /**
    * Every duration, timer and deadline of the client: request timeouts, retry waits, the watch
-   * deadline and idle timeout, the durations reported to `onRequest`. @default realClock
+   * deadline and idle timeout, the durations reported to the observer. @default realClock
    */
   clock?: Clock;
   /**
@@ -153,7 +144,7 @@ interface RequestSpec {
  * `Retry-After` of whole seconds is sent again after that delay (capped at
  * `MAX_RETRY_AFTER_MS` (`./retry.ts`)), for every method; a GET whose connection broke before the answer
  * after 1 s; at most {@link MAX_RETRIES} times, each try taking a token from the rate limiter,
- * reported to `onRetry` and logged at verbosity 4. The wait ends early when the caller's signal
+ * reported to the observer and logged at verbosity 4. The wait ends early when the caller's signal
  * aborts (a Lease renewal retries only within its renew deadline).
  */
 export class KubeClient implements KubeApi {
@@ -161,10 +152,7 @@ export class KubeClient implements KubeApi {
   readonly #serverUrl: ServerUrl;
   readonly #connection: ClusterConnection;
   readonly #rateLimiter: RequestRateLimiter | undefined;
-  readonly #onRequest: ((info: RequestInfo) => void) | undefined;
-  readonly #onRetry: ((info: RetryInfo) => void) | undefined;
-  readonly #onRateLimiterWait: ((info: LatencyInfo) => void) | undefined;
-  readonly #onRequestLatency: ((info: LatencyInfo) => void) | undefined;
+  readonly #observer: KubeRequestObserver | undefined;
   readonly #throttledLogger: ThrottledLogger;
   readonly #clock: Clock;
   readonly #log: Logger | undefined;
@@ -196,10 +184,7 @@ export class KubeClient implements KubeApi {
     this.#connection = connection;
 
     this.#rateLimiter = deps.rateLimiter;
-    this.#onRequest = deps.onRequest;
-    this.#onRetry = deps.onRetry;
-    this.#onRateLimiterWait = deps.onRateLimiterWait;
-    this.#onRequestLatency = deps.onRequestLatency;
+    this.#observer = deps.observer;
     this.#clock = deps.clock ?? realClock;
     this.#throttledLogger = deps.throttledLogger ?? new ThrottledLogger(this.#clock);
     this.#log = deps.log;
@@ -417,7 +402,7 @@ export class KubeClient implements KubeApi {
     return lines;
   }
 
-  /** Logs one try at verbosity 6 and reports it to `onRequest`; `start` is a clock reading. */
+  /** Logs one try at verbosity 6 and reports it to the observer; `start` is a clock reading. */
   #report(ctx: RequestContext, code: number, start: number): void {
     const seconds = (this.#clock.now() - start) / 1000;
     if (this.#log?.enabled(6)) {
@@ -428,7 +413,7 @@ export class KubeClient implements KubeApi {
         milliseconds: Math.round(seconds * 1000),
       });
     }
-    this.#onRequest?.({
+    this.#observer?.observeApiRequest({
       method: ctx.method,
       verb: ctx.verb,
       resource: ctx.resource.plural,
@@ -451,7 +436,7 @@ export class KubeClient implements KubeApi {
     } finally {
       // client-go's rest_client_request_duration_seconds: the whole request, its waits for the
       // rate limiter and its retries included (`rest/request.go` `request`).
-      this.#onRequestLatency?.({
+      this.#observer?.observeApiRequestDuration({
         method: ctx.method,
         host: ctx.url.host,
         seconds: (this.#clock.now() - started) / 1000,
@@ -509,7 +494,11 @@ export class KubeClient implements KubeApi {
     const start = this.#clock.now();
     await this.#rateLimiter.take(ctx.signal);
     const waitedMs = this.#clock.now() - start;
-    this.#onRateLimiterWait?.({ method: ctx.method, host: ctx.url.host, seconds: waitedMs / 1000 });
+    this.#observer?.observeRateLimiterWait({
+      method: ctx.method,
+      host: ctx.url.host,
+      seconds: waitedMs / 1000,
+    });
     if (this.#log !== undefined) {
       logThrottleWait(this.#log, this.#throttledLogger, {
         waitedMs,
@@ -529,7 +518,7 @@ export class KubeClient implements KubeApi {
       attempt,
       retryAfterMs: delayMs,
     });
-    this.#onRetry?.({
+    this.#observer?.observeApiRetry({
       method: ctx.method,
       verb: ctx.verb,
       resource: ctx.resource.plural,

@@ -14,11 +14,12 @@ import {
   VOLUME_ATTACHMENTS,
   type WatchEvent,
 } from "./api.ts";
-import { KubeClient, type RequestInfo } from "./client.ts";
+import { KubeClient } from "./client.ts";
 import { connectionFromKubeconfigs } from "./config.ts";
 import { MemoryApiServer, type MemoryApiServerOptions } from "../../testkit/apiserver/server.ts";
 import type { Lease, PersistentVolume, Secret, VolumeAttachment } from "./types.ts";
 import { importClientNode } from "../../testkit/client_node.ts";
+import { RecordingKubeObserver } from "../../testkit/fakes/recording_kube_observer.ts";
 
 const {
   ApiException,
@@ -450,9 +451,10 @@ Deno.test("KubeClient awaits the rate limiter before every request but watches",
   assert.equal(log.length, takes, "watches are not rate limited");
 });
 
-Deno.test("KubeClient reports each request to onRequest", async () => {
-  const infos: RequestInfo[] = [];
-  await using e = await env({}, { onRequest: (info) => infos.push(info) });
+Deno.test("KubeClient reports each try of a request to its observer", async () => {
+  const observer = new RecordingKubeObserver();
+  const infos = observer.tries;
+  await using e = await env({}, { observer });
   e.server.create(VOLUME_ATTACHMENTS, va("va1"));
   await e.client.patch(VOLUME_ATTACHMENTS, "va1", {
     type: "merge",

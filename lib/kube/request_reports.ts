@@ -1,7 +1,7 @@
 /**
  * What {@link import("./client.ts").KubeClient} reports about its requests, and the rate limiter
- * it waits for: the shapes of its callbacks (`onRequest`, `onRetry`, `onRateLimiterWait`,
- * `onRequestLatency`), which the attacher turns into client-go's `rest_client_*` metrics.
+ * it waits for: the {@link KubeRequestObserver} the client is given and what it learns, which
+ * the attacher's metrics (`../observe/metrics.ts`) count as client-go's `rest_client_*` metrics.
  *
  * @module
  */
@@ -12,7 +12,33 @@ export interface RequestRateLimiter {
   take(signal?: AbortSignal): Promise<void>;
 }
 
-/** What `KubeClientDeps.onRequest` learns about each request. */
+/**
+ * What a {@link import("./client.ts").KubeClient} tells about its requests: one interface for the
+ * four reports client-go's REST client hands its metrics (`tools/metrics/metrics.go`:
+ * `RequestResult`, `RequestRetry`, `RequestLatency`, `RateLimiterLatency`). The attacher's
+ * metrics implement it. A method must not throw.
+ */
+export interface KubeRequestObserver {
+  /**
+   * One try of a request, when it ends (a watch: when its response headers arrive); a request
+   * that is retried reports each try.
+   */
+  observeApiRequest(info: RequestInfo): void;
+  /** Before each retry; the retry is also logged at `--v=4`. */
+  observeApiRetry(info: RetryInfo): void;
+  /**
+   * One non-watch request when it ends, with its whole duration: waits for the rate limiter and
+   * retries included (client-go's `rest_client_request_duration_seconds{verb,host}`).
+   */
+  observeApiRequestDuration(info: LatencyInfo): void;
+  /**
+   * Each wait for the rate limiter, however short (client-go's
+   * `rest_client_rate_limiter_duration_seconds{verb,host}`); never for a client without one.
+   */
+  observeRateLimiterWait(info: LatencyInfo): void;
+}
+
+/** What {@link KubeRequestObserver.observeApiRequest} learns about each try of a request. */
 export interface RequestInfo {
   /** HTTP method. */
   method: string;
@@ -30,7 +56,7 @@ export interface RequestInfo {
   seconds: number;
 }
 
-/** What `KubeClientDeps.onRetry` learns about each retry. */
+/** What {@link KubeRequestObserver.observeApiRetry} learns about each retry. */
 export interface RetryInfo {
   /** HTTP method of the request. */
   method: string;
@@ -48,7 +74,7 @@ export interface RetryInfo {
   delayMs: number;
 }
 
-/** What `KubeClientDeps.onRateLimiterWait` and `onRequestLatency` learn. */
+/** What {@link KubeRequestObserver}'s two durations learn. */
 export interface LatencyInfo {
   /** HTTP method (client-go's `verb` label). */
   method: string;

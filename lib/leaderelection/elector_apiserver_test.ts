@@ -6,6 +6,7 @@
 
 import assert from "node:assert/strict";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
+import { RecordingKubeObserver } from "../../testkit/fakes/recording_kube_observer.ts";
 import { EVENTS, type KubeApi, LEASES } from "../kube/api.ts";
 import { KubeClient } from "../kube/client.ts";
 import { connectionFromKubeconfigs } from "../kube/config.ts";
@@ -178,7 +179,7 @@ Deno.test("a renewal throttled with 429 + Retry-After is retried within the rene
         return Promise.resolve();
       },
     },
-    onRequest: () => tries--,
+    observer: new RecordingKubeObserver({ onTry: () => tries-- }),
   }, {});
   /** Steps the clock by 100 ms at a time, never while an HTTP request is in flight. */
   async function advanceTo(at: number): Promise<void> {

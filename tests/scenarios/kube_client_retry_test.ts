@@ -12,6 +12,7 @@ import { type Clock, type Timer } from "../../lib/clock.ts";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import { TcpProxy } from "../../testkit/tcp_proxy.ts";
+import { RecordingKubeObserver } from "../../testkit/fakes/recording_kube_observer.ts";
 import type { PersistentVolume, VolumeAttachment } from "../../lib/kube/types.ts";
 import {
   plainConnection as connectionTo,
@@ -60,8 +61,8 @@ interface Env extends AsyncDisposable {
   server: MemoryApiServer;
   client: KubeClient;
   clock: InstantClock;
-  retries: RetryInfo[];
-  tries: RequestInfo[];
+  retries: readonly RetryInfo[];
+  tries: readonly RequestInfo[];
   takes: number;
   lines: { msg: string; fields: Fields }[];
 }
@@ -70,11 +71,12 @@ async function env(): Promise<Env> {
   const server = await MemoryApiServer.start();
   const clock = new InstantClock();
   const { log, lines } = v4Lines();
+  const observer = new RecordingKubeObserver();
   const e: Env = {
     server,
     clock,
-    retries: [],
-    tries: [],
+    retries: observer.retries,
+    tries: observer.tries,
     takes: 0,
     lines,
     client: undefined as unknown as KubeClient,
@@ -93,8 +95,7 @@ async function env(): Promise<Env> {
         return Promise.resolve();
       },
     },
-    onRetry: (info) => e.retries.push(info),
-    onRequest: (info) => e.tries.push(info),
+    observer,
   });
   return e;
 }
@@ -223,14 +224,14 @@ Deno.test("aborting during a Retry-After wait rejects with the signal's reason a
 Deno.test("a GET whose connection breaks before the answer is retried after 1s; a PATCH is not", async () => {
   await using e = await env();
   await using proxy = await TcpProxy.start({ port: Number(new URL(e.server.url).port) });
-  const retries: RetryInfo[] = [];
+  const observer = new RecordingKubeObserver();
   // A fresh client for each request, so that it opens a new connection: the runtime itself
   // resends a request whose reused keep-alive connection closes before the answer.
   const fresh = () =>
     new KubeClient({
       connection: connectionTo(`http://127.0.0.1:${proxy.port}`),
       clock: e.clock,
-      onRetry: (info) => retries.push(info),
+      observer,
     });
   e.server.create(PERSISTENT_VOLUMES, pv("pv1"));
 
@@ -241,7 +242,7 @@ Deno.test("a GET whose connection breaks before the answer is retried after 1s; 
     assert.equal(got.metadata.name, "pv1");
   }
   assert.equal(proxy.broken, 2);
-  assert.deepEqual(retries.map((r) => [r.method, r.code, r.delayMs]), [
+  assert.deepEqual(observer.retries.map((r) => [r.method, r.code, r.delayMs]), [
     ["GET", 0, 1000],
     ["GET", 0, 1000],
   ]);
@@ -258,6 +259,6 @@ Deno.test("a GET whose connection breaks before the answer is retried after 1s; 
     );
   }
   assert.equal(proxy.broken, 3);
-  assert.equal(retries.length, 2, "a write on a broken connection is not retried");
+  assert.equal(observer.retries.length, 2, "a write on a broken connection is not retried");
   assert.equal(e.server.requests.filter((r) => r.verb === "patch").length, 0);
 });

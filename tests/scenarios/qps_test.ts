@@ -75,13 +75,17 @@ async function throttledWrites(verbosity: number) {
     log,
     rateLimiter: new TokenBucket({ clock }, { qps: 1, burst: 1 }),
     throttledLogger: new ThrottledLogger(clock),
-    onRateLimiterWait: (info) => {
-      waits.push(info.seconds);
-      metrics.observeRateLimiterWait(info);
-    },
-    onRequestLatency: (info) => {
-      durations.push(info.seconds);
-      metrics.observeApiRequestDuration(info);
+    observer: {
+      observeApiRequest: (info) => metrics.observeApiRequest(info),
+      observeApiRetry: (info) => metrics.observeApiRetry(info),
+      observeRateLimiterWait: (info) => {
+        waits.push(info.seconds);
+        metrics.observeRateLimiterWait(info);
+      },
+      observeApiRequestDuration: (info) => {
+        durations.push(info.seconds);
+        metrics.observeApiRequestDuration(info);
+      },
     },
   });
   try {
