@@ -18,7 +18,7 @@ import { createLogger } from "./lib/observe/log.ts";
 import { errorText } from "./lib/errors.ts";
 import type { Logger } from "./lib/observe/logger.ts";
 import { parseOptions, validateOptions } from "./lib/cli/options.ts";
-import type { Options } from "./lib/cli/options.ts";
+import { componentSettings, type KubeClientSettings } from "./lib/cli/settings.ts";
 import { TokenBucket } from "./lib/workqueue/token_bucket.ts";
 import { VERSION } from "./lib/version.ts";
 import { realClock, type Timer } from "./lib/clock.ts";
@@ -66,12 +66,12 @@ function proxyEnvironment(): ProxyEnvironment {
 }
 
 async function kubeFactory(
-  options: Options,
+  settings: KubeClientSettings,
   log: Logger,
-): Promise<(observer?: KubeRequestObserver) => KubeClient> {
+): Promise<(observer: KubeRequestObserver) => KubeClient> {
   const host = env("KUBERNETES_SERVICE_HOST");
   const connection = await loadConnection({
-    kubeconfigPath: options.kubeconfig,
+    kubeconfigPath: settings.kubeconfig,
     inCluster: host ? { host, port: env("KUBERNETES_SERVICE_PORT") ?? "443" } : undefined,
     kubeconfigEnv: env("KUBECONFIG"),
     home: env("HOME"),
@@ -83,7 +83,7 @@ async function kubeFactory(
     new KubeClient({
       connection,
       log,
-      rateLimiter: new TokenBucket({}, { qps: options.kubeApiQps, burst: options.kubeApiBurst }),
+      rateLimiter: new TokenBucket({}, { qps: settings.qps, burst: settings.burst }),
       observer,
       throttledLogger,
     }, {
@@ -119,38 +119,20 @@ async function main(argv: string[]): Promise<number> {
     createLogger({ verbosity: 0, format: "text" }).error(parsed.cause, parsed.error);
     return 1;
   }
-  const options = parsed.options;
-  const log = createLogger({ verbosity: options.verbosity, format: options.loggingFormat });
-  const invalid = validateOptions(options);
+  const settings = componentSettings(parsed.options);
+  const log = createLogger(settings.logging);
+  const invalid = validateOptions(parsed.options);
   if (invalid !== undefined) {
     log.error(undefined, invalid);
     return 1;
   }
   log.info("Version", { version: VERSION });
 
-  const stop = new AbortController();
-  let stopDeadline: Timer | undefined;
-  const onSignal = (signal: Deno.Signal) => {
-    if (stop.signal.aborted) {
-      log.info("Second signal received, exiting at once", { signal });
-      Deno.exit(1);
-    }
-    log.info("Signal received, finishing work in flight", { signal });
-    stop.abort();
-    // In-flight CSI calls are bounded by --timeout; do not outlive them by much.
-    stopDeadline = realClock.setTimer(options.timeoutMs + STOP_GRACE_MS, () => {
-      log.info("Work in flight did not finish in time, exiting");
-      Deno.exit(1);
-    });
-  };
-  const sigterm = () => onSignal("SIGTERM");
-  const sigint = () => onSignal("SIGINT");
-  Deno.addSignalListener("SIGTERM", sigterm);
-  Deno.addSignalListener("SIGINT", sigint);
-
+  // In-flight CSI calls are bounded by --timeout; do not outlive them by much.
+  const stop = stopOnSignals(log, settings.csi.callTimeoutMs + STOP_GRACE_MS);
   try {
-    const kube = await kubeFactory(options, log);
-    await runAttacher(options, {
+    const kube = await kubeFactory(settings.kubeClient, log);
+    await runAttacher(settings, {
       log,
       signal: stop.signal,
       kube,
@@ -167,11 +149,45 @@ async function main(argv: string[]): Promise<number> {
     log.error(err, "Attacher failed", { reason: errorText(err) });
     return 1;
   } finally {
-    stopDeadline?.cancel();
-    Deno.removeSignalListener("SIGTERM", sigterm);
-    Deno.removeSignalListener("SIGINT", sigint);
+    stop.dispose();
   }
   return 0;
+}
+
+/**
+ * Aborts `signal` at the first SIGTERM or SIGINT, then exits 1 at a second one or when the work
+ * in flight has not finished `graceMs` later. `dispose` removes the listeners and the timer.
+ */
+function stopOnSignals(
+  log: Logger,
+  graceMs: number,
+): { signal: AbortSignal; dispose(): void } {
+  const stop = new AbortController();
+  let stopDeadline: Timer | undefined;
+  const onSignal = (signal: Deno.Signal) => {
+    if (stop.signal.aborted) {
+      log.info("Second signal received, exiting at once", { signal });
+      Deno.exit(1);
+    }
+    log.info("Signal received, finishing work in flight", { signal });
+    stop.abort();
+    stopDeadline = realClock.setTimer(graceMs, () => {
+      log.info("Work in flight did not finish in time, exiting");
+      Deno.exit(1);
+    });
+  };
+  const sigterm = () => onSignal("SIGTERM");
+  const sigint = () => onSignal("SIGINT");
+  Deno.addSignalListener("SIGTERM", sigterm);
+  Deno.addSignalListener("SIGINT", sigint);
+  return {
+    signal: stop.signal,
+    dispose() {
+      stopDeadline?.cancel();
+      Deno.removeSignalListener("SIGTERM", sigterm);
+      Deno.removeSignalListener("SIGINT", sigint);
+    },
+  };
 }
 
 if (import.meta.main) {

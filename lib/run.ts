@@ -1,9 +1,12 @@
 /**
- * The attacher's startup sequence (external-attacher `cmd/csi-attacher/main.go`): connect to the driver, learn its name and
- * capabilities, pick a handler, then run the informers and the controller until stopped.
+ * The attacher's startup sequence (external-attacher `cmd/csi-attacher/main.go`): connect to the
+ * driver, learn its name and capabilities, pick a handler, then run the informers and the
+ * controller until stopped.
  *
- * Everything the process environment provides (files, environment variables, exit) comes in
- * through {@link AttacherEnv}, so tests and the sandbox run the same code in-process.
+ * Each component gets its part of the {@link ComponentSettings} (`./cli/settings.ts`) and the
+ * live parts it works with (API clients, stores, queues); nothing here reads the command line's
+ * options. Everything the process environment provides (files, environment variables, exit)
+ * comes in through {@link AttacherEnv}, so tests and the sandbox run the same code in-process.
  *
  * @module
  */
@@ -13,7 +16,6 @@ import { realClock } from "./clock.ts";
 import { AttachController } from "./controller/controller.ts";
 import { ATTACH_LANE, DETACH_LANE, volumeAttachmentLanes } from "./controller/lanes.ts";
 import type { CsiClient } from "./csi/api.ts";
-import type { CsiCallObserver } from "./csi/client.ts";
 import {
   connect,
   type DriverCapabilities,
@@ -36,14 +38,14 @@ import {
   cachedVolumeAttachment,
 } from "./controller/cache_fields.ts";
 import type { KubeApi } from "./kube/api.ts";
-import type { KubeRequestObserver } from "./kube/request_reports.ts";
 import { CSI_NODES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "./kube/api.ts";
+import type { KubeRequestObserver } from "./kube/request_reports.ts";
 import type { Logger } from "./observe/logger.ts";
 import { DUMMY_DRIVER_NAME } from "./controller/names.ts";
-import type { Options } from "./cli/options.ts";
+import type { ComponentSettings } from "./cli/settings.ts";
 import { TrivialHandler } from "./controller/trivial_handler.ts";
 import type { CsiNode, PersistentVolume, VolumeAttachment } from "./kube/types.ts";
-import { startHttpServer } from "./observe/http_server.ts";
+import { type RunningHttpServer, startHttpServer } from "./observe/http_server.ts";
 import { LeaderElector } from "./leaderelection/elector.ts";
 import { leaderElectionNamespace, leaderIdentity } from "./leaderelection/config.ts";
 import { raceAbort } from "./abort.ts";
@@ -90,7 +92,7 @@ export interface AttacherDeps {
    * report its requests, retries and waits tells `observer` (the metrics). runAttacher closes
    * every client it built before it returns or throws.
    */
-  kube: (observer?: KubeRequestObserver) => OwnedKubeApi;
+  kube: (observer: KubeRequestObserver) => OwnedKubeApi;
   clock?: Clock;
   /** Stops the attacher: workers finish what they are doing, then `runAttacher` resolves. */
   signal: AbortSignal;
@@ -98,84 +100,8 @@ export interface AttacherDeps {
   onReady?: () => void;
 }
 
-/** Metrics that can be swapped once the driver name is known (CSI migration adds a label). */
-class MetricsHolder {
-  current: Metrics = createMetrics({});
-  csi: CsiCallObserver = { observeCsiCall: (info) => this.current.observeCsiCall(info) };
-  kube: KubeRequestObserver = {
-    observeApiRequest: (info) => this.current.observeApiRequest(info),
-    observeApiRetry: (info) => this.current.observeApiRetry(info),
-    observeApiRequestDuration: (info) => this.current.observeApiRequestDuration(info),
-    observeRateLimiterWait: (info) => this.current.observeRateLimiterWait(info),
-  };
-}
-
-/** The driver learnt at startup: its name, its client and whether it publishes volumes. */
-interface DriverSetup {
-  driverName: string;
-  /** The driver's client; none in dummy mode. */
-  csi?: CsiClient;
-  /**
-   * The capabilities of a driver with ControllerPublishVolume (the CSI handler); undefined
-   * selects the trivial handler.
-   */
-  publishing?: DriverCapabilities;
-}
-
 /** `source.component` of the Events on VolumeAttachments. */
 export const EVENT_COMPONENT = "csi-attacher";
-
-/**
- * How long, at most, the attacher waits at exit for the Events still queued (the leader's
- * "stopped leading" among them) to be posted: the leader election's renew deadline, the bound
- * each of its own requests has.
- */
-function eventDrainMs(options: Options): number {
-  return options.leaderElectionRenewDeadlineMs;
-}
-
-async function setUpDriver(
-  options: Options,
-  deps: AttacherDeps,
-  metrics: MetricsHolder,
-): Promise<DriverSetup> {
-  const { log, env } = deps;
-  const clock = deps.clock ?? realClock;
-  if (options.dummy) {
-    log.info("Running in dummy mode: no CSI driver", { driver: DUMMY_DRIVER_NAME });
-    return { driverName: DUMMY_DRIVER_NAME };
-  }
-  const csi = await connect(options.csiAddress, {
-    log,
-    clock,
-    maxGrpcLogLength: options.maxGrpcLogLength,
-    observer: metrics.csi,
-    onConnectionLoss: () => {
-      env.writeTerminationMessage(CONNECTION_LOST_MESSAGE);
-      log.error(new Error("connection lost"), CONNECTION_LOST_MESSAGE);
-      env.exit(1);
-    },
-  });
-  try {
-    await probeForever(csi, { timeoutMs: options.timeoutMs, clock, log, signal: deps.signal });
-    const driverName = await getDriverName(csi);
-    log.info("CSI driver name", { driver: driverName });
-    if (MIGRATION_DRIVER_NAMES.has(driverName)) {
-      metrics.current = createMetrics({ driverName, migrated: true });
-    }
-    const caps = await getCapabilities(csi, clock);
-    if (!caps.controllerService || !caps.publishUnpublish) {
-      log.info("CSI driver does not support ControllerPublishUnpublish, using trivial handler", {
-        driver: driverName,
-      });
-      return { driverName, csi };
-    }
-    return { driverName, csi, publishing: caps };
-  } catch (err) {
-    csi.close();
-    throw err;
-  }
-}
 
 /**
  * Runs the attacher until `deps.signal` aborts, then waits for the work in flight.
@@ -183,26 +109,32 @@ async function setUpDriver(
  * @throws {Error} for fatal startup failures (driver unreachable, probe failed, no name, the
  *   HTTP endpoint cannot listen); the caller logs them and exits 1.
  */
-export async function runAttacher(options: Options, deps: AttacherDeps): Promise<void> {
+export async function runAttacher(
+  settings: ComponentSettings,
+  deps: AttacherDeps,
+): Promise<void> {
   const { log } = deps;
   const clock = deps.clock ?? realClock;
-  const metrics = new MetricsHolder();
-  const clients = new OwnedClients(deps.kube);
+  // The one registry of the process, made before anything observes: a CSI-migration driver's
+  // label is added to it once the driver's name is known, keeping what was observed before.
+  const metrics = createMetrics();
+  const clients = new OwnedClients(deps.kube, metrics);
   try {
-    const kube = clients.create(metrics.kube);
     // The one Event path of the process (the CSI handler's and the leader elector's Events). It
     // has an API client of its own, so Events never take the rate-limiter tokens of attach and
     // detach; it runs until the end of runAttacher and then posts what is still queued.
-    const events = new EventRecorder({ kube: clients.create(metrics.kube), clock, log }, {
+    const kube = clients.create();
+    const events = new EventRecorder({ kube: clients.create(), clock, log }, {
       component: EVENT_COMPONENT,
       host: leaderIdentity(deps.env.hostname()),
     });
     const stopEvents = new AbortController();
     const posting = events.run(stopEvents.signal);
     try {
-      await runWithEvents(options, deps, { clock, metrics, clients, kube, events });
+      const parts = { ...deps, clock, metrics, clients, kube, events };
+      await new Attacher(parts, settings).run();
     } finally {
-      const drain = clock.setTimer(eventDrainMs(options), () => stopEvents.abort());
+      const drain = clock.setTimer(settings.events.drainMs, () => stopEvents.abort());
       await raceAbort(events.idle(), stopEvents.signal);
       drain.cancel();
       stopEvents.abort();
@@ -215,16 +147,21 @@ export async function runAttacher(options: Options, deps: AttacherDeps): Promise
 
 /** The API clients {@link runAttacher} builds; it closes all of them on every way out. */
 class OwnedClients {
-  #make: (observer?: KubeRequestObserver) => OwnedKubeApi;
-  #clients: OwnedKubeApi[] = [];
+  readonly #make: (observer: KubeRequestObserver) => OwnedKubeApi;
+  readonly #observer: KubeRequestObserver;
+  readonly #clients: OwnedKubeApi[] = [];
 
-  constructor(make: (observer?: KubeRequestObserver) => OwnedKubeApi) {
+  constructor(
+    make: (observer: KubeRequestObserver) => OwnedKubeApi,
+    observer: KubeRequestObserver,
+  ) {
     this.#make = make;
+    this.#observer = observer;
   }
 
-  /** A new client, remembered for {@link closeAll}. */
-  create(observer: KubeRequestObserver): OwnedKubeApi {
-    const client = this.#make(observer);
+  /** A new client reporting to the observer, remembered for {@link closeAll}. */
+  create(): OwnedKubeApi {
+    const client = this.#make(this.#observer);
     this.#clients.push(client);
     return client;
   }
@@ -241,40 +178,161 @@ class OwnedClients {
   }
 }
 
-/** What {@link runAttacher} has built before the driver is set up. */
-interface AttacherParts {
+/** What an {@link Attacher} is made with: what the process gives and what lives as long as it. */
+interface AttacherParts extends Omit<AttacherDeps, "kube" | "clock"> {
   clock: Clock;
-  metrics: MetricsHolder;
+  /** The process's one metrics registry. */
+  metrics: Metrics;
   /** Where further API clients come from (the Lease's). */
   clients: OwnedClients;
   /** The API client of the informers and the handler. */
   kube: KubeApi;
+  /** The process's Event path. */
   events: EventRecorder;
 }
 
-/** runAttacher once the Event path runs: driver setup, diagnostics server, election, work. */
-async function runWithEvents(
-  options: Options,
-  deps: AttacherDeps,
-  parts: AttacherParts,
-): Promise<void> {
-  const { log } = deps;
-  const { clock, metrics, clients, kube, events } = parts;
-  const setup = await setUpDriver(options, deps, metrics);
-  const { driverName } = setup;
-  metrics.current.setDriverName(driverName);
-  let elector: LeaderElector | undefined;
-  let ready = false;
-  const address = options.httpEndpoint || options.metricsAddress;
-  const http = address
-    ? await startHttpServer({
-      address,
-      metricsPath: options.metricsPath,
-      metrics: metrics.current,
-      leaderHealth: options.leaderElection && options.httpEndpoint
-        ? () => elector?.healthCheck()
-        : undefined,
-      ready: () => ready,
+/** The driver learnt at startup: its name, its client and whether it publishes volumes. */
+interface DriverSetup {
+  driverName: string;
+  /** The driver's client; none in dummy mode. */
+  csi?: CsiClient;
+  /**
+   * The capabilities of a driver with ControllerPublishVolume (the CSI handler); undefined
+   * selects the trivial handler.
+   */
+  publishing?: DriverCapabilities;
+}
+
+/** The informers, which are also the handler's stores. */
+interface Informers extends HandlerStores {
+  volumeAttachments: Informer<VolumeAttachment>;
+  persistentVolumes: Informer<PersistentVolume>;
+  csiNodes: Informer<CsiNode>;
+}
+
+/**
+ * The attacher once its Event path runs: driver setup, the HTTP endpoint, the election, and the
+ * controller of each term (every term, without leader election).
+ */
+class Attacher {
+  readonly #parts: AttacherParts;
+  readonly #settings: ComponentSettings;
+  readonly #log: Logger;
+  readonly #clock: Clock;
+  readonly #metrics: Metrics;
+  #ready = false;
+
+  constructor(parts: AttacherParts, settings: ComponentSettings) {
+    this.#parts = parts;
+    this.#settings = settings;
+    this.#log = parts.log;
+    this.#clock = parts.clock;
+    this.#metrics = parts.metrics;
+  }
+
+  /** Runs until the attacher's signal aborts (or leadership is lost); see {@link runAttacher}. */
+  async run(): Promise<void> {
+    const driver = await this.#setUpDriver();
+    try {
+      this.#metrics.setDriverName(driver.driverName);
+      const elector = this.#elector(driver.driverName);
+      const http = await this.#startHttpServer(elector);
+      try {
+        if (elector === undefined) {
+          await this.#runController(driver, this.#parts.signal, UNFENCED);
+        } else {
+          // The fence is the term's: read when the term starts.
+          await this.#lead(elector, (signal) => this.#runController(driver, signal, elector.fence));
+        }
+      } finally {
+        await http?.close();
+      }
+    } finally {
+      driver.csi?.close();
+    }
+  }
+
+  async #setUpDriver(): Promise<DriverSetup> {
+    const { log, env } = this.#parts;
+    const settings = this.#settings.csi;
+    if (settings.dummy) {
+      log.info("Running in dummy mode: no CSI driver", { driver: DUMMY_DRIVER_NAME });
+      return { driverName: DUMMY_DRIVER_NAME };
+    }
+    const clock = this.#clock;
+    const csi = await connect(settings.address, {
+      log,
+      clock,
+      maxGrpcLogLength: settings.maxGrpcLogLength,
+      observer: this.#metrics,
+      onConnectionLoss: () => {
+        env.writeTerminationMessage(CONNECTION_LOST_MESSAGE);
+        log.error(new Error("connection lost"), CONNECTION_LOST_MESSAGE);
+        env.exit(1);
+      },
+    });
+    try {
+      const signal = this.#parts.signal;
+      await probeForever(csi, { timeoutMs: settings.callTimeoutMs, clock, log, signal });
+      const driverName = await getDriverName(csi);
+      log.info("CSI driver name", { driver: driverName });
+      if (MIGRATION_DRIVER_NAMES.has(driverName)) {
+        // Where the Go attacher makes its metrics manager again `WithMigration()`
+        // (cmd/csi-attacher/main.go): later calls carry the driver's name and the `migrated`
+        // label; the calls observed so far keep their series.
+        this.#metrics.setDriverName(driverName);
+        this.#metrics.addMigratedLabel();
+      }
+      const caps = await getCapabilities(csi, clock);
+      if (!caps.controllerService || !caps.publishUnpublish) {
+        log.info("CSI driver does not support ControllerPublishUnpublish, using trivial handler", {
+          driver: driverName,
+        });
+        return { driverName, csi };
+      }
+      return { driverName, csi, publishing: caps };
+    } catch (err) {
+      csi.close();
+      throw err;
+    }
+  }
+
+  /** The Lease elector with `--leader-election`, else undefined. */
+  #elector(driverName: string): LeaderElector | undefined {
+    const settings = this.#settings.elector;
+    if (settings === undefined) return undefined;
+    const { env, clients, events } = this.#parts;
+    return new LeaderElector({
+      kube: clients.create(),
+      events,
+      clock: this.#clock,
+      log: this.#log,
+      metrics: this.#metrics,
+    }, {
+      ...settings,
+      name: leaseName(driverName),
+      namespace: leaderElectionNamespace({
+        flag: settings.namespace,
+        podNamespaceEnv: env.podNamespace,
+        readServiceAccountNamespace: env.readServiceAccountNamespace,
+      }),
+      identity: leaderIdentity(env.hostname()),
+    });
+  }
+
+  /** The HTTP endpoint when one is set: metrics, health checks, z-pages. */
+  async #startHttpServer(
+    elector: LeaderElector | undefined,
+  ): Promise<RunningHttpServer | undefined> {
+    const settings = this.#settings.http;
+    if (settings === undefined) return undefined;
+    const clock = this.#clock;
+    return await startHttpServer({
+      address: settings.address,
+      metricsPath: settings.metricsPath,
+      metrics: this.#metrics,
+      leaderHealth: settings.leaderHealth && elector ? () => elector.healthCheck() : undefined,
+      ready: () => this.#ready,
       zpages: {
         component: "csi-attacher",
         binaryVersion: VERSION,
@@ -282,228 +340,178 @@ async function runWithEvents(
           `${Deno.version.typescript})`,
         startTimeMs: clock.wallNow() - clock.now(),
         uptimeMs: () => clock.now(),
-        flags: options.flagValues,
+        flags: settings.flags,
       },
-      log,
-    }).catch((err) => {
-      setup.csi?.close();
-      throw err;
-    })
-    : undefined;
-  try {
-    const work = (signal: AbortSignal) =>
-      runController({
-        options,
-        log: deps.log,
-        clock,
-        setup,
-        kube,
-        events,
-        metrics: metrics.current,
-        signal,
-        // Read when the term starts: the elector exists by then.
-        fence: elector?.fence ?? UNFENCED,
-        onReady: () => {
-          ready = true;
-          deps.onReady?.();
-        },
-      });
-    if (!options.leaderElection) {
-      await work(deps.signal);
-      return;
-    }
-    const identity = leaderIdentity(deps.env.hostname());
-    elector = new LeaderElector({
-      kube: clients.create(metrics.kube),
-      events,
-      clock,
-      log,
-      metrics: metrics.current,
-    }, {
-      name: leaseName(driverName),
-      namespace: leaderElectionNamespace({
-        flag: options.leaderElectionNamespace,
-        podNamespaceEnv: deps.env.podNamespace,
-        readServiceAccountNamespace: deps.env.readServiceAccountNamespace,
-      }),
-      identity,
-      leaseDurationMs: options.leaderElectionLeaseDurationMs,
-      renewDeadlineMs: options.leaderElectionRenewDeadlineMs,
-      retryPeriodMs: options.leaderElectionRetryPeriodMs,
-      labels: options.leaderElectionLabels,
-      releaseOnCancel: options.featureGates.ReleaseLeaderElectionOnExit,
+      log: this.#log,
     });
-    await elector.run(deps.signal, {
+  }
+
+  /** Competes for the Lease and runs `work` in each term; losing it ends the process. */
+  async #lead(elector: LeaderElector, work: (signal: AbortSignal) => Promise<void>): Promise<void> {
+    const { log, env } = this.#parts;
+    const identity = leaderIdentity(env.hostname());
+    await elector.run(this.#parts.signal, {
       onStartedLeading: (leaderSignal) => work(leaderSignal),
       onStoppedLeading: () => {
         log.error(new Error("leader election lost"), "Stopped leading", { identity });
-        deps.env.exit(1);
+        env.exit(1);
       },
       onNewLeader: (leader) => log.info("New leader elected", { identity: leader }),
     });
-  } finally {
-    await http?.close();
-    setup.csi?.close();
   }
-}
 
-/** What {@link runController} runs with. */
-interface ControllerRun {
-  options: Options;
-  log: Logger;
-  clock: Clock;
-  /** The driver's name and the handler chosen for it. */
-  setup: DriverSetup;
-  /** The API client of the informers and the handler. */
-  kube: KubeApi;
-  /** The process's Event path. */
-  events: EventRecorder;
-  metrics: Metrics;
-  /** Aborts when the attacher stops or loses the lease. */
-  signal: AbortSignal;
-  /** The lease fence of the term (UNFENCED without leader election), asked before each act. */
-  fence: LeaseFence;
-  /** Called once the VolumeAttachment and PersistentVolume caches have synced. */
-  onReady: () => void;
-}
-
-/** Runs the informers and the controller until `signal` aborts and the work in flight is done. */
-async function runController(run: ControllerRun): Promise<void> {
-  const { options, log, clock, setup, kube, metrics, signal, onReady } = run;
-  const informerDeps = { kube, clock, log };
-  const vaInformer = new Informer<VolumeAttachment>(informerDeps, {
-    resource: VOLUME_ATTACHMENTS,
-    resyncMs: options.resyncMs,
-    name: "volumeattachments",
-    transform: cachedVolumeAttachment,
-    watchList: true,
-  });
-  const pvInformer = new Informer<PersistentVolume>(informerDeps, {
-    resource: PERSISTENT_VOLUMES,
-    resyncMs: options.resyncMs,
-    name: "persistentvolumes",
-    transform: cachedPersistentVolume,
-    watchList: true,
-  });
-  const csiNodeInformer = new Informer<CsiNode>(informerDeps, {
-    resource: CSI_NODES,
-    resyncMs: options.resyncMs,
-    name: "csinodes",
-    transform: cachedCsiNode(setup.driverName),
-    watchList: true,
-  });
-  const queue = (name: string, lanes?: QueueLanes) =>
-    new RateLimitingWorkQueue({
-      clock,
-      metricsProvider: metrics.queueMetricsProvider,
-      rateLimiter: new ItemExponentialFailureRateLimiter({
-        baseMs: options.retryIntervalStartMs,
-        maxMs: options.retryIntervalMaxMs,
-      }),
-    }, { name, lanes });
-  // Attaches and detaches have their own workers (beyond the Go attacher; ARCHITECTURE.md
-  // "Scheduling").
-  const vaQueue = queue("csi-attacher-va", volumeAttachmentLanes(vaInformer));
-  const pvQueue = queue("csi-attacher-pv");
-  const stores: HandlerStores = {
-    volumeAttachments: vaInformer,
-    persistentVolumes: pvInformer,
-    csiNodes: csiNodeInformer,
-  };
-  const { handler, memory, reconciler } = buildHandler({ ...run, stores, vaQueue });
-  // The initial lists' garbage, then each burst's (lib/heap.ts).
-  const reclaim = heapReclaimer();
-  const controller = new AttachController({
-    vaInformer,
-    pvInformer,
-    vaQueue,
-    pvQueue,
-    handler,
-    memory,
-    reconciler,
-    log,
-    clock,
-    afterSync: reclaim,
-    whenIdle: reclaim,
-  }, {
-    driverName: setup.driverName,
-    workers: options.workerThreads,
-    laneWorkers: {
-      [ATTACH_LANE]: options.attachWorkerThreads,
-      [DETACH_LANE]: options.detachWorkerThreads,
-    },
-    reconcileSyncMs: options.reconcileSyncMs,
-  });
-  const informers = Promise.all([
-    vaInformer.run(signal),
-    pvInformer.run(signal),
-    csiNodeInformer.run(signal),
-  ]);
-  const synced = Promise.all([vaInformer.waitForSync(signal), pvInformer.waitForSync(signal)])
-    .then(onReady, () => {});
-  // Beyond the Go attacher: the backlog as gauges and as a periodic log line.
-  metrics.setPendingSource(() =>
-    pendingVolumeAttachments(vaInformer.list(), {
-      driverName: setup.driverName,
-      nowMs: clock.wallNow(),
-    })
-  );
-  const backlog = options.logBacklogIntervalMs > 0
-    ? new BacklogReporter({ clock, log }, {
-      queues: [{ name: vaQueue.name, queue: vaQueue }, { name: pvQueue.name, queue: pvQueue }],
-      intervalMs: options.logBacklogIntervalMs,
-    }).run(signal)
-    : undefined;
-  try {
-    await Promise.all([
-      controller.run(signal),
-      informers,
-      synced,
-      backlog,
-    ]);
-  } finally {
-    metrics.setPendingSource(undefined);
+  /**
+   * Runs the informers and the controller until `signal` aborts and the work in flight is done.
+   * `fence` is the term's lease fence (UNFENCED without leader election), asked before each act.
+   */
+  async #runController(driver: DriverSetup, signal: AbortSignal, fence: LeaseFence): Promise<void> {
+    const settings = this.#settings.controller;
+    const { driverName } = driver;
+    const informers = this.#informers(driverName);
+    // Attaches and detaches have their own workers (beyond the Go attacher; ARCHITECTURE.md
+    // "Scheduling").
+    const vaQueue = this.#queue(
+      "csi-attacher-va",
+      volumeAttachmentLanes(informers.volumeAttachments),
+    );
+    const pvQueue = this.#queue("csi-attacher-pv");
+    const { handler, memory, reconciler } = this.#handler(driver, informers, vaQueue, fence);
+    // The initial lists' garbage, then each burst's (lib/heap.ts).
+    const reclaim = heapReclaimer();
+    const controller = new AttachController({
+      vaInformer: informers.volumeAttachments,
+      pvInformer: informers.persistentVolumes,
+      vaQueue,
+      pvQueue,
+      handler,
+      memory,
+      reconciler,
+      log: this.#log,
+      clock: this.#clock,
+      afterSync: reclaim,
+      whenIdle: reclaim,
+    }, {
+      driverName,
+      workers: settings.workers,
+      laneWorkers: { [ATTACH_LANE]: settings.attachWorkers, [DETACH_LANE]: settings.detachWorkers },
+      reconcileSyncMs: settings.reconcileSyncMs,
+    });
+    const running = [informers.volumeAttachments, informers.persistentVolumes, informers.csiNodes]
+      .map((informer) => informer.run(signal));
+    const synced = this.#whenSynced(informers, signal);
+    // Beyond the Go attacher: the backlog as gauges and as a periodic log line.
+    this.#metrics.setPendingSource(() =>
+      pendingVolumeAttachments(informers.volumeAttachments.list(), {
+        driverName,
+        nowMs: this.#clock.wallNow(),
+      })
+    );
+    const backlog = this.#reportBacklog([vaQueue, pvQueue], signal);
+    try {
+      await Promise.all([controller.run(signal), ...running, synced, backlog]);
+    } finally {
+      this.#metrics.setPendingSource(undefined);
+    }
   }
-}
 
-/**
- * The handler the driver calls for, with the per-VolumeAttachment memory it shares with the
- * controller, and the ListVolumes reconciler when the driver can list published volumes.
- */
-function buildHandler(
-  run: ControllerRun & { stores: HandlerStores; vaQueue: RateLimitingWorkQueue },
-): { handler: Handler; memory: AttachmentMemory; reconciler?: ListVolumesReconciler } {
-  const { options, log, clock, setup, kube, events, metrics, stores, vaQueue, fence } = run;
-  const caps = setup.publishing;
-  if (setup.csi === undefined || caps === undefined) {
+  /** The informers of VolumeAttachments, PersistentVolumes and the driver's CSINodes. */
+  #informers(driverName: string): Informers {
+    const deps = { kube: this.#parts.kube, clock: this.#clock, log: this.#log };
+    const resyncMs = this.#settings.controller.resyncMs;
     return {
-      handler: new TrivialHandler({ kube, log, fence }),
-      memory: new AttachmentMemory({ backoff: vaQueue }),
+      volumeAttachments: new Informer<VolumeAttachment>(deps, {
+        resource: VOLUME_ATTACHMENTS,
+        resyncMs,
+        name: "volumeattachments",
+        transform: cachedVolumeAttachment,
+        watchList: true,
+      }),
+      persistentVolumes: new Informer<PersistentVolume>(deps, {
+        resource: PERSISTENT_VOLUMES,
+        resyncMs,
+        name: "persistentvolumes",
+        transform: cachedPersistentVolume,
+        watchList: true,
+      }),
+      csiNodes: new Informer<CsiNode>(deps, {
+        resource: CSI_NODES,
+        resyncMs,
+        name: "csinodes",
+        transform: cachedCsiNode(driverName),
+        watchList: true,
+      }),
     };
   }
-  const latency = new OperationLatency({
-    clock,
-    sink: {
-      observeAttachDuration: (seconds) => metrics.observeAttachDuration(seconds),
-      observeDetachDuration: (seconds) => metrics.observeDetachDuration(seconds),
-    },
-  });
-  const memory = new AttachmentMemory({ backoff: vaQueue, latency });
-  const csi = setup.csi;
-  const handler = new CsiHandler({ kube, csi, log, clock, stores, memory, events, fence }, {
-    driverName: setup.driverName,
-    timeoutMs: options.timeoutMs,
-    supportsPublishReadOnly: caps.publishReadonly,
-    supportsSingleNodeMultiWriter: caps.singleNodeMultiWriter,
-    defaultFsType: options.defaultFsType,
-    attachErrorCodes: options.featureGates.MutableCSINodeAllocatableCount,
-  });
-  const reconciler = caps.reconcile
-    ? new ListVolumesReconciler({ csi, log, clock, stores, memory, queue: vaQueue, fence }, {
-      driverName: setup.driverName,
-      timeoutMs: options.reconcileTimeoutMs,
-      maxEntries: options.maxEntries,
-    })
-    : undefined;
-  return { handler, memory, reconciler };
+
+  /** A work queue with the per-item backoff of `--retry-interval-start` and `-max`. */
+  #queue(name: string, lanes?: QueueLanes): RateLimitingWorkQueue {
+    return new RateLimitingWorkQueue({
+      clock: this.#clock,
+      metricsProvider: this.#metrics.queueMetricsProvider,
+      rateLimiter: new ItemExponentialFailureRateLimiter(this.#settings.controller.retry),
+    }, { name, lanes });
+  }
+
+  /** Marks the attacher ready once the VolumeAttachment and PersistentVolume caches synced. */
+  async #whenSynced(informers: Informers, signal: AbortSignal): Promise<void> {
+    try {
+      await Promise.all([
+        informers.volumeAttachments.waitForSync(signal),
+        informers.persistentVolumes.waitForSync(signal),
+      ]);
+    } catch {
+      return; // stopped before the caches synced
+    }
+    this.#ready = true;
+    this.#parts.onReady?.();
+  }
+
+  /** Beyond the Go attacher: the backlog line every `--log-backlog-interval`, when not 0. */
+  async #reportBacklog(queues: RateLimitingWorkQueue[], signal: AbortSignal): Promise<void> {
+    const intervalMs = this.#settings.controller.logBacklogIntervalMs;
+    if (intervalMs <= 0) return;
+    await new BacklogReporter({ clock: this.#clock, log: this.#log }, {
+      queues: queues.map((queue) => ({ name: queue.name, queue })),
+      intervalMs,
+    }).run(signal);
+  }
+
+  /**
+   * The handler the driver calls for, with the per-VolumeAttachment memory it shares with the
+   * controller, and the ListVolumes reconciler when the driver can list published volumes.
+   */
+  #handler(
+    driver: DriverSetup,
+    stores: HandlerStores,
+    vaQueue: RateLimitingWorkQueue,
+    fence: LeaseFence,
+  ): { handler: Handler; memory: AttachmentMemory; reconciler?: ListVolumesReconciler } {
+    const log = this.#log;
+    const clock = this.#clock;
+    const { kube, events } = this.#parts;
+    const { csi, publishing: caps, driverName } = driver;
+    if (csi === undefined || caps === undefined) {
+      return {
+        handler: new TrivialHandler({ kube, log, fence }),
+        memory: new AttachmentMemory({ backoff: vaQueue }),
+      };
+    }
+    const latency = new OperationLatency({ clock, sink: this.#metrics });
+    const memory = new AttachmentMemory({ backoff: vaQueue, latency });
+    const settings = this.#settings.controller;
+    const handler = new CsiHandler({ kube, csi, log, clock, stores, memory, events, fence }, {
+      ...settings.handler,
+      driverName,
+      timeoutMs: this.#settings.csi.callTimeoutMs,
+      supportsPublishReadOnly: caps.publishReadonly,
+      supportsSingleNodeMultiWriter: caps.singleNodeMultiWriter,
+    });
+    const reconciler = caps.reconcile
+      ? new ListVolumesReconciler({ csi, log, clock, stores, memory, queue: vaQueue, fence }, {
+        ...settings.reconciler,
+        driverName,
+      })
+      : undefined;
+    return { handler, memory, reconciler };
+  }
 }

@@ -10,11 +10,13 @@ import { ExampleDriver } from "../testkit/csi/example_driver.ts";
 import { FakeCsiDriver } from "../testkit/csi/fake_driver.ts";
 import { csiNode, DRIVER, pv, va } from "../testkit/harness/fixtures.ts";
 import { parseOptions } from "./cli/options.ts";
+import { componentSettings } from "./cli/settings.ts";
 import { CSI_NODES, EVENTS, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "./kube/api.ts";
-import { KubeClient } from "./kube/client.ts";
+import { KubeClient, type KubeRequestObserver } from "./kube/client.ts";
 import { type ClusterConnection, connectionFromKubeconfigs } from "./kube/config.ts";
 import type { KubeObject } from "./kube/types.ts";
 import { nullLogger } from "./observe/logger.ts";
+import { FakeLogger } from "../testkit/fakes/fake_logger.ts";
 import { runAttacher } from "./run.ts";
 
 /** A KubeClient that counts its close() calls. */
@@ -35,8 +37,8 @@ async function setUp() {
   return {
     server,
     clients,
-    kube: () => {
-      const client = new CountedClient({ connection }, {});
+    kube: (observer: KubeRequestObserver) => {
+      const client = new CountedClient({ connection, observer }, {});
       clients.push(client);
       return client;
     },
@@ -50,7 +52,7 @@ async function setUp() {
 function parseOptionsOk(args: string[]) {
   const parsed = parseOptions(args);
   assert.ok(parsed.ok);
-  return parsed.options;
+  return componentSettings(parsed.options);
 }
 
 function options(args: string[]) {
@@ -131,4 +133,68 @@ Deno.test("runAttacher() bounds each publish by --timeout and the ListVolumes pa
   assert.ok(publish && list, "a publish and a ListVolumes pass happened");
   assert.ok(publish.timeoutMs > 5_000 && publish.timeoutMs <= 7_000, `${publish.timeoutMs}`);
   assert.ok(list.timeoutMs > 35_000 && list.timeoutMs <= 40_000, `${list.timeoutMs}`);
+});
+
+/** The value of one sample line of `text`, or undefined when there is none. */
+function sample(text: string, name: string, labels: Record<string, string>): number | undefined {
+  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
+  for (const line of text.split("\n")) {
+    const open = line.indexOf("{");
+    if (line.slice(0, open) !== name) continue;
+    const close = line.lastIndexOf("}");
+    const got = line.slice(open + 1, close).split(",");
+    if (wanted.length === got.length && wanted.every((l) => got.includes(l))) {
+      return Number(line.slice(close + 2));
+    }
+  }
+  return undefined;
+}
+
+Deno.test("runAttacher() keeps the start-up observations of a CSI-migration driver in /metrics", async () => {
+  await using t = await setUp();
+  const dir = await Deno.makeTempDir();
+  const migrationDriver = "pd.csi.storage.gke.io";
+  await using driver = await FakeCsiDriver.start({
+    address: `${dir}/csi.sock`,
+    pluginName: migrationDriver,
+  });
+  const log = new FakeLogger(0);
+  const stop = new AbortController();
+  const ready = Promise.withResolvers<void>();
+  const run = runAttacher(
+    parseOptionsOk([`--csi-address=${driver.address}`, "--http-endpoint=127.0.0.1:0"]),
+    {
+      log,
+      signal: stop.signal,
+      kube: t.kube,
+      env: { exit: () => stop.abort(), writeTerminationMessage: () => {}, hostname: () => "r1" },
+      onReady: () => ready.resolve(),
+    },
+  );
+  let text: string;
+  try {
+    await ready.promise;
+    const port = log.withMessage("Serving HTTP")[0]?.fields.port;
+    text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  } finally {
+    stop.abort();
+    await run;
+    await Deno.remove(dir, { recursive: true });
+  }
+  const calls = (driverName: string, method: string) =>
+    sample(text, "csi_sidecar_operations_seconds_count", {
+      driver_name: driverName,
+      grpc_status_code: "OK",
+      method_name: method,
+      migrated: "false",
+    });
+  // Made before the driver's name was known, so under the name of no driver.
+  assert.equal(calls("unknown-driver", "/csi.v1.Identity/Probe"), 1);
+  assert.equal(calls("unknown-driver", "/csi.v1.Identity/GetPluginInfo"), 1);
+  assert.equal(calls(migrationDriver, "/csi.v1.Identity/GetPluginCapabilities"), 1);
+  assert.equal(calls(migrationDriver, "/csi.v1.Controller/ControllerGetCapabilities"), 1);
+  const host = new URL(t.server.url).host;
+  assert.ok(
+    (sample(text, "rest_client_requests_total", { code: "200", host, method: "GET" }) ?? 0) >= 2,
+  );
 });

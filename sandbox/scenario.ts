@@ -23,6 +23,7 @@ import { type Logger, nullLogger } from "../lib/observe/logger.ts";
 import { MemoryApiServer, type RecordedRequest } from "../testkit/apiserver/server.ts";
 import { DUMMY_DRIVER_NAME } from "../lib/controller/names.ts";
 import { type Options, parseOptions, validateOptions } from "../lib/cli/options.ts";
+import { componentSettings } from "../lib/cli/settings.ts";
 import type {
   CsiNode,
   PersistentVolume,
@@ -325,7 +326,7 @@ export async function runScenario(config: ScenarioConfig, io: ScenarioIo): Promi
       { file: "memory-apiserver", text: server.kubeconfig() },
     ]);
     const ready = Promise.withResolvers<void>();
-    running = runAttacher(options, {
+    running = runAttacher(componentSettings(options), {
       log,
       signal: stop.signal,
       kube: () => {

@@ -12,6 +12,7 @@ import yaml from "js-yaml";
 import { LEADER_ELECTION_HEALTH_PATH, parseListenAddress } from "../../lib/observe/http_server.ts";
 import type { RecordedRequest } from "../../testkit/apiserver/server.ts";
 import { parseOptions, validateOptions } from "../../lib/cli/options.ts";
+import { componentSettings } from "../../lib/cli/settings.ts";
 import { runScenario, SANDBOX_NAMESPACE } from "../../sandbox/scenario.ts";
 import { VERSION } from "../../lib/version.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
@@ -137,7 +138,7 @@ async function failingAttachRequests(): Promise<RecordedRequest[]> {
   assert.ok(parsed.ok);
   const stop = new AbortController();
   const ready = Promise.withResolvers<void>();
-  const running = runAttacher(parsed.options, {
+  const running = runAttacher(componentSettings(parsed.options), {
     log: nullLogger,
     signal: stop.signal,
     kube: () => {
