@@ -120,10 +120,10 @@ export async function runAttacher(
   const metrics = createMetrics();
   const clients = new OwnedClients(deps.kube, metrics);
   try {
+    const kube = clients.create();
     // The one Event path of the process (the CSI handler's and the leader elector's Events). It
     // has an API client of its own, so Events never take the rate-limiter tokens of attach and
     // detach; it runs until the end of runAttacher and then posts what is still queued.
-    const kube = clients.create();
     const events = new EventRecorder({ kube: clients.create(), clock, log }, {
       component: EVENT_COMPONENT,
       host: leaderIdentity(deps.env.hostname()),
@@ -252,6 +252,10 @@ class Attacher {
     }
   }
 
+  /**
+   * Connects to the driver, probes it until it is ready, reads its name and capabilities (in
+   * dummy mode: no driver); the client is closed again when a step fails.
+   */
   async #setUpDriver(): Promise<DriverSetup> {
     const { log, env } = this.#parts;
     const settings = this.#settings.csi;
