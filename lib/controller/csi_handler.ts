@@ -151,8 +151,11 @@ export class CsiHandler implements Handler {
    * Records a failed attach or detach, as the Go attacher's `saveAttachError`/`saveDetachError`:
    * its text in `attachError`/`detachError`, then a Warning Event, then the retry.
    *
-   * A failed error write is logged; the key is retried all the same. A closed lease fence at the
-   * write stops the sync instead (nothing more is written, no Event).
+   * A failed error write is not lost, nor does it change the outcome: the attach or detach failed
+   * whatever the write did, so the key is retried with backoff (the retry writes the error again,
+   * as the Go attacher's requeue does); the Event still carries the error; and the one retry line
+   * logs both, the sync's error as `err` and the write's as `saveError`. Only a closed lease
+   * fence at the write stops the sync instead (nothing more is written, no Event).
    *
    * `uid`: of the VA the sync started from (see {@link withUid}).
    */
@@ -167,7 +170,11 @@ export class CsiHandler implements Handler {
     const error = new Error(`failed to ${failure.op}: ${errorText(failure.error)}`, {
       cause: failure.error,
     });
-    log.error(error, RETRY_MESSAGE);
+    if (saved.kind === "failed") {
+      log.error(error, RETRY_MESSAGE, { saveError: errorText(saved.error) });
+    } else {
+      log.error(error, RETRY_MESSAGE);
+    }
     return "retry";
   }
 
@@ -194,8 +201,9 @@ export class CsiHandler implements Handler {
         body,
       }, { subresource: "status" });
     } catch (saveErr) {
-      log.error(saveErr, `Failed to save ${field}`, { error: error.message });
-      return failed(saveErr);
+      return failed(
+        new Error(`failed to save ${field}: ${errorText(saveErr)}`, { cause: saveErr }),
+      );
     }
     return ok(undefined);
   }
