@@ -159,7 +159,7 @@ async function publishRequest(
   log: Logger,
   signal: AbortSignal,
 ): Promise<Step<PublishRequest>> {
-  const source = sourcePersistentVolume(ctx, va);
+  const source = sourcePersistentVolume(ctx.stores, va);
   if (source.kind !== "ok") return source;
   let pv = source.value;
   if (pv !== undefined) {

@@ -74,7 +74,7 @@ async function csiDetach(
   log: Logger,
   signal: AbortSignal,
 ): Promise<SyncResult> {
-  const source = sourcePersistentVolume(ctx, va);
+  const source = sourcePersistentVolume(ctx.stores, va);
   if (source.kind !== "ok") return failedBeforeDriver("detach", va, source, signal);
   const volume = volumeOf(va, source.value);
   if (volume.kind !== "ok") return failedBeforeDriver("detach", va, volume, signal);

@@ -2,7 +2,8 @@
  * What the attach (`attach.ts`) and the detach (`detach.ts`) of the CSI handler share: the
  * context they run in, the values their steps return, and the lookups and guards both make
  * (external-attacher `pkg/controller/csi_handler.go`: `getCredentials`, `getNodeID`, the source
- * checks of `csiAttach`/`csiDetach`).
+ * checks of `csiAttach`/`csiDetach`); the ListVolumes reconciler (`reconciler.ts`) makes the
+ * same source lookups.
  *
  * Every step returns what happened as a value ({@link Step}); nothing is thrown to jump out of
  * a sync. Attach and detach end in a {@link SyncResult}, which the handler
@@ -87,8 +88,11 @@ export interface Ok<T> {
   readonly value: T;
 }
 
+/** How a lookup ended, a step that cannot stop: with its value, or failed. */
+export type Lookup<T> = Ok<T> | Failed;
+
 /** How one step of a sync ended: with its value, failed, or stopped. */
-export type Step<T> = Ok<T> | Failed | Stopped;
+export type Step<T> = Lookup<T> | Stopped;
 
 /** A step's value. */
 export function ok<T>(value: T): Ok<T> {
@@ -171,7 +175,7 @@ export function failedDriverCall(
 }
 
 /** What `fn` returns, or what it throws as a failed step (the lookups that throw on bad input). */
-export function attempt<T>(fn: () => T): Step<T> {
+export function attempt<T>(fn: () => T): Lookup<T> {
   try {
     return ok(fn());
   } catch (error) {
@@ -200,13 +204,13 @@ export function mustStop(ctx: SyncContext, signal: AbortSignal, log: Logger): bo
  * the Go attacher's texts when the VA names both sources or neither, or the PV is not cached.
  */
 export function sourcePersistentVolume(
-  ctx: SyncContext,
+  stores: Pick<HandlerStores, "persistentVolumes">,
   va: VolumeAttachment,
-): Step<PersistentVolume | undefined> {
+): Lookup<PersistentVolume | undefined> {
   const name = attempt(() => persistentVolumeNameOf(va));
   if (name.kind !== "ok") return name;
   if (name.value === undefined) return ok(undefined);
-  const pv = ctx.stores.persistentVolumes.get(name.value);
+  const pv = stores.persistentVolumes.get(name.value);
   return pv ? ok(pv) : failed(notFoundError(PERSISTENT_VOLUMES, name.value));
 }
 
@@ -218,7 +222,7 @@ export interface Volume {
 }
 
 /** The VA's {@link Volume}, from `pv` or its inline spec. */
-export function volumeOf(va: VolumeAttachment, pv: PersistentVolume | undefined): Step<Volume> {
+export function volumeOf(va: VolumeAttachment, pv: PersistentVolume | undefined): Lookup<Volume> {
   return attempt(() => {
     const source = volumeSourceOf(va, pv);
     return { source, ...getVolumeHandle(source.csi) };
