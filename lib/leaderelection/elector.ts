@@ -4,11 +4,11 @@
  * configures it for the CSI sidecars.
  *
  * The algorithm never compares the local clock with a time written by another replica: a
- * replica remembers the last record it saw ({@link LeaderElector} `observedRecord`) and the
- * local time at which that record last changed (`observedTime`), and treats the lease as
- * expired only when the record has not changed for the holder's `leaseDurationSeconds` of its
- * own clock. Writes are optimistic on `metadata.resourceVersion`, so of two replicas racing for
- * the lease exactly one wins (the other gets 409 Conflict and tries again a period later).
+ * replica remembers the last record it saw and the local time at which that record last
+ * changed (`./observed_record.ts`), and treats the lease as expired only when the record has not
+ * changed for the holder's `leaseDurationSeconds` of its own clock. Writes are optimistic on
+ * `metadata.resourceVersion` (`./lease_lock.ts`), so of two replicas racing for the lease exactly
+ * one wins (the other gets 409 Conflict and tries again a period later).
  *
  * Beyond client-go, the leader fences itself ({@link LeaderElector.fence}): it counts as leader
  * only while `now - start < leaseDurationSeconds - margin` on its monotonic clock, `start` being
@@ -25,7 +25,8 @@ import { type Clock, realClock } from "../clock.ts";
 import type { LeaseFence } from "../lease_fence.ts";
 import { LEASE_LAPSED_MESSAGE, TermFence } from "./term_fence.ts";
 import { checkTiming, JITTER_FACTOR } from "./config.ts";
-import { EMPTY_RECORD, type LeaderElectionRecord } from "./record.ts";
+import type { LeaderElectionRecord } from "./record.ts";
+import { ObservedRecord } from "./observed_record.ts";
 import { LeaseLock } from "./lease_lock.ts";
 import { linkSignal, raceAbort } from "../abort.ts";
 import { isNotFound, type KubeApi } from "../kube/api.ts";
@@ -200,12 +201,8 @@ export class LeaderElector {
   #releaseOnCancel: boolean;
   #healthCheckTimeoutMs: number;
 
-  /** The last record this replica read or wrote. */
-  #observedRecord: LeaderElectionRecord = EMPTY_RECORD;
-  /** The record as last read, serialized: a read that differs from it resets `#observedTime`. */
-  #observedRawRecord = "";
-  /** Local clock time (ms) at which `#observedRecord` was last set. */
-  #observedTime = 0;
+  /** The last record this replica read or wrote, and when it last changed. */
+  #observed: ObservedRecord;
   /** The holder last passed to onNewLeader. */
   #reportedLeader = "";
   #running = false;
@@ -250,6 +247,7 @@ export class LeaderElector {
       labels: opts.labels && Object.keys(opts.labels).length > 0 ? { ...opts.labels } : undefined,
     });
     this.#clock = deps.clock ?? realClock;
+    this.#observed = new ObservedRecord(this.#clock);
     this.#log = deps.log.with({ lease: `${opts.namespace}/${opts.name}` });
     this.#metrics = deps.metrics;
     this.#random = deps.random ?? Math.random;
@@ -278,12 +276,12 @@ export class LeaderElector {
 
   /** True when the last record this replica saw or wrote names it as the holder. */
   isLeader(): boolean {
-    return this.#observedRecord.holderIdentity === this.#identity;
+    return this.#observed.record.holderIdentity === this.#identity;
   }
 
   /** The holder of the last record this replica saw or wrote; "" when none. */
   getLeader(): string {
-    return this.#observedRecord.holderIdentity;
+    return this.#observed.record.holderIdentity;
   }
 
   /**
@@ -295,7 +293,7 @@ export class LeaderElector {
   healthCheck(): Error | undefined {
     if (!this.isLeader()) return undefined;
     if (
-      this.#clock.now() - this.#observedTime > this.#leaseDurationMs + this.#healthCheckTimeoutMs
+      this.#clock.now() - this.#observed.time > this.#leaseDurationMs + this.#healthCheckTimeoutMs
     ) {
       return new Error(`failed election to renew leadership on lease ${this.#name}`);
     }
@@ -351,7 +349,7 @@ export class LeaderElector {
         return true;
       }
       this.#log.v(4).info("Failed to acquire lease", {
-        holder: this.#observedRecord.holderIdentity,
+        holder: this.#observed.record.holderIdentity,
       });
       const periodMs = this.#retryPeriodMs * (1 + this.#random() * JITTER_FACTOR);
       if (!await this.#sleep(periodMs, signal)) return false;
@@ -532,11 +530,11 @@ export class LeaderElector {
     };
 
     // 1. Fast path: the leader updates optimistically, assuming its last record is current.
-    if (this.isLeader() && this.#isLeaseValid(now) && this.#lock.initialized) {
+    if (this.isLeader() && this.#observed.leaseValid(now) && this.#lock.initialized) {
       const record: LeaderElectionRecord = {
         ...desired,
-        acquireTime: this.#observedRecord.acquireTime,
-        leaderTransitions: this.#observedRecord.leaderTransitions,
+        acquireTime: this.#observed.record.acquireTime,
+        leaderTransitions: this.#observed.record.leaderTransitions,
       };
       const optimistic = await this.#write(record, signal, "update");
       if (optimistic.ok) return "ok";
@@ -563,12 +561,8 @@ export class LeaderElector {
     }
 
     // 3. Note when the record changed; back off while another holder's lease is valid.
-    const raw = JSON.stringify(current);
-    if (raw !== this.#observedRawRecord) {
-      this.#setObservedRecord(current);
-      this.#observedRawRecord = raw;
-    }
-    if (current.holderIdentity !== "" && this.#isLeaseValid(now) && !this.isLeader()) {
+    this.#observed.read(current);
+    if (current.holderIdentity !== "" && this.#observed.leaseValid(now) && !this.isLeader()) {
       this.#log.v(4).info("Lock is held and has not yet expired", {
         holder: current.holderIdentity,
       });
@@ -610,7 +604,7 @@ export class LeaderElector {
     } catch (error) {
       return { ok: false, error };
     }
-    this.#setObservedRecord(record);
+    this.#observed.wrote(record);
     this.#wrote(startedAt);
     return { ok: true };
   }
@@ -645,7 +639,7 @@ export class LeaderElector {
       leaseDurationSeconds: 1,
       acquireTime: now,
       renewTime: now,
-      leaderTransitions: this.#observedRecord.leaderTransitions,
+      leaderTransitions: this.#observed.record.leaderTransitions,
     };
     const write = this.#requestSignal();
     try {
@@ -656,22 +650,12 @@ export class LeaderElector {
     } finally {
       write.done();
     }
-    this.#setObservedRecord(record);
+    this.#observed.wrote(record);
     this.#log.info("Released lease");
   }
 
-  #setObservedRecord(record: LeaderElectionRecord): void {
-    this.#observedRecord = record;
-    this.#observedTime = this.#clock.now();
-  }
-
-  /** True while the holder's lease, counted from our own observation, has not run out. */
-  #isLeaseValid(now: number): boolean {
-    return this.#observedTime + this.#observedRecord.leaseDurationSeconds * 1000 > now;
-  }
-
   #maybeReportTransition(callbacks: LeaderCallbacks): void {
-    const holder = this.#observedRecord.holderIdentity;
+    const holder = this.#observed.record.holderIdentity;
     if (holder === this.#reportedLeader) return;
     this.#reportedLeader = holder;
     try {
