@@ -294,16 +294,11 @@ export function translateInTreePersistentVolume(pv: PersistentVolume): Persisten
     delete spec.awsElasticBlockStore;
     return out;
   }
-  const cinder = spec.cinder as VolumeIdSource | undefined;
-  if (cinder) {
-    spec.csi = volumeIdSource(MIGRATABLE_SOURCES.cinder!, cinder);
-    delete spec.cinder;
-    return out;
-  }
-  const portworx = spec.portworxVolume as VolumeIdSource | undefined;
-  if (portworx) {
-    spec.csi = volumeIdSource(MIGRATABLE_SOURCES.portworxVolume!, portworx);
-    delete spec.portworxVolume;
+  for (const key of ["cinder", "portworxVolume"] as const) {
+    const source = spec[key] as VolumeIdSource | undefined;
+    if (!source) continue;
+    spec.csi = volumeIdSource(MIGRATABLE_SOURCES[key]!, source);
+    delete spec[key];
     return out;
   }
   if (spec.azureDisk) {
