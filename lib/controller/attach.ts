@@ -183,7 +183,7 @@ async function publishRequest(
     })
   );
   if (capability.kind !== "ok") return capability;
-  const access = await accessOf(ctx, csi, va, undefined, signal);
+  const access = await accessOf(ctx, "attach", csi, va, signal);
   if (access.kind !== "ok") return access;
   return ok({
     volumeId: volumeHandle,

@@ -79,7 +79,7 @@ async function csiDetach(
   const volume = volumeOf(va, source.value);
   if (volume.kind !== "ok") return failedBeforeDriver("detach", va, volume, signal);
   const { source: { csi, migrated }, volumeHandle } = volume.value;
-  const access = await accessOf(ctx, csi, va, va, signal);
+  const access = await accessOf(ctx, "detach", csi, va, signal);
   if (access.kind !== "ok") return failedBeforeDriver("detach", va, access, signal);
   const { secrets, nodeId } = access.value;
   if (mustStop(ctx, signal, log)) return STOPPED;

@@ -238,18 +238,19 @@ export interface Access {
 
 /**
  * Reads the volume's controller-publish secret (an API GET that ends when `signal` aborts), then
- * the driver's node ID for the VA's node (see {@link nodeIdOf}; `fallback`: the VA whose node-ID
- * annotation stands in for a missing CSINode, on detach only).
+ * the driver's node ID for the VA's node (see {@link nodeIdOf}): on detach, the VA's node-ID
+ * annotation stands in for a missing CSINode or driver entry; on attach, nothing does.
  */
 export async function accessOf(
   ctx: SyncContext,
+  op: Operation,
   csi: CsiPersistentVolumeSource,
   va: VolumeAttachment,
-  fallback: VolumeAttachment | undefined,
   signal: AbortSignal,
 ): Promise<Step<Access>> {
   const secrets = await credentials(ctx, csi, signal);
   if (secrets.kind !== "ok") return secrets;
+  const fallback = op === "detach" ? va : undefined;
   const nodeId = attempt(() =>
     nodeIdOf(ctx.stores.csiNodes, ctx.opts.driverName, va.spec.nodeName, fallback)
   );
