@@ -6,7 +6,7 @@
  * other drivers' CSINode entries) is dropped when the object enters the cache, so memory grows
  * with what the attacher needs, not with what other tools attach to the objects.
  *
- * Why this is safe for every write (`csi_handler.ts`, `finalizer_patch.ts`):
+ * Why this is safe for every write (`attach.ts`, `detach.ts`, `csi_handler.ts`, the patches):
  * - VolumeAttachment metadata is written by merge patches made by `createMergePatch` from the
  *   cached metadata and a copy with our finalizer / node ID annotation changed: a field dropped
  *   here is absent on both sides, so it is not in the patch and the server keeps it.

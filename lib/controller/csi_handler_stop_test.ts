@@ -5,6 +5,9 @@
  *
  * And when the lease fence closes: the sync stops the same way before its next write or driver
  * call, after the driver call too (the next leader repeats it).
+ *
+ * And when the write of `attachError`/`detachError` itself fails: the sync is retried, the Event
+ * still tells the error, and one retry line logs both errors.
  */
 
 import assert from "node:assert/strict";
@@ -32,7 +35,8 @@ import type {
   Secret,
   VolumeAttachment,
 } from "../kube/types.ts";
-import { nullLogger } from "../observe/logger.ts";
+import { type Logger, nullLogger } from "../observe/logger.ts";
+import { createLogger } from "../observe/log.ts";
 import { FakeInformer } from "../../testkit/fakes/fake_informer.ts";
 import { AttachmentMemory } from "./attachment_memory.ts";
 import { CsiHandler } from "./csi_handler.ts";
@@ -56,6 +60,8 @@ class FakeKube implements KubeApi {
   /** What a patch of `<plural>/<name>` answers (the object as stored); else a bare object. */
   objects = new Map<string, KubeObject>();
   hold = new Set<string>();
+  /** Requests (`what`) that are refused with the error given. */
+  fail = new Map<string, Error>();
   #held: Array<() => void> = [];
 
   release(): void {
@@ -64,6 +70,8 @@ class FakeKube implements KubeApi {
 
   #answer<T>(what: string, signal: AbortSignal | undefined, value: T): Promise<T> {
     this.calls.push({ what, signal });
+    const refusal = this.fail.get(what);
+    if (refusal !== undefined) return Promise.reject(refusal);
     if (!this.hold.has(what)) return Promise.resolve(value);
     return new Promise<T>((resolve, reject) => {
       signal?.addEventListener("abort", () => reject(signal.reason), { once: true });
@@ -177,7 +185,7 @@ function va(deleting: boolean): VolumeAttachment {
   };
 }
 
-function setUp(opts: { secret?: boolean; fence?: LeaseFence } = {}) {
+function setUp(opts: { secret?: boolean; fence?: LeaseFence; log?: Logger } = {}) {
   const kube = new FakeKube();
   kube.objects.set("persistentvolumes/pv1", pv(opts.secret ?? false));
   const csi = new FakeCsi();
@@ -190,7 +198,7 @@ function setUp(opts: { secret?: boolean; fence?: LeaseFence } = {}) {
   const handler = new CsiHandler({
     kube,
     csi,
-    log: nullLogger,
+    log: opts.log ?? nullLogger,
     stores: {
       volumeAttachments: new FakeInformer<VolumeAttachment>(),
       persistentVolumes: new FakeInformer<PersistentVolume>([pv(opts.secret ?? false)]),
@@ -388,3 +396,36 @@ Deno.test("CsiHandler: a closed fence keeps the PV finalizer", async () => {
   assert.equal(await handler.syncPersistentVolume(deleted), "done");
   assert.deepEqual(kube.calls.map((c) => c.what), [`patch ${PERSISTENT_VOLUMES.plural} pv1`]);
 });
+
+for (const op of ["attach", "detach"] as const) {
+  Deno.test(`CsiHandler: a failed ${op}Error write retries, records the Event, logs both errors on one line`, async () => {
+    const lines: string[] = [];
+    const log = createLogger({ verbosity: 0, format: "json", write: (l) => lines.push(l) });
+    const { kube, csi, events, handler } = setUp({ log });
+    const deleting = op === "detach";
+    const attachment = va(deleting);
+    // The step's failure: the PV finalizer patch is refused (attach), the PV is not in the
+    // cache (detach).
+    kube.fail.set(`patch ${PERSISTENT_VOLUMES.plural} pv1`, new Error("forbidden"));
+    if (deleting) attachment.spec.source = { persistentVolumeName: "pv2" };
+    kube.fail.set("patch volumeattachments/status va1", new Error("apiserver unavailable"));
+
+    assert.equal(
+      await handler.syncVolumeAttachment(attachment, new AbortController().signal),
+      "retry",
+    );
+    assert.deepEqual(csi.calls, []);
+    assert.equal(kube.calls.at(-1)?.what, "patch volumeattachments/status va1", "the error write");
+    assert.deepEqual(events, [`Warning ${deleting ? "DetachFailed" : "AttachFailed"}`]);
+    const errors = lines.map((l) => JSON.parse(l)).filter((l) => l.err !== undefined);
+    assert.equal(errors.length, 1, `one error line: ${lines.join("")}`);
+    assert.equal(errors[0].msg, "Error processing VolumeAttachment, will retry");
+    assert.match(
+      errors[0].err,
+      deleting
+        ? /^failed to detach: .*"pv2" not found/
+        : /^failed to attach: could not add PersistentVolume finalizer: forbidden$/,
+    );
+    assert.equal(errors[0].saveError, `failed to save ${op}Error: apiserver unavailable`);
+  });
+}

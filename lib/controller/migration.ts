@@ -20,6 +20,7 @@ import type {
   AzureDiskVolumeSource,
   AzureFilePersistentVolumeSource,
   CsiPersistentVolumeSource,
+  GcePersistentDiskVolumeSource,
   PersistentVolume,
   PersistentVolumeSpec,
   VsphereVirtualDiskVolumeSource,
@@ -203,6 +204,77 @@ function vsphereSource(disk: VsphereVirtualDiskVolumeSource): CsiPersistentVolum
 }
 
 /**
+ * The CSI source of an in-tree GCE PD, as csi-translation-lib's
+ * `gcePersistentDiskCSITranslator.TranslateInTreePVToCSI`: the handle from the PV's zone labels,
+ * the partition as a string (empty for 0).
+ */
+function gcePersistentDiskSource(
+  pv: PersistentVolume,
+  gce: GcePersistentDiskVolumeSource,
+): CsiPersistentVolumeSource {
+  const partition = gce.partition ?? 0;
+  return {
+    driver: MIGRATABLE_SOURCES.gcePersistentDisk!,
+    volumeHandle: gceVolumeHandle(pv, gce.pdName),
+    readOnly: gce.readOnly ?? false,
+    fsType: gce.fsType ?? "",
+    volumeAttributes: { partition: partition === 0 ? "" : String(partition) },
+  };
+}
+
+/** The in-tree AWS EBS source's fields the translation reads. */
+interface EbsVolumeSource {
+  volumeID: string;
+  fsType?: string;
+  partition?: number;
+  readOnly?: boolean;
+}
+
+/**
+ * The CSI source of an in-tree AWS EBS volume, as csi-translation-lib's
+ * `awsElasticBlockStoreCSITranslator.TranslateInTreePVToCSI`. Unlike GCE PD, the EBS translation
+ * keeps the access modes and always sets the partition.
+ */
+function ebsSource(ebs: EbsVolumeSource): CsiPersistentVolumeSource {
+  let volumeHandle: string;
+  try {
+    volumeHandle = ebsVolumeId(ebs.volumeID);
+  } catch (err) {
+    throw new Error(`failed to translate Kubernetes ID to EBS Volume ID ${errorText(err)}`, {
+      cause: err,
+    });
+  }
+  return {
+    driver: MIGRATABLE_SOURCES.awsElasticBlockStore!,
+    volumeHandle,
+    readOnly: ebs.readOnly ?? false,
+    fsType: ebs.fsType ?? "",
+    volumeAttributes: { partition: String(ebs.partition ?? 0) },
+  };
+}
+
+/** An in-tree source named by a volume ID alone (Cinder, Portworx). */
+interface VolumeIdSource {
+  volumeID: string;
+  fsType?: string;
+  readOnly?: boolean;
+}
+
+/**
+ * The CSI source of an in-tree Cinder or Portworx volume, as csi-translation-lib's
+ * `osCinderCSITranslator` and `portworxCSITranslator` give it: the volume ID is the handle.
+ */
+function volumeIdSource(driver: string, source: VolumeIdSource): CsiPersistentVolumeSource {
+  return {
+    driver,
+    volumeHandle: source.volumeID,
+    readOnly: source.readOnly ?? false,
+    fsType: source.fsType ?? "",
+    volumeAttributes: {},
+  };
+}
+
+/**
  * Returns a copy of `pv` whose spec uses a CSI source in place of its in-tree source.
  *
  * @throws {Error} when the source cannot be translated.
@@ -211,68 +283,22 @@ export function translateInTreePersistentVolume(pv: PersistentVolume): Persisten
   const out: PersistentVolume = structuredClone(pv);
   const spec: PersistentVolumeSpec = out.spec;
   if (spec.gcePersistentDisk) {
-    const gce = spec.gcePersistentDisk;
-    const partition = gce.partition ?? 0;
-    spec.csi = {
-      driver: MIGRATABLE_SOURCES.gcePersistentDisk!,
-      volumeHandle: gceVolumeHandle(pv, gce.pdName),
-      readOnly: gce.readOnly ?? false,
-      fsType: gce.fsType ?? "",
-      volumeAttributes: { partition: partition === 0 ? "" : String(partition) },
-    };
+    spec.csi = gcePersistentDiskSource(pv, spec.gcePersistentDisk);
     spec.accessModes = backwardCompatibleAccessModes(spec.accessModes);
     delete spec.gcePersistentDisk;
     return out;
   }
-  const ebs = spec.awsElasticBlockStore as
-    | { volumeID: string; fsType?: string; partition?: number; readOnly?: boolean }
-    | undefined;
+  const ebs = spec.awsElasticBlockStore as EbsVolumeSource | undefined;
   if (ebs) {
-    let volumeHandle: string;
-    try {
-      volumeHandle = ebsVolumeId(ebs.volumeID);
-    } catch (err) {
-      throw new Error(`failed to translate Kubernetes ID to EBS Volume ID ${errorText(err)}`, {
-        cause: err,
-      });
-    }
-    // Unlike GCE PD, the EBS translation keeps the access modes and always sets the partition.
-    spec.csi = {
-      driver: MIGRATABLE_SOURCES.awsElasticBlockStore!,
-      volumeHandle,
-      readOnly: ebs.readOnly ?? false,
-      fsType: ebs.fsType ?? "",
-      volumeAttributes: { partition: String(ebs.partition ?? 0) },
-    };
+    spec.csi = ebsSource(ebs);
     delete spec.awsElasticBlockStore;
     return out;
   }
-  const cinder = spec.cinder as
-    | { volumeID: string; fsType?: string; readOnly?: boolean }
-    | undefined;
-  if (cinder) {
-    spec.csi = {
-      driver: MIGRATABLE_SOURCES.cinder!,
-      volumeHandle: cinder.volumeID,
-      readOnly: cinder.readOnly ?? false,
-      fsType: cinder.fsType ?? "",
-      volumeAttributes: {},
-    };
-    delete spec.cinder;
-    return out;
-  }
-  const portworx = spec.portworxVolume as
-    | { volumeID: string; fsType?: string; readOnly?: boolean }
-    | undefined;
-  if (portworx) {
-    spec.csi = {
-      driver: MIGRATABLE_SOURCES.portworxVolume!,
-      volumeHandle: portworx.volumeID,
-      readOnly: portworx.readOnly ?? false,
-      fsType: portworx.fsType ?? "",
-      volumeAttributes: {},
-    };
-    delete spec.portworxVolume;
+  for (const key of ["cinder", "portworxVolume"] as const) {
+    const source = spec[key] as VolumeIdSource | undefined;
+    if (!source) continue;
+    spec.csi = volumeIdSource(MIGRATABLE_SOURCES[key]!, source);
+    delete spec[key];
     return out;
   }
   if (spec.azureDisk) {

@@ -2,7 +2,8 @@
  * The Azure Disk, Azure File and vSphere translations, row by row from csi-translation-lib
  * v0.34's own tests (`plugins/azure_disk_test.go` TestTranslateAzureDiskInTreePVToCSI,
  * `plugins/azure_file_test.go` TestTranslateAzureFileInTreePVToCSI and TestGetStorageAccount,
- * `plugins/vsphere_volume_test.go` TestTranslateVSphereInTreePVToCSI).
+ * `plugins/vsphere_volume_test.go` TestTranslateVSphereInTreePVToCSI), and the Cinder and
+ * Portworx translations (`plugins/openstack_cinder.go`, `plugins/portworx.go`).
  */
 
 import assert from "node:assert/strict";
@@ -223,6 +224,37 @@ const rows: Row[] = [
         volumeAttributes: {},
       },
       accessModes: ["ReadWriteOnce"],
+    },
+  },
+  // plugins/openstack_cinder.go and plugins/portworx.go: the volume ID is the handle.
+  {
+    name: "cinder volume",
+    pv: inTreePv({
+      cinder: { volumeID: "d1d2f4a0", fsType: "ext4", readOnly: true },
+      accessModes: ["ReadWriteMany"],
+    }),
+    want: {
+      csi: {
+        driver: "cinder.csi.openstack.org",
+        volumeHandle: "d1d2f4a0",
+        fsType: "ext4",
+        readOnly: true,
+        volumeAttributes: {},
+      },
+      accessModes: ["ReadWriteMany"],
+    },
+  },
+  {
+    name: "portworx volume",
+    pv: inTreePv({ portworxVolume: { volumeID: "pwx-1" } }),
+    want: {
+      csi: {
+        driver: "pxd.portworx.com",
+        volumeHandle: "pwx-1",
+        fsType: "",
+        readOnly: false,
+        volumeAttributes: {},
+      },
     },
   },
 ];

@@ -21,7 +21,6 @@ import { realClock } from "../clock.ts";
 import { errorText } from "../errors.ts";
 import type { CsiClient, ListVolumesPage } from "../csi/api.ts";
 import { ListVolumesPaging, type PagingTurnedOn } from "./list_volumes_paging.ts";
-import { notFoundError, PERSISTENT_VOLUMES } from "../kube/api.ts";
 import type { VolumeAttachment } from "../kube/types.ts";
 import type { Logger } from "../observe/logger.ts";
 import { FENCE_REFUSED_MESSAGE, type LeaseFence, UNFENCED } from "../lease_fence.ts";
@@ -29,8 +28,8 @@ import type { LanedQueue } from "../workqueue/types.ts";
 import type { AttachmentMemory } from "./attachment_memory.ts";
 import type { HandlerStores } from "./handler.ts";
 import { repairVolumeHandle } from "./migration.ts";
-import { getVolumeHandle } from "./volume_capability.ts";
-import { nodeIdOf, persistentVolumeNameOf, volumeSourceOf } from "./volume_source.ts";
+import { nodeIdOf } from "./volume_source.ts";
+import { attempt, type Lookup, ok, sourcePersistentVolume, volumeOf } from "./sync_step.ts";
 
 /** What the controller's reconcile loop runs, once per `--reconcile-sync`. */
 export interface Reconciler {
@@ -126,26 +125,44 @@ export class ListVolumesReconciler implements Reconciler {
    * @throws {Error} when a ListVolumes call fails (the Go attacher's text)
    */
   async reconcile(signal: AbortSignal): Promise<void> {
-    const { csi, stores } = this.#deps;
+    const { stores } = this.#deps;
     // The state of every VA before the driver is asked: a VA whose cached state differs from
     // this afterwards changed while ListVolumes ran.
     const before = new Map<string, string>();
     for (const va of stores.volumeAttachments.list()) {
       before.set(va.metadata.name, cachedVersion(va));
     }
+    const published = await this.#listPublished(signal, before.size);
+    if (published === undefined) return;
+    for (const va of stores.volumeAttachments.list()) {
+      if (va.spec?.attacher !== this.#opts.driverName) continue;
+      this.#reconcileOne(va, published, before);
+    }
+  }
+
+  /**
+   * Every ListVolumes page of one pass, within its deadline: volume ID → the nodes it is
+   * published to, as the pages gave them (one or two entries each: an array is smaller than a
+   * Set and as quick to search). Undefined when `signal` aborts or the lease fence closes
+   * between pages or after the last.
+   *
+   * @throws {Error} when a ListVolumes call fails (the Go attacher's text)
+   */
+  async #listPublished(
+    signal: AbortSignal,
+    vaCount: number,
+  ): Promise<Map<string, readonly string[]> | undefined> {
     const deadline = this.#clock.now() + this.#opts.timeoutMs;
-    this.#reportPaging(this.#paging.beforePass(before.size));
-    // Volume ID → the nodes it is published to, as the page gave them (one or two entries each:
-    // an array is smaller than a Set and as quick to search).
+    this.#reportPaging(this.#paging.beforePass(vaCount));
     const published = new Map<string, readonly string[]>();
     let token = "";
     let pages = 0;
     for (;;) {
-      if (signal.aborted || this.#fenceClosed()) return;
+      if (signal.aborted || this.#fenceClosed()) return undefined;
       const timeoutMs = Math.max(1, deadline - this.#clock.now());
       let page: ListVolumesPage;
       try {
-        page = await csi.listVolumes({
+        page = await this.#deps.csi.listVolumes({
           maxEntries: this.#paging.maxEntries,
           startingToken: token,
         }, {
@@ -168,55 +185,75 @@ export class ListVolumesReconciler implements Reconciler {
       token = page.nextToken;
       if (token === "") break;
     }
-    if (signal.aborted || this.#fenceClosed()) return;
+    if (signal.aborted || this.#fenceClosed()) return undefined;
     this.#deps.log.v(4).info("ListVolumes pass read", {
       pages,
       volumes: published.size,
       maxEntries: this.#paging.maxEntries,
     });
+    return published;
+  }
 
-    for (const va of stores.volumeAttachments.list()) {
-      if (va.spec?.attacher !== this.#opts.driverName) continue;
-      const name = va.metadata.name;
-      // The child logger only for a VA that gets a line: most of them get none.
-      const log = () => this.#deps.log.with({ volumeAttachment: name });
-      let nodeId: string;
-      let volumeHandle: string;
-      try {
-        nodeId = nodeIdOf(stores.csiNodes, this.#opts.driverName, va.spec.nodeName, va);
-        const pvName = persistentVolumeNameOf(va);
-        const pv = pvName === undefined ? undefined : stores.persistentVolumes.get(pvName);
-        if (pvName !== undefined && !pv) throw notFoundError(PERSISTENT_VOLUMES, pvName);
-        const source = volumeSourceOf(va, pv);
-        volumeHandle = getVolumeHandle(source.csi).volumeHandle;
-        if (source.migrated) {
-          volumeHandle = repairVolumeHandle(source.csi.driver, volumeHandle, nodeId);
-        }
-      } catch (err) {
-        log().error(err, "Skipping VolumeAttachment in reconciliation");
-        continue;
-      }
-      const found = published.get(volumeHandle)?.includes(nodeId) ?? false;
-      const attached = va.status?.attached ?? false;
-      if (found === attached) continue;
-      const fields = { volumeHandle, nodeID: nodeId, attached, published: found };
-      if (this.#deps.queue.isQueuedOrProcessing(name)) {
-        log().v(4).info("VolumeAttachment is queued or being synced, not reconciling it", fields);
-        continue;
-      }
-      if (before.get(name) !== cachedVersion(va)) {
-        log().v(4).info("VolumeAttachment changed during ListVolumes, not reconciling it", fields);
-        continue;
-      }
-      if (this.#deps.memory.isOlderThanOwnWrite(va)) {
-        // Our own attach or detach was recorded after this cached copy: the driver's answer may
-        // show it while the cache does not yet.
-        log().v(4).info("VolumeAttachment is older than our own write, not reconciling it", fields);
-        continue;
-      }
-      log().v(2).info("Driver's published state differs from VolumeAttachment, requeueing", fields);
-      this.#deps.memory.markOutOfSync(name);
-      this.#deps.queue.add(name);
+  /**
+   * Compares one VA of this driver with the driver's answer; a real difference marks it out of
+   * sync and queues it (see the module doc for the VAs left to their own sync).
+   */
+  #reconcileOne(
+    va: VolumeAttachment,
+    published: ReadonlyMap<string, readonly string[]>,
+    before: ReadonlyMap<string, string>,
+  ): void {
+    const name = va.metadata.name;
+    // The child logger only for a VA that gets a line: most of them get none.
+    const log = () => this.#deps.log.with({ volumeAttachment: name });
+    const volume = this.#volumeOnNode(va);
+    if (volume.kind !== "ok") {
+      log().error(volume.error, "Skipping VolumeAttachment in reconciliation");
+      return;
     }
+    const { volumeHandle, nodeId } = volume.value;
+    const found = published.get(volumeHandle)?.includes(nodeId) ?? false;
+    const attached = va.status?.attached ?? false;
+    if (found === attached) return;
+    const fields = { volumeHandle, nodeID: nodeId, attached, published: found };
+    if (this.#deps.queue.isQueuedOrProcessing(name)) {
+      log().v(4).info("VolumeAttachment is queued or being synced, not reconciling it", fields);
+      return;
+    }
+    if (before.get(name) !== cachedVersion(va)) {
+      log().v(4).info("VolumeAttachment changed during ListVolumes, not reconciling it", fields);
+      return;
+    }
+    if (this.#deps.memory.isOlderThanOwnWrite(va)) {
+      // Our own attach or detach was recorded after this cached copy: the driver's answer may
+      // show it while the cache does not yet.
+      log().v(4).info("VolumeAttachment is older than our own write, not reconciling it", fields);
+      return;
+    }
+    log().v(2).info("Driver's published state differs from VolumeAttachment, requeueing", fields);
+    this.#deps.memory.markOutOfSync(name);
+    this.#deps.queue.add(name);
+  }
+
+  /**
+   * The VA's node ID (the annotation standing in for a missing CSINode) and volume handle (an
+   * in-tree one repaired with the node ID, as csi-translation-lib's `RepairVolumeHandle`).
+   */
+  #volumeOnNode(va: VolumeAttachment): Lookup<{ volumeHandle: string; nodeId: string }> {
+    const { stores } = this.#deps;
+    const nodeId = attempt(() =>
+      nodeIdOf(stores.csiNodes, this.#opts.driverName, va.spec.nodeName, va)
+    );
+    if (nodeId.kind !== "ok") return nodeId;
+    const pv = sourcePersistentVolume(stores, va);
+    if (pv.kind !== "ok") return pv;
+    const volume = volumeOf(va, pv.value);
+    if (volume.kind !== "ok") return volume;
+    const { source, volumeHandle } = volume.value;
+    const handle = source.migrated
+      ? attempt(() => repairVolumeHandle(source.csi.driver, volumeHandle, nodeId.value))
+      : ok(volumeHandle);
+    if (handle.kind !== "ok") return handle;
+    return ok({ volumeHandle: handle.value, nodeId: nodeId.value });
   }
 }

@@ -4,11 +4,11 @@
  * configures it for the CSI sidecars.
  *
  * The algorithm never compares the local clock with a time written by another replica: a
- * replica remembers the last record it saw ({@link LeaderElector} `observedRecord`) and the
- * local time at which that record last changed (`observedTime`), and treats the lease as
- * expired only when the record has not changed for the holder's `leaseDurationSeconds` of its
- * own clock. Writes are optimistic on `metadata.resourceVersion`, so of two replicas racing for
- * the lease exactly one wins (the other gets 409 Conflict and tries again a period later).
+ * replica remembers the last record it saw and the local time at which that record last
+ * changed (`./observed_record.ts`), and treats the lease as expired only when the record has not
+ * changed for the holder's `leaseDurationSeconds` of its own clock. Writes are optimistic on
+ * `metadata.resourceVersion` (`./lease_lock.ts`), so of two replicas racing for the lease exactly
+ * one wins (the other gets 409 Conflict and tries again a period later).
  *
  * Beyond client-go, the leader fences itself ({@link LeaderElector.fence}): it counts as leader
  * only while `now - start < leaseDurationSeconds - margin` on its monotonic clock, `start` being
@@ -25,13 +25,14 @@ import { type Clock, realClock } from "../clock.ts";
 import type { LeaseFence } from "../lease_fence.ts";
 import { LEASE_LAPSED_MESSAGE, TermFence } from "./term_fence.ts";
 import { checkTiming, JITTER_FACTOR } from "./config.ts";
-import { EMPTY_RECORD, type LeaderElectionRecord, recordOf, specOf } from "./record.ts";
+import type { LeaderElectionRecord } from "./record.ts";
+import { ObservedRecord } from "./observed_record.ts";
+import { LeaseLock } from "./lease_lock.ts";
 import { linkSignal, raceAbort } from "../abort.ts";
-import { isNotFound, type KubeApi, LEASES } from "../kube/api.ts";
+import { isNotFound, type KubeApi } from "../kube/api.ts";
 import type { Logger } from "../observe/logger.ts";
 import { formatMicroTime } from "../kube/time.ts";
 import type { EventSink, EventSinks } from "../events/recorder.ts";
-import type { Lease, ObjectReference } from "../kube/types.ts";
 
 export { JITTER_FACTOR } from "./config.ts";
 
@@ -186,7 +187,7 @@ type WorkOutcome = { failed: false } | { failed: true; error: unknown };
  * ```
  */
 export class LeaderElector {
-  #kube: KubeApi;
+  #lock: LeaseLock;
   #clock: Clock;
   #log: Logger;
   #metrics: LeaderElectionMetrics | undefined;
@@ -197,18 +198,11 @@ export class LeaderElector {
   #leaseDurationMs: number;
   #renewDeadlineMs: number;
   #retryPeriodMs: number;
-  #labels: Record<string, string> | undefined;
   #releaseOnCancel: boolean;
   #healthCheckTimeoutMs: number;
 
-  /** The last record this replica read or wrote. */
-  #observedRecord: LeaderElectionRecord = EMPTY_RECORD;
-  /** The record as last read, serialized: a read that differs from it resets `#observedTime`. */
-  #observedRawRecord = "";
-  /** Local clock time (ms) at which `#observedRecord` was last set. */
-  #observedTime = 0;
-  /** The Lease object last returned by the server, the base of the next update. */
-  #lease: Lease | undefined;
+  /** The last record this replica read or wrote, and when it last changed. */
+  #observed: ObservedRecord;
   /** The holder last passed to onNewLeader. */
   #reportedLeader = "";
   #running = false;
@@ -247,8 +241,13 @@ export class LeaderElector {
         `Cannot create leader elector: healthCheckTimeoutMs must be a non-negative number: current value is ${healthCheckTimeoutMs}`,
       );
     }
-    this.#kube = deps.kube;
+    this.#lock = new LeaseLock(deps.kube, {
+      name: opts.name,
+      namespace: opts.namespace,
+      labels: opts.labels && Object.keys(opts.labels).length > 0 ? { ...opts.labels } : undefined,
+    });
     this.#clock = deps.clock ?? realClock;
+    this.#observed = new ObservedRecord(this.#clock);
     this.#log = deps.log.with({ lease: `${opts.namespace}/${opts.name}` });
     this.#metrics = deps.metrics;
     this.#random = deps.random ?? Math.random;
@@ -258,9 +257,6 @@ export class LeaderElector {
     this.#leaseDurationMs = opts.leaseDurationMs;
     this.#renewDeadlineMs = opts.renewDeadlineMs;
     this.#retryPeriodMs = opts.retryPeriodMs;
-    this.#labels = opts.labels && Object.keys(opts.labels).length > 0
-      ? { ...opts.labels }
-      : undefined;
     this.#releaseOnCancel = opts.releaseOnCancel;
     // csi-lib-utils' leaderelection: `EventSource{Component: "<lock name>/<identity>"}`.
     this.#events = deps.events?.withSource({ component: `${opts.name}/${opts.identity}` });
@@ -280,12 +276,12 @@ export class LeaderElector {
 
   /** True when the last record this replica saw or wrote names it as the holder. */
   isLeader(): boolean {
-    return this.#observedRecord.holderIdentity === this.#identity;
+    return this.#observed.record.holderIdentity === this.#identity;
   }
 
   /** The holder of the last record this replica saw or wrote; "" when none. */
   getLeader(): string {
-    return this.#observedRecord.holderIdentity;
+    return this.#observed.record.holderIdentity;
   }
 
   /**
@@ -297,7 +293,7 @@ export class LeaderElector {
   healthCheck(): Error | undefined {
     if (!this.isLeader()) return undefined;
     if (
-      this.#clock.now() - this.#observedTime > this.#leaseDurationMs + this.#healthCheckTimeoutMs
+      this.#clock.now() - this.#observed.time > this.#leaseDurationMs + this.#healthCheckTimeoutMs
     ) {
       return new Error(`failed election to renew leadership on lease ${this.#name}`);
     }
@@ -353,7 +349,7 @@ export class LeaderElector {
         return true;
       }
       this.#log.v(4).info("Failed to acquire lease", {
-        holder: this.#observedRecord.holderIdentity,
+        holder: this.#observed.record.holderIdentity,
       });
       const periodMs = this.#retryPeriodMs * (1 + this.#random() * JITTER_FACTOR);
       if (!await this.#sleep(periodMs, signal)) return false;
@@ -534,57 +530,39 @@ export class LeaderElector {
     };
 
     // 1. Fast path: the leader updates optimistically, assuming its last record is current.
-    if (this.isLeader() && this.#isLeaseValid(now) && this.#lease !== undefined) {
+    if (this.isLeader() && this.#observed.leaseValid(now) && this.#lock.initialized) {
       const record: LeaderElectionRecord = {
         ...desired,
-        acquireTime: this.#observedRecord.acquireTime,
-        leaderTransitions: this.#observedRecord.leaderTransitions,
+        acquireTime: this.#observed.record.acquireTime,
+        leaderTransitions: this.#observed.record.leaderTransitions,
       };
-      const startedAt = this.#clock.now();
-      try {
-        await this.#update(record, signal);
-        this.#setObservedRecord(record);
-        this.#wrote(startedAt);
-        return "ok";
-      } catch (err) {
-        this.#log.error(err, "Failed to update lock optimistically, falling back to slow path");
-      }
+      const optimistic = await this.#write(record, signal, "update");
+      if (optimistic.ok) return "ok";
+      this.#log.error(
+        optimistic.error,
+        "Failed to update lock optimistically, falling back to slow path",
+      );
     }
 
     // 2. Read the lease, or create it when it does not exist.
-    let lease: Lease;
+    let current: LeaderElectionRecord;
     try {
-      lease = await this.#kube.get<Lease>(LEASES, this.#name, {
-        namespace: this.#namespace,
-        signal,
-      });
+      current = await this.#lock.get(signal);
     } catch (err) {
       if (!isNotFound(err)) {
         this.#log.error(err, "Error retrieving resource lock");
         return "failed";
       }
-      const startedAt = this.#clock.now();
-      try {
-        await this.#create(desired, signal);
-      } catch (createErr) {
-        // 409 AlreadyExists: another replica created it first.
-        this.#log.error(createErr, "Error initially creating leader election record");
-        return "failed";
-      }
-      this.#setObservedRecord(desired);
-      this.#wrote(startedAt);
-      return "ok";
+      const created = await this.#write(desired, signal, "create");
+      if (created.ok) return "ok";
+      // 409 AlreadyExists: another replica created it first.
+      this.#log.error(created.error, "Error initially creating leader election record");
+      return "failed";
     }
-    this.#lease = lease;
 
     // 3. Note when the record changed; back off while another holder's lease is valid.
-    const current = recordOf(lease);
-    const raw = JSON.stringify(current);
-    if (raw !== this.#observedRawRecord) {
-      this.#setObservedRecord(current);
-      this.#observedRawRecord = raw;
-    }
-    if (current.holderIdentity !== "" && this.#isLeaseValid(now) && !this.isLeader()) {
+    this.#observed.read(current);
+    if (current.holderIdentity !== "" && this.#observed.leaseValid(now) && !this.isLeader()) {
       this.#log.v(4).info("Lock is held and has not yet expired", {
         holder: current.holderIdentity,
       });
@@ -603,17 +581,32 @@ export class LeaderElector {
     } else {
       record = { ...desired, leaderTransitions: current.leaderTransitions + 1 };
     }
+    const taken = await this.#write(record, signal, "update");
+    if (taken.ok) return "ok";
+    // 409 Conflict: another replica wrote since our read; try again next period.
+    this.#log.error(taken.error, "Failed to update lock");
+    return "failed";
+  }
+
+  /**
+   * Creates or updates the Lease with `record`, naming this replica; on success the record is
+   * the observed one and the fence moves to when the request started.
+   */
+  async #write(
+    record: LeaderElectionRecord,
+    signal: AbortSignal,
+    how: "create" | "update",
+  ): Promise<{ ok: true } | { ok: false; error: unknown }> {
     const startedAt = this.#clock.now();
     try {
-      await this.#update(record, signal);
-    } catch (err) {
-      // 409 Conflict: another replica wrote since our read; try again next period.
-      this.#log.error(err, "Failed to update lock");
-      return "failed";
+      if (how === "create") await this.#lock.create(record, signal);
+      else await this.#lock.update(record, signal);
+    } catch (error) {
+      return { ok: false, error };
     }
-    this.#setObservedRecord(record);
+    this.#observed.wrote(record);
     this.#wrote(startedAt);
-    return "ok";
+    return { ok: true };
   }
 
   /**
@@ -622,13 +615,10 @@ export class LeaderElector {
    * read Lease still names this replica, so it never overwrites a new leader's record.
    */
   async #release(): Promise<void> {
-    let lease: Lease;
+    let current: LeaderElectionRecord;
     const read = this.#requestSignal();
     try {
-      lease = await this.#kube.get<Lease>(LEASES, this.#name, {
-        namespace: this.#namespace,
-        signal: read.signal,
-      });
+      current = await this.#lock.get(read.signal);
     } catch (err) {
       if (isNotFound(err)) this.#log.info("Lease lock not found; nothing to release");
       else this.#log.error(err, "Error retrieving resource lock");
@@ -636,11 +626,10 @@ export class LeaderElector {
     } finally {
       read.done();
     }
-    this.#lease = lease;
     if (!this.isLeader()) return;
-    if (recordOf(lease).holderIdentity !== this.#identity) {
+    if (current.holderIdentity !== this.#identity) {
       this.#log.info("Lease is held by another replica; not releasing", {
-        holder: recordOf(lease).holderIdentity,
+        holder: current.holderIdentity,
       });
       return;
     }
@@ -650,69 +639,23 @@ export class LeaderElector {
       leaseDurationSeconds: 1,
       acquireTime: now,
       renewTime: now,
-      leaderTransitions: this.#observedRecord.leaderTransitions,
+      leaderTransitions: this.#observed.record.leaderTransitions,
     };
     const write = this.#requestSignal();
     try {
-      await this.#update(record, write.signal);
+      await this.#lock.update(record, write.signal);
     } catch (err) {
       this.#log.error(err, "Failed to release lock");
       return;
     } finally {
       write.done();
     }
-    this.#setObservedRecord(record);
+    this.#observed.wrote(record);
     this.#log.info("Released lease");
   }
 
-  async #create(record: LeaderElectionRecord, signal: AbortSignal): Promise<void> {
-    const body: Lease = {
-      apiVersion: "coordination.k8s.io/v1",
-      kind: "Lease",
-      metadata: {
-        name: this.#name,
-        namespace: this.#namespace,
-        ...(this.#labels ? { labels: { ...this.#labels } } : {}),
-      },
-      spec: specOf(record),
-    };
-    this.#lease = await this.#kube.create<Lease>(LEASES, body, {
-      namespace: this.#namespace,
-      signal,
-    });
-  }
-
-  /** PUT of the last Lease read with `record` as its spec; 409 when someone wrote since. */
-  async #update(record: LeaderElectionRecord, signal: AbortSignal): Promise<void> {
-    const base = this.#lease;
-    if (base === undefined) throw new Error("Lease not initialized: call get or create first");
-    const metadata = { ...base.metadata };
-    if (this.#labels) metadata.labels = { ...(base.metadata.labels ?? {}), ...this.#labels };
-    const body: Lease = {
-      ...base,
-      apiVersion: "coordination.k8s.io/v1",
-      kind: "Lease",
-      metadata,
-      spec: specOf(record),
-    };
-    this.#lease = await this.#kube.update<Lease>(LEASES, body, {
-      namespace: this.#namespace,
-      signal,
-    });
-  }
-
-  #setObservedRecord(record: LeaderElectionRecord): void {
-    this.#observedRecord = record;
-    this.#observedTime = this.#clock.now();
-  }
-
-  /** True while the holder's lease, counted from our own observation, has not run out. */
-  #isLeaseValid(now: number): boolean {
-    return this.#observedTime + this.#observedRecord.leaseDurationSeconds * 1000 > now;
-  }
-
   #maybeReportTransition(callbacks: LeaderCallbacks): void {
-    const holder = this.#observedRecord.holderIdentity;
+    const holder = this.#observed.record.holderIdentity;
     if (holder === this.#reportedLeader) return;
     this.#reportedLeader = holder;
     try {
@@ -736,16 +679,8 @@ export class LeaderElector {
    * `LeaseLock.RecordEvent`); the sink posts it off this path and only logs a failure.
    */
   #recordEvent(what: string): void {
-    const lease = this.#lease;
-    if (this.#events === undefined || lease === undefined) return;
-    const reference: ObjectReference = {
-      kind: "Lease",
-      apiVersion: "coordination.k8s.io/v1",
-      namespace: this.#namespace,
-      name: this.#name,
-      uid: lease.metadata.uid,
-      resourceVersion: lease.metadata.resourceVersion,
-    };
+    const reference = this.#lock.reference();
+    if (this.#events === undefined || reference === undefined) return;
     this.#events.record(reference, "Normal", "LeaderElection", `${this.#identity} ${what}`);
   }
 
