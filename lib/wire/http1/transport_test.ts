@@ -479,3 +479,47 @@ Deno.test("encodeRequest writes the head and body it wrote in two encodings, in 
     assert.deepEqual(encodeRequest(url, request), want, JSON.stringify(body));
   }
 });
+
+Deno.test("Http1Transport: a request's head and body go to the socket in one write", async () => {
+  await using server = new RawServer(async (conn) => {
+    await write(conn, OK);
+    return "keep";
+  });
+  // Every write the transport makes on its real TCP connection, as the bytes it passed.
+  const writes: string[] = [];
+  const connect = async (hostname: string, port: number): Promise<Deno.TcpConn> => {
+    const conn = await Deno.connect({ hostname, port });
+    return new Proxy(conn, {
+      get(target, key) {
+        if (key === "write") {
+          return (p: Uint8Array) => {
+            writes.push(LATIN1.decode(p));
+            return target.write(p);
+          };
+        }
+        const value = Reflect.get(target, key, target);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+  };
+  const transport = new Http1Transport(NO_TLS, { connect });
+  try {
+    const url = new URL(`${server.url}/apis/storage.k8s.io/v1/volumeattachments/va-1/status`);
+    const body = JSON.stringify({ status: { attached: true, attachmentMetadata: { é: "x" } } });
+    for (let i = 0; i < 3; i++) {
+      const res = await transport.send(url, {
+        method: "PATCH",
+        headers: [["Content-Type", "application/merge-patch+json"]],
+        body,
+        signal: AbortSignal.timeout(5000),
+      });
+      assert.equal(await res.text!(), "ok");
+    }
+    assert.equal(server.connections, 1);
+    assert.equal(writes.length, 3, "one write per request");
+    assert.deepEqual(writes, server.requests, "each write is one whole request");
+    assert.ok(writes[0]!.endsWith(`\r\n\r\n${LATIN1.decode(enc(body))}`));
+  } finally {
+    transport.close();
+  }
+});
