@@ -711,7 +711,7 @@ export class KubeClient implements KubeApi {
         if (controller.signal.aborted) throw controller.signal.reason;
         throw errorFromResponse(response.status, text);
       }
-      yield* watchEvents<T>(response.body, { ctx, signal: controller.signal, stopped, idle });
+      yield* watchEvents<T>(response, { ctx, signal: controller.signal, stopped, idle });
     } catch (err) {
       if (stopped()) return;
       if (guardError !== undefined) throw guardError;

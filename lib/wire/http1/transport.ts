@@ -419,8 +419,8 @@ class Exchange {
 }
 
 /**
- * The answer of `head` with `body`, read either whole (`text()`) or as a stream built on first
- * use (most answers are read with `text()`).
+ * The answer of `head` with `body`, read whole (`text()`), piece by piece (`chunks()`, a watch) or
+ * as a stream built on first use (most answers are read with `text()`).
  */
 function responseOf(head: ResponseHead, body: Body, exchange: Exchange): TransportResponse {
   let readable: ReadableStream<Uint8Array> | undefined;
@@ -461,6 +461,25 @@ function responseOf(head: ResponseHead, body: Body, exchange: Exchange): Transpo
         exchange.fail(reason);
         throw reason;
       }
+    },
+    chunks: () => {
+      body.use();
+      return {
+        next: async () => {
+          try {
+            return await body.next();
+          } catch (err) {
+            const reason = exchange.reasonOf(err);
+            exchange.fail(reason);
+            throw reason;
+          }
+        },
+        cancel() {
+          exchange.failed = true;
+          exchange.detach();
+          body.abandon();
+        },
+      };
     },
   };
 }

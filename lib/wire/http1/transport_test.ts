@@ -208,6 +208,54 @@ Deno.test("Http1Transport: aborting in the middle of a watch body errors the rea
   }
 });
 
+Deno.test("Http1Transport: chunks() reads a body piece by piece without a stream; abort and cancel end it", async () => {
+  const head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+  await using server = new RawServer(async (conn, _request, index) => {
+    if (index === 0) {
+      // Two events in two writes, then the end: the connection goes back to the pool.
+      await write(conn, `${head}3\r\n{}\n\r\n`);
+      await sleep(20);
+      await write(conn, "4\r\n[1]\n\r\n0\r\n\r\n");
+    } else {
+      await write(conn, `${head}3\r\n{}\n\r\n`); // and nothing more
+    }
+    return "keep";
+  });
+  const transport = new Http1Transport(NO_TLS);
+  const text = (data: Uint8Array[] | null) =>
+    data === null ? null : data.map((d) => new TextDecoder().decode(d)).join("");
+  try {
+    const whole = await transport.send(new URL(server.url), get());
+    const pieces = whole.chunks!();
+    assert.throws(() => whole.body, TypeError, "the body is read one way only");
+    const seen: (string | null)[] = [];
+    for (let data = await pieces.next();; data = await pieces.next()) {
+      seen.push(text(data));
+      if (data === null) break;
+    }
+    assert.deepEqual(seen, ["{}\n", "[1]\n", null]);
+
+    const controller = new AbortController();
+    const aborted = await transport.send(new URL(server.url), get(controller.signal));
+    assert.equal(server.connections, 1, "the connection of the finished body was reused");
+    const reader = aborted.chunks!();
+    assert.equal(text(await reader.next()), "{}\n");
+    const pending = reader.next();
+    const reason = new Error("stop");
+    controller.abort(reason);
+    await assert.rejects(pending, (err) => err === reason);
+    await until(() => server.clientClosed === 1, "the aborted body's connection was closed");
+
+    const cancelled = (await transport.send(new URL(server.url), get())).chunks!();
+    assert.equal(text(await cancelled.next()), "{}\n");
+    cancelled.cancel();
+    await until(() => server.clientClosed === 2, "the cancelled body's connection was closed");
+    assert.equal(await cancelled.next(), null);
+  } finally {
+    transport.close();
+  }
+});
+
 Deno.test("Http1Transport: an abort before the answer rejects the send with the reason", async () => {
   await using server = new RawServer(() => sleep(300).then(() => "close" as const));
   const transport = new Http1Transport(NO_TLS);
