@@ -416,6 +416,20 @@ class Exchange {
   reasonOf(err: unknown): unknown {
     return this.signal.aborted ? this.signal.reason : err;
   }
+
+  /** A read of the body failed with `err`: the exchange ends; returns what the read rejects with. */
+  readFailed(err: unknown): unknown {
+    const reason = this.reasonOf(err);
+    this.fail(reason);
+    return reason;
+  }
+
+  /** The reader stopped reading the body: the connection is closed. */
+  cancel(): void {
+    this.failed = true;
+    this.detach();
+    this.body?.abandon();
+  }
 }
 
 /**
@@ -436,13 +450,11 @@ function responseOf(head: ResponseHead, body: Body, exchange: Exchange): Transpo
           if (data === null) controller.close();
           else for (const part of data) controller.enqueue(part);
         } catch (err) {
-          exchange.fail(exchange.reasonOf(err));
+          exchange.readFailed(err);
         }
       },
       cancel() {
-        exchange.failed = true;
-        exchange.detach();
-        body.abandon();
+        exchange.cancel();
       },
     }, { highWaterMark: 0 });
   return {
@@ -457,9 +469,7 @@ function responseOf(head: ResponseHead, body: Body, exchange: Exchange): Transpo
       try {
         return await body.text();
       } catch (err) {
-        const reason = exchange.reasonOf(err);
-        exchange.fail(reason);
-        throw reason;
+        throw exchange.readFailed(err);
       }
     },
     chunks: () => {
@@ -469,16 +479,10 @@ function responseOf(head: ResponseHead, body: Body, exchange: Exchange): Transpo
           try {
             return await body.next();
           } catch (err) {
-            const reason = exchange.reasonOf(err);
-            exchange.fail(reason);
-            throw reason;
+            throw exchange.readFailed(err);
           }
         },
-        cancel() {
-          exchange.failed = true;
-          exchange.detach();
-          body.abandon();
-        },
+        cancel: () => exchange.cancel(),
       };
     },
   };
