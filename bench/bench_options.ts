@@ -66,10 +66,11 @@ per attach and detach, CPU and memory. Writes bench/results/<date>.json.
   --attacher-cmd='CMD'    the attacher's command line (shell text); --kubeconfig, --csi-address,
                           --worker-threads, --kube-api-qps, --kube-api-burst and --v=1 are
                           appended. Give it twice to compare two attachers (runs alternate
-                          A B A B; the table shows both and B/A). Default: ours as shipped:
+                          A B A B; the table shows both and B/A), or up to six times (A B C ...,
+                          e.g. one attacher under several V8 flag sets). Default: ours as shipped:
                           the compiled binary when DENORT_BIN is set, else the bundle run
                           with the compile task's permissions and V8 flags
-  --runs=N                runs per attacher and scenario (default 1, or 3 with two attachers);
+  --runs=N                runs per attacher and scenario (default 1, or 3 with two or more);
                           the table shows medians
   --workers=10            --worker-threads of the attacher
   --nodes=50              nodes the VolumeAttachments are spread over (5 with --pods)
@@ -87,6 +88,9 @@ Other modes (their own flags; see bench/README.md):
 
 /** How long each ControllerUnpublishVolume takes in the detach flood, ms. */
 export const DETACH_FLOOD_UNPUBLISH_MS = 100;
+
+/** Most `--attacher-cmd`s of one run: their labels are the letters A to F. */
+export const MAX_ATTACHERS = 6;
 
 /** A bad command line. */
 export class BenchUsageError extends Error {
@@ -157,9 +161,9 @@ export function parseBenchOptions(args: string[], defaultOutDir: string): BenchO
     .map((s) => positiveInt("sizes", s.trim()));
   if (sizes.length === 0) throw new BenchUsageError("Cannot run: --sizes is empty");
   const attacherCommands = values["attacher-cmd"] ?? [];
-  if (attacherCommands.length > 2) {
+  if (attacherCommands.length > MAX_ATTACHERS) {
     throw new BenchUsageError(
-      `Cannot compare ${attacherCommands.length} attachers: give --attacher-cmd at most twice`,
+      `Cannot compare ${attacherCommands.length} attachers: give --attacher-cmd at most ${MAX_ATTACHERS} times`,
     );
   }
   if (attacherCommands.some((c) => c.trim() === "")) {
@@ -173,7 +177,7 @@ export function parseBenchOptions(args: string[], defaultOutDir: string): BenchO
     pods,
     attacherCommands,
     runs: values.runs === undefined
-      ? (attacherCommands.length === 2 ? 3 : 1)
+      ? (attacherCommands.length >= 2 ? 3 : 1)
       : positiveInt("runs", values.runs),
     workers: positiveInt("workers", values.workers ?? "10"),
     nodes: positiveInt("nodes", values.nodes ?? (pods ? "5" : "50")),

@@ -62,6 +62,65 @@ export function bodyReader(
   return reader;
 }
 
+/** The pieces of a body as {@link chunkReader} reads them. */
+export interface ChunkReader {
+  /** The next pieces, or null at the end of the body or once the signal aborted. */
+  read(): Promise<Uint8Array[] | null>;
+  /** Stops reading (a pending read ends); the connection is released. */
+  cancel(): void;
+}
+
+/**
+ * A reader of `response`'s body that ends when `signal` aborts: a pending read then ends as the
+ * end of the body (the caller looks at the signal), as {@link bodyReader}'s does. Without a
+ * stream when the transport offers `chunks()` (a watch reads one piece per event, and a stream
+ * costs a pull, an enqueue and a read request for each); undefined for no body.
+ */
+export function chunkReader(
+  response: Pick<TransportResponse, "body" | "chunks">,
+  signal: AbortSignal,
+): ChunkReader | undefined {
+  const chunks = response.chunks?.();
+  if (chunks === undefined) {
+    const reader = bodyReader(response.body, signal);
+    if (reader === undefined) return undefined;
+    return {
+      read: () => reader.read().then((next) => (next.done ? null : [next.value])),
+      cancel: () => void reader.cancel().catch(() => {}),
+    };
+  }
+  let endPending: ((value: null) => void) | undefined;
+  const onAbort = () => {
+    chunks.cancel();
+    endPending?.(null);
+  };
+  if (signal.aborted) chunks.cancel();
+  else signal.addEventListener("abort", onAbort, { once: true });
+  return {
+    read: () => {
+      if (signal.aborted) return Promise.resolve(null);
+      return new Promise<Uint8Array[] | null>((resolve, reject) => {
+        endPending = resolve;
+        chunks.next().then(
+          (data) => {
+            endPending = undefined;
+            resolve(data);
+          },
+          (err: unknown) => {
+            endPending = undefined;
+            if (signal.aborted) resolve(null);
+            else reject(err);
+          },
+        );
+      });
+    },
+    cancel: () => {
+      signal.removeEventListener("abort", onAbort);
+      chunks.cancel();
+    },
+  };
+}
+
 const UTF8 = new TextDecoder();
 
 /** How {@link readText} reads. */

@@ -28,7 +28,7 @@ import {
   type WatchOptions,
 } from "./api.ts";
 import type { Logger } from "../observe/logger.ts";
-import type { ClusterConnection } from "./config.ts";
+import type { ClusterConnection, CredentialHeaders } from "./config.ts";
 import { createTransport, type ProxyEnvironment, type Transport } from "./transport.ts";
 import { ABORTED, raceAbort } from "../abort.ts";
 import type { KubeObject } from "./types.ts";
@@ -163,6 +163,10 @@ export class KubeClient implements KubeApi {
   readonly #watchGraceMs: number;
   readonly #proxyEnvironment: ProxyEnvironment;
   #transport: Transport | undefined;
+  /** The header lines of the last credentials, by content type ("" without a body). */
+  #headerLines:
+    | { credentials: CredentialHeaders; byContentType: Map<string, [string, string][]> }
+    | undefined;
   /** One controller per request or watch under way; {@link close} aborts them. */
   readonly #inflight = new Set<AbortController>();
   #closed = false;
@@ -391,14 +395,28 @@ export class KubeClient implements KubeApi {
     return this.#transport ??= createTransport(this.#connection, this.#proxyEnvironment);
   }
 
-  /** Request header lines with fresh credentials; a list is sent as repeated lines. */
+  /**
+   * Request header lines with fresh credentials; a list is sent as repeated lines. The lines are
+   * made once per credentials and content type and shared by the requests that use them (the
+   * transport only reads them); new credentials (a rotated token) make new lines.
+   */
   async #headers(body?: RequestBody): Promise<[string, string][]> {
-    const lines: [string, string][] = [];
-    for (const [name, value] of Object.entries(await this.#connection.headers())) {
-      for (const v of Array.isArray(value) ? value : [value]) lines.push([name, v]);
+    const credentials = await this.#connection.headers();
+    let made = this.#headerLines;
+    if (made === undefined || !sameCredentials(made.credentials, credentials)) {
+      made = this.#headerLines = { credentials, byContentType: new Map() };
     }
-    lines.push(["Accept", "application/json"], ["User-Agent", this.#userAgent]);
-    if (body !== undefined) lines.push(["Content-Type", body.contentType]);
+    const contentType = body?.contentType ?? "";
+    let lines = made.byContentType.get(contentType);
+    if (lines === undefined) {
+      lines = [];
+      for (const [name, value] of Object.entries(credentials)) {
+        for (const v of Array.isArray(value) ? value : [value]) lines.push([name, v]);
+      }
+      lines.push(["Accept", "application/json"], ["User-Agent", this.#userAgent]);
+      if (body !== undefined) lines.push(["Content-Type", contentType]);
+      made.byContentType.set(contentType, lines);
+    }
     return lines;
   }
 
@@ -682,7 +700,7 @@ export class KubeClient implements KubeApi {
         if (controller.signal.aborted) throw controller.signal.reason;
         throw errorFromResponse(response.status, text);
       }
-      yield* watchEvents<T>(response.body, { ctx, signal: controller.signal, stopped, idle });
+      yield* watchEvents<T>(response, { ctx, signal: controller.signal, stopped, idle });
     } catch (err) {
       if (stopped()) return;
       if (guardError !== undefined) throw guardError;
@@ -727,4 +745,21 @@ function watchQuery(opts: WatchOptions): Record<string, string> {
     query.resourceVersionMatch = "NotOlderThan";
   }
   return query;
+}
+
+/** True when `a` and `b` name the same headers with the same values, in any order. */
+function sameCredentials(a: CredentialHeaders, b: CredentialHeaders): boolean {
+  if (a === b) return true;
+  let count = 0;
+  for (const name in b) {
+    count++;
+    if (!Object.hasOwn(a, name)) return false;
+    const x = a[name];
+    const y = b[name];
+    if (x === y) continue;
+    if (!Array.isArray(x) || !Array.isArray(y) || x.length !== y.length) return false;
+    for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return false;
+  }
+  for (const _ in a) count--;
+  return count === 0;
 }

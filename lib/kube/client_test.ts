@@ -90,6 +90,43 @@ Deno.test("KubeClient talks to an http:// server without insecure-skip-tls-verif
   assert.equal(h.get("user-agent"), "csi-attacher/v9.9.9");
 });
 
+Deno.test("KubeClient sends each request the credentials of the moment, content type per request", async () => {
+  await using server = await serve(() => json(PV));
+  // Credentials as a token file or exec plugin gives them: the same until they rotate.
+  let credentials: Record<string, string | string[]> = {
+    Authorization: "Bearer one",
+    "Impersonate-Group": ["g1", "g2"],
+  };
+  const connection: ClusterConnection = {
+    server: server.url,
+    tls: { insecureSkipTlsVerify: false },
+    headers: () => Promise.resolve({ ...credentials }),
+  };
+  await using client = new KubeClient({ connection });
+  const patch = { type: "merge" as const, body: { metadata: { labels: { a: "b" } } } };
+  await client.get(PERSISTENT_VOLUMES, "pv1");
+  await client.patch(PERSISTENT_VOLUMES, "pv1", patch);
+  await client.patch(PERSISTENT_VOLUMES, "pv1", { type: "json", body: [] });
+  await client.get(PERSISTENT_VOLUMES, "pv1");
+  credentials = { "Impersonate-Group": ["g1", "g3"], Authorization: "Bearer one" };
+  await client.get(PERSISTENT_VOLUMES, "pv1");
+  credentials = { Authorization: "Bearer two" };
+  await client.patch(PERSISTENT_VOLUMES, "pv1", patch);
+  const seen = server.headers.map((h) => [
+    h.get("authorization"),
+    h.get("impersonate-group"),
+    h.get("content-type"),
+  ]);
+  assert.deepEqual(seen, [
+    ["Bearer one", "g1, g2", null],
+    ["Bearer one", "g1, g2", "application/merge-patch+json"],
+    ["Bearer one", "g1, g2", "application/json-patch+json"],
+    ["Bearer one", "g1, g2", null],
+    ["Bearer one", "g1, g3", null],
+    ["Bearer two", null, "application/merge-patch+json"],
+  ]);
+});
+
 Deno.test("KubeClient logs each request at verbosity 6, without headers", async () => {
   const lines: [number, string, Fields | undefined][] = [];
   const logger = (verbosity: number): Logger => ({

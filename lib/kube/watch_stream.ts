@@ -26,7 +26,8 @@ import { peerText } from "../peer_text.ts";
 import { ApiError, type WatchEvent } from "./api.ts";
 import type { Clock, Timer } from "../clock.ts";
 import { concatBytes } from "../bytes.ts";
-import { bodyReader } from "./body.ts";
+import { chunkReader } from "./body.ts";
+import type { TransportResponse } from "./transport.ts";
 import { isObject, tryParseJson } from "./json.ts";
 import { type RequestContext, requestFailure } from "./request.ts";
 import type { KubeObject } from "./types.ts";
@@ -235,20 +236,23 @@ export interface WatchEventsOptions {
  * a line that is not an event or is too long.
  */
 export async function* watchEvents<T extends KubeObject>(
-  body: ReadableStream<Uint8Array> | null,
+  response: Pick<TransportResponse, "body" | "chunks">,
   opts: WatchEventsOptions,
 ): AsyncGenerator<WatchEvent<T>, void, undefined> {
   const { ctx, signal, stopped, idle } = opts;
   const splitter = new WatchFrameSplitter(opts.maxEventBytes);
-  const reader = bodyReader(body, signal);
+  const reader = chunkReader(response, signal);
   for (;;) {
-    const next = reader === undefined ? { done: true as const } : await reader.read();
-    if (next.done) break;
-    let frames: string[];
+    const data = reader === undefined ? null : await reader.read();
+    if (data === null) break;
+    let frames: string[] = [];
     try {
-      frames = splitter.push(next.value);
+      for (const piece of data) {
+        const more = splitter.push(piece);
+        frames = frames.length === 0 ? more : frames.concat(more);
+      }
     } catch (err) {
-      reader?.cancel().catch(() => {});
+      reader?.cancel();
       throw new ApiError(0, "InvalidResponse", requestFailure(ctx, errorText(err)), {
         cause: err,
       });

@@ -176,6 +176,9 @@ function formatJson(sink: Sink, entry: Entry): string {
   return `${line}}`;
 }
 
+/** What `v(n)` gives when level `n` is off: one shared object, so a call allocates nothing. */
+const SILENT: Pick<Logger, "info"> = Object.freeze({ info() {} });
+
 /** A {@link Logger} writing klog text or JSON lines to one sink. */
 class KlogLogger implements Logger {
   readonly #sink: Sink;
@@ -204,7 +207,7 @@ class KlogLogger implements Logger {
   }
 
   v(level: number): Pick<Logger, "info"> {
-    if (!this.enabled(level)) return { info() {} };
+    if (!this.enabled(level)) return SILENT;
     return {
       info: (msg: string, fields?: Fields) => this.#emit({ severity: "I", level, msg }, fields),
     };

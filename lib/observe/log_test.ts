@@ -144,6 +144,23 @@ Deno.test("createLogger() filters v(n) lines by verbosity", () => {
   assert.equal(log.with({}).enabled(0), true);
 });
 
+Deno.test("createLogger() v(n) above the verbosity formats nothing and allocates no logger", () => {
+  const { log, lines } = recorder({ verbosity: 2 });
+  let read = false;
+  const fields = {
+    get value() {
+      read = true;
+      return "x";
+    },
+  };
+  log.v(3).info("three", fields);
+  log.with({ a: 1 }).v(4).info("four", fields);
+  assert.deepEqual(lines, []);
+  assert.equal(read, false, "the fields of a line that is off are not read");
+  assert.equal(log.v(3), log.with({ b: 2 }).v(7), "one shared no-op for every level that is off");
+  assert.notEqual(log.v(2), log.v(2), "a level that is on logs with the logger's fields");
+});
+
 Deno.test("createLogger() with() children add fields; call fields override them", () => {
   const { log, lines } = recorder();
   const child = log.with({ driver: "d", node: "old" });

@@ -44,54 +44,115 @@ const decoder = new TextDecoder();
 // ---------------------------------------------------------------------------------------------
 // Encoding
 
+/**
+ * The bytes of one message being encoded. Strings are written as UTF-8 straight into the buffer
+ * and a nested message in place after a one-byte length that is widened when it turns out
+ * longer, so that a message costs one buffer, not one per string, map entry and nested message.
+ * {@link encodeMessage} reuses one writer (encoding is synchronous) and copies the result out.
+ */
 class Writer {
-  #buf = new Uint8Array(256);
-  #len = 0;
+  buf = new Uint8Array(256);
+  len = 0;
 
-  #ensure(n: number): void {
-    if (this.#len + n <= this.#buf.length) return;
-    let size = this.#buf.length * 2;
-    while (size < this.#len + n) size *= 2;
+  ensure(n: number): void {
+    if (this.len + n <= this.buf.length) return;
+    let size = this.buf.length * 2;
+    while (size < this.len + n) size *= 2;
     const grown = new Uint8Array(size);
-    grown.set(this.#buf.subarray(0, this.#len));
-    this.#buf = grown;
+    grown.set(this.buf.subarray(0, this.len));
+    this.buf = grown;
   }
 
   varint(value: number): void {
-    this.#ensure(10);
+    this.ensure(10);
     while (value > 0x7f) {
-      this.#buf[this.#len++] = (value % 0x80) | 0x80;
+      this.buf[this.len++] = (value % 0x80) | 0x80;
       value = Math.floor(value / 0x80);
     }
-    this.#buf[this.#len++] = value;
+    this.buf[this.len++] = value;
   }
 
   /** A 64-bit two's complement varint. */
   bigVarint(value: bigint): void {
-    this.#ensure(10);
+    this.ensure(10);
     let v = BigInt.asUintN(64, value);
     while (v > 0x7fn) {
-      this.#buf[this.#len++] = Number(v & 0x7fn) | 0x80;
+      this.buf[this.len++] = Number(v & 0x7fn) | 0x80;
       v >>= 7n;
     }
-    this.#buf[this.#len++] = Number(v);
+    this.buf[this.len++] = Number(v);
   }
 
-  bytes(b: Uint8Array): void {
-    this.varint(b.length);
-    this.#ensure(b.length);
-    this.#buf.set(b, this.#len);
-    this.#len += b.length;
+  /** A length-delimited string: its UTF-8 length, then its UTF-8 bytes. */
+  string(text: string): void {
+    const n = text.length;
+    this.ensure(10 + n);
+    let ascii = true;
+    for (let i = 0; i < n; i++) {
+      if (text.charCodeAt(i) >= 0x80) {
+        ascii = false;
+        break;
+      }
+    }
+    if (ascii) {
+      this.varint(n);
+      const buf = this.buf;
+      let at = this.len;
+      for (let i = 0; i < n; i++) buf[at++] = text.charCodeAt(i);
+      this.len = at;
+      return;
+    }
+    const bytes = encoder.encode(text);
+    this.varint(bytes.length);
+    this.ensure(bytes.length);
+    this.buf.set(bytes, this.len);
+    this.len += bytes.length;
+  }
+
+  /** Starts a length-delimited part written in place; {@link endLength} sets its length. */
+  startLength(): number {
+    this.ensure(1);
+    return this.len++;
+  }
+
+  /** Ends the part begun at `at`: its length goes in front of it, as a varint. */
+  endLength(at: number): void {
+    const size = this.len - at - 1;
+    if (size < 0x80) {
+      this.buf[at] = size;
+      return;
+    }
+    let width = 1;
+    for (let v = size; v > 0x7f; v = Math.floor(v / 0x80)) width++;
+    this.ensure(width - 1);
+    this.buf.copyWithin(at + width, at + 1, this.len);
+    this.len += width - 1;
+    let v = size;
+    for (let i = 0; i < width - 1; i++) {
+      this.buf[at + i] = (v % 0x80) | 0x80;
+      v = Math.floor(v / 0x80);
+    }
+    this.buf[at + width - 1] = v;
   }
 
   tag(number: number, wireType: number): void {
     this.varint(number * 8 + wireType);
   }
 
+  /** A copy of what was written; the writer starts empty again. */
   finish(): Uint8Array {
-    return this.#buf.slice(0, this.#len);
+    const out = this.buf.slice(0, this.len);
+    this.len = 0;
+    if (this.buf.length > MAX_KEPT_WRITER_BYTES) this.buf = new Uint8Array(256);
+    return out;
   }
 }
+
+/** The largest buffer the shared writer keeps between messages. */
+const MAX_KEPT_WRITER_BYTES = 64 * 1024;
+
+/** The writer of {@link encodeMessage}: encoding never yields, so one serves every call. */
+const SHARED_WRITER = new Writer();
 
 /**
  * Encodes `value` as message `schema`.
@@ -99,8 +160,14 @@ class Writer {
  * @throws {ProtoWireError} when a field has a value of the wrong type (naming the field).
  */
 export function encodeMessage(schema: MessageDescriptor, value: object): Uint8Array {
-  const w = new Writer();
-  writeMessage(w, schema, value as Record<string, unknown>, schema.name);
+  const w = SHARED_WRITER;
+  w.len = 0;
+  try {
+    writeMessage(w, schema, value as Record<string, unknown>, schema.name);
+  } catch (err) {
+    w.len = 0;
+    throw err;
+  }
   return w.finish();
 }
 
@@ -126,13 +193,13 @@ function writeMessage(
           // Neither key nor value is named: the map may hold secrets.
           throw new ProtoWireError(`${fieldPath}: expected string values, got a ${typeof item}`);
         }
-        const entry = new Writer();
-        entry.tag(1, WIRE_LEN);
-        entry.bytes(encoder.encode(key));
-        entry.tag(2, WIRE_LEN);
-        entry.bytes(encoder.encode(item));
         w.tag(field.number, WIRE_LEN);
-        w.bytes(entry.finish());
+        const entry = w.startLength();
+        w.tag(1, WIRE_LEN);
+        w.string(key);
+        w.tag(2, WIRE_LEN);
+        w.string(item);
+        w.endLength(entry);
       }
     } else if (field.repeated) {
       if (!Array.isArray(v)) {
@@ -160,7 +227,7 @@ function writeValue(
       }
       if (v === "" && !always) return;
       w.tag(field.number, WIRE_LEN);
-      w.bytes(encoder.encode(v));
+      w.string(v);
       return;
     }
     case "bool": {
@@ -207,10 +274,10 @@ function writeValue(
       return;
     }
     case "message": {
-      const nested = new Writer();
-      writeMessage(nested, field.message!, v as Record<string, unknown>, path);
       w.tag(field.number, WIRE_LEN);
-      w.bytes(nested.finish());
+      const nested = w.startLength();
+      writeMessage(w, field.message!, v as Record<string, unknown>, path);
+      w.endLength(nested);
       return;
     }
     case "map":

@@ -154,3 +154,46 @@ Deno.test("an enum number the schema does not name round-trips, negative ones to
     assert.throws(() => encodeMessage(schema, { mode: bad }), ProtoWireError, String(bad));
   }
 });
+
+Deno.test("encodeMessage() writes nested messages, map entries and strings in place, any length", () => {
+  const utf8 = (s: string) => new TextEncoder().encode(s);
+  const varint = (n: number): Uint8Array => {
+    const out: number[] = [];
+    for (; n > 0x7f; n = Math.floor(n / 0x80)) out.push((n % 0x80) | 0x80);
+    out.push(n);
+    return new Uint8Array(out);
+  };
+  /** A length-delimited field: tag, length, bytes. */
+  const ld = (field: number, bytes: Uint8Array) =>
+    cat(varint(field * 8 + 2), varint(bytes.length), bytes);
+  // Lengths around the one-byte varint limit and past two bytes, ASCII and not.
+  for (const size of [1, 60, 127, 128, 200, 16_383, 16_384, 70_000]) {
+    const long = "x".repeat(size);
+    const wide = "é😀".repeat(Math.ceil(size / 3));
+    const value = {
+      inner: {
+        items: [long, wide],
+        labels: { [long]: wide, k: "v" },
+        name: wide,
+        child: { name: long, on: true },
+      },
+    };
+    const child = cat(ld(3, utf8(long)), new Uint8Array([4 * 8, 1]));
+    const inner = cat(
+      ld(1, utf8(long)),
+      ld(1, utf8(wide)),
+      ld(2, cat(ld(1, utf8(long)), ld(2, utf8(wide)))),
+      ld(2, cat(ld(1, utf8("k")), ld(2, utf8("v")))),
+      ld(3, utf8(wide)),
+      ld(5, child),
+    );
+    const want = ld(1, inner);
+    assert.deepEqual(encodeMessage(OUTER, value), want, `size ${size}`);
+    // The writer is shared: a second message, after a failed one, is not mixed with either.
+    assert.throws(() => encodeMessage(OUTER, { inner: { name: 5 } }), ProtoWireError);
+    assert.deepEqual(encodeMessage(OUTER, value), want, `size ${size}, again`);
+    const decoded = decodeMessage(OUTER, want) as { inner: typeof value.inner };
+    assert.deepEqual(decoded.inner.labels, value.inner.labels);
+    assert.deepEqual(decoded.inner.items, value.inner.items);
+  }
+});

@@ -36,6 +36,22 @@ export interface TransportResponse {
   readonly body: ReadableStream<Uint8Array> | null;
   /** The whole body as UTF-8 in one read, when the transport has a faster way than `body`. */
   text?(): Promise<string>;
+  /**
+   * The body piece by piece without a stream, when the transport has a faster way than `body`
+   * (a watch reads one piece per event). Reads fail as those of `body` do.
+   */
+  chunks?(): BodyChunks;
+}
+
+/** The pieces of a body, read in order; see {@link TransportResponse.chunks}. */
+export interface BodyChunks {
+  /**
+   * The next data (at least one non-empty view), or null at the end of the body. One read at a
+   * time.
+   */
+  next(): Promise<Uint8Array[] | null>;
+  /** Stops reading: the connection is closed and a pending read ends. */
+  cancel(): void;
 }
 
 /**

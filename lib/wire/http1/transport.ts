@@ -416,11 +416,25 @@ class Exchange {
   reasonOf(err: unknown): unknown {
     return this.signal.aborted ? this.signal.reason : err;
   }
+
+  /** A read of the body failed with `err`: the exchange ends; returns what the read rejects with. */
+  readFailed(err: unknown): unknown {
+    const reason = this.reasonOf(err);
+    this.fail(reason);
+    return reason;
+  }
+
+  /** The reader stopped reading the body: the connection is closed. */
+  cancel(): void {
+    this.failed = true;
+    this.detach();
+    this.body?.abandon();
+  }
 }
 
 /**
- * The answer of `head` with `body`, read either whole (`text()`) or as a stream built on first
- * use (most answers are read with `text()`).
+ * The answer of `head` with `body`, read whole (`text()`), piece by piece (`chunks()`, a watch) or
+ * as a stream built on first use (most answers are read with `text()`).
  */
 function responseOf(head: ResponseHead, body: Body, exchange: Exchange): TransportResponse {
   let readable: ReadableStream<Uint8Array> | undefined;
@@ -436,13 +450,11 @@ function responseOf(head: ResponseHead, body: Body, exchange: Exchange): Transpo
           if (data === null) controller.close();
           else for (const part of data) controller.enqueue(part);
         } catch (err) {
-          exchange.fail(exchange.reasonOf(err));
+          exchange.readFailed(err);
         }
       },
       cancel() {
-        exchange.failed = true;
-        exchange.detach();
-        body.abandon();
+        exchange.cancel();
       },
     }, { highWaterMark: 0 });
   return {
@@ -457,10 +469,21 @@ function responseOf(head: ResponseHead, body: Body, exchange: Exchange): Transpo
       try {
         return await body.text();
       } catch (err) {
-        const reason = exchange.reasonOf(err);
-        exchange.fail(reason);
-        throw reason;
+        throw exchange.readFailed(err);
       }
+    },
+    chunks: () => {
+      body.use();
+      return {
+        next: async () => {
+          try {
+            return await body.next();
+          } catch (err) {
+            throw exchange.readFailed(err);
+          }
+        },
+        cancel: () => exchange.cancel(),
+      };
     },
   };
 }

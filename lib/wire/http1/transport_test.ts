@@ -208,6 +208,54 @@ Deno.test("Http1Transport: aborting in the middle of a watch body errors the rea
   }
 });
 
+Deno.test("Http1Transport: chunks() reads a body piece by piece without a stream; abort and cancel end it", async () => {
+  const head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+  await using server = new RawServer(async (conn, _request, index) => {
+    if (index === 0) {
+      // Two events in two writes, then the end: the connection goes back to the pool.
+      await write(conn, `${head}3\r\n{}\n\r\n`);
+      await sleep(20);
+      await write(conn, "4\r\n[1]\n\r\n0\r\n\r\n");
+    } else {
+      await write(conn, `${head}3\r\n{}\n\r\n`); // and nothing more
+    }
+    return "keep";
+  });
+  const transport = new Http1Transport(NO_TLS);
+  const text = (data: Uint8Array[] | null) =>
+    data === null ? null : data.map((d) => new TextDecoder().decode(d)).join("");
+  try {
+    const whole = await transport.send(new URL(server.url), get());
+    const pieces = whole.chunks!();
+    assert.throws(() => whole.body, TypeError, "the body is read one way only");
+    const seen: (string | null)[] = [];
+    for (let data = await pieces.next();; data = await pieces.next()) {
+      seen.push(text(data));
+      if (data === null) break;
+    }
+    assert.deepEqual(seen, ["{}\n", "[1]\n", null]);
+
+    const controller = new AbortController();
+    const aborted = await transport.send(new URL(server.url), get(controller.signal));
+    assert.equal(server.connections, 1, "the connection of the finished body was reused");
+    const reader = aborted.chunks!();
+    assert.equal(text(await reader.next()), "{}\n");
+    const pending = reader.next();
+    const reason = new Error("stop");
+    controller.abort(reason);
+    await assert.rejects(pending, (err) => err === reason);
+    await until(() => server.clientClosed === 1, "the aborted body's connection was closed");
+
+    const cancelled = (await transport.send(new URL(server.url), get())).chunks!();
+    assert.equal(text(await cancelled.next()), "{}\n");
+    cancelled.cancel();
+    await until(() => server.clientClosed === 2, "the cancelled body's connection was closed");
+    assert.equal(await cancelled.next(), null);
+  } finally {
+    transport.close();
+  }
+});
+
 Deno.test("Http1Transport: an abort before the answer rejects the send with the reason", async () => {
   await using server = new RawServer(() => sleep(300).then(() => "close" as const));
   const transport = new Http1Transport(NO_TLS);
@@ -477,5 +525,49 @@ Deno.test("encodeRequest writes the head and body it wrote in two encodings, in 
     want.set(headBytes);
     if (bodyBytes !== undefined) want.set(bodyBytes, headBytes.length);
     assert.deepEqual(encodeRequest(url, request), want, JSON.stringify(body));
+  }
+});
+
+Deno.test("Http1Transport: a request's head and body go to the socket in one write", async () => {
+  await using server = new RawServer(async (conn) => {
+    await write(conn, OK);
+    return "keep";
+  });
+  // Every write the transport makes on its real TCP connection, as the bytes it passed.
+  const writes: string[] = [];
+  const connect = async (hostname: string, port: number): Promise<Deno.TcpConn> => {
+    const conn = await Deno.connect({ hostname, port });
+    return new Proxy(conn, {
+      get(target, key) {
+        if (key === "write") {
+          return (p: Uint8Array) => {
+            writes.push(LATIN1.decode(p));
+            return target.write(p);
+          };
+        }
+        const value = Reflect.get(target, key, target);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+  };
+  const transport = new Http1Transport(NO_TLS, { connect });
+  try {
+    const url = new URL(`${server.url}/apis/storage.k8s.io/v1/volumeattachments/va-1/status`);
+    const body = JSON.stringify({ status: { attached: true, attachmentMetadata: { é: "x" } } });
+    for (let i = 0; i < 3; i++) {
+      const res = await transport.send(url, {
+        method: "PATCH",
+        headers: [["Content-Type", "application/merge-patch+json"]],
+        body,
+        signal: AbortSignal.timeout(5000),
+      });
+      assert.equal(await res.text!(), "ok");
+    }
+    assert.equal(server.connections, 1);
+    assert.equal(writes.length, 3, "one write per request");
+    assert.deepEqual(writes, server.requests, "each write is one whole request");
+    assert.ok(writes[0]!.endsWith(`\r\n\r\n${LATIN1.decode(enc(body))}`));
+  } finally {
+    transport.close();
   }
 });
