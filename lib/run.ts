@@ -389,7 +389,9 @@ async function runController(run: ControllerRun): Promise<void> {
     resource: VOLUME_ATTACHMENTS,
     resyncMs: options.resyncMs,
     name: "volumeattachments",
-    transform: cachedVolumeAttachment,
+    // The PV name a VA names is the cached PV's own string (pvInformer is set by the time the
+    // informer runs).
+    transform: (va) => cachedVolumeAttachment(va, pvInformer),
     watchList: true,
   });
   const pvInformer = new Informer<PersistentVolume>(informerDeps, {
