@@ -301,6 +301,17 @@ async function liveHeap(): Promise<number> {
   return Deno.memoryUsage().heapUsed;
 }
 
+/** Metadata as the API server fills it in for the object `name` at `resourceVersion`. */
+function serverMetadata(name: string, resourceVersion: number) {
+  return {
+    name,
+    uid: crypto.randomUUID(),
+    resourceVersion: String(resourceVersion),
+    creationTimestamp: "2026-11-28T07:00:00Z",
+    finalizers: [FINALIZER],
+  };
+}
+
 Deno.test("a cached VA + PV pair as the API server sends them stays under 800 bytes of heap", async () => {
   // The objects of an attached pair as JSON, the way the watch delivers them; the bench's sizes.
   const N = 5000;
@@ -308,13 +319,7 @@ Deno.test("a cached VA + PV pair as the API server sends them stays under 800 by
     JSON.stringify({
       apiVersion: "v1",
       kind: "PersistentVolume",
-      metadata: {
-        name: `bench-pv-${String(i).padStart(5, "0")}`,
-        uid: crypto.randomUUID(),
-        resourceVersion: String(100_000 + i),
-        creationTimestamp: "2026-11-28T07:00:00Z",
-        finalizers: [FINALIZER],
-      },
+      metadata: serverMetadata(`bench-pv-${String(i).padStart(5, "0")}`, 100_000 + i),
       spec: {
         accessModes: ["ReadWriteOnce"],
         capacity: { storage: "1Gi" },
@@ -332,11 +337,7 @@ Deno.test("a cached VA + PV pair as the API server sends them stays under 800 by
       apiVersion: "storage.k8s.io/v1",
       kind: "VolumeAttachment",
       metadata: {
-        name: `bench-va-${String(i).padStart(5, "0")}`,
-        uid: crypto.randomUUID(),
-        resourceVersion: String(200_000 + i),
-        creationTimestamp: "2026-11-28T07:00:01Z",
-        finalizers: [FINALIZER],
+        ...serverMetadata(`bench-va-${String(i).padStart(5, "0")}`, 200_000 + i),
         annotations: { [NODE_ID_ANNOTATION]: `node-id-${i % 50}` },
       },
       spec: {

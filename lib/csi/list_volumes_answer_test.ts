@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { decodeMessage, encodeMessage, ProtoWireError } from "../wire/grpc/protowire.ts";
 import { messageSchema } from "./schema.ts";
+import { concatBytes } from "../bytes.ts";
 import { decodeListVolumesAnswer } from "./list_volumes_answer.ts";
 
 const RESPONSE = messageSchema("csi.v1.ListVolumesResponse");
@@ -8,13 +9,7 @@ const ENTRY = messageSchema("csi.v1.ListVolumesResponse.Entry");
 
 /** Bytes of the messages one after the other: protobuf reads that as one merged message. */
 function concat(...parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
+  return concatBytes(parts);
 }
 
 /** `entries` (field 1) of a ListVolumesResponse holding `entry`'s bytes as they are. */
