@@ -130,16 +130,30 @@ function keptMetadata(
     // The attach latency and the oldest-pending gauge count from it.
     const creationTimestamp = keptTimestamp(meta.creationTimestamp);
     if (
-      meta.namespace === undefined && meta.deletionTimestamp === undefined &&
-      uid !== undefined && resourceVersion !== undefined && creationTimestamp !== undefined
+      meta.namespace === undefined && uid !== undefined && resourceVersion !== undefined &&
+      creationTimestamp !== undefined
     ) {
-      if (finalizers !== undefined && kept !== undefined) {
-        return { name, uid, resourceVersion, creationTimestamp, finalizers, annotations: kept };
+      if (meta.deletionTimestamp === undefined) {
+        if (finalizers !== undefined && kept !== undefined) {
+          return { name, uid, resourceVersion, creationTimestamp, finalizers, annotations: kept };
+        }
+        if (finalizers !== undefined) {
+          return { name, uid, resourceVersion, creationTimestamp, finalizers };
+        }
+        if (kept === undefined) return { name, uid, resourceVersion, creationTimestamp };
+      } else if (finalizers !== undefined && kept !== undefined) {
+        // An attached VA being deleted: every one of them at the start of a detach burst.
+        const deletionTimestamp = keptTimestamp(meta.deletionTimestamp);
+        return {
+          name,
+          uid,
+          resourceVersion,
+          creationTimestamp,
+          deletionTimestamp,
+          finalizers,
+          annotations: kept,
+        };
       }
-      if (finalizers !== undefined) {
-        return { name, uid, resourceVersion, creationTimestamp, finalizers };
-      }
-      if (kept === undefined) return { name, uid, resourceVersion, creationTimestamp };
     }
   } else if (meta.namespace === undefined && meta.deletionTimestamp === undefined) {
     if (finalizers !== undefined && kept === undefined) return { name, finalizers };
