@@ -422,21 +422,23 @@ class Attacher {
   #informers(driverName: string): Informers {
     const deps = { kube: this.#parts.kube, clock: this.#clock, log: this.#log };
     const resyncMs = this.#settings.controller.resyncMs;
+    const persistentVolumes = new Informer<PersistentVolume>(deps, {
+      resource: PERSISTENT_VOLUMES,
+      resyncMs,
+      name: "persistentvolumes",
+      transform: cachedPersistentVolume,
+      watchList: true,
+    });
     return {
       volumeAttachments: new Informer<VolumeAttachment>(deps, {
         resource: VOLUME_ATTACHMENTS,
         resyncMs,
         name: "volumeattachments",
-        transform: cachedVolumeAttachment,
+        // The PV name a VA names is the cached PV's own string.
+        transform: (va) => cachedVolumeAttachment(va, persistentVolumes),
         watchList: true,
       }),
-      persistentVolumes: new Informer<PersistentVolume>(deps, {
-        resource: PERSISTENT_VOLUMES,
-        resyncMs,
-        name: "persistentvolumes",
-        transform: cachedPersistentVolume,
-        watchList: true,
-      }),
+      persistentVolumes,
       csiNodes: new Informer<CsiNode>(deps, {
         resource: CSI_NODES,
         resyncMs,

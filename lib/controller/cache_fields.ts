@@ -17,92 +17,287 @@
  *   `/metadata/finalizers` (or one index of it): kept whole. No other PV field is written.
  * - CSINodes are only read.
  *
+ * Values many objects repeat are kept once ({@link SHARED_VALUES}): strings, and the lists and
+ * records made of them, frozen. Cached objects are shared with every reader and must not be
+ * changed; a shared part that someone tries to change throws instead of changing every object
+ * that holds it. What each byte of a cached pair is: bench/README.md, "What a cached pair is".
+ *
  * @module
  */
 
 import { MIGRATED_TO_ANNOTATION, NODE_ID_ANNOTATION } from "./names.ts";
-import { AZURE_FILE_RESOURCE_GROUP_ANNOTATION } from "./migration.ts";
-import type { CsiNode, ObjectMeta, PersistentVolume, VolumeAttachment } from "../kube/types.ts";
+import { AZURE_FILE_RESOURCE_GROUP_ANNOTATION, isMigratablePersistentVolume } from "./migration.ts";
+import type {
+  CsiNode,
+  CsiPersistentVolumeSource,
+  ObjectMeta,
+  PersistentVolume,
+  PersistentVolumeSpec,
+  SecretReference,
+  VolumeAttachment,
+} from "../kube/types.ts";
+import type { ObjectStore } from "../kube/store.ts";
 import { StringPool } from "./string_pool.ts";
 
 /**
  * The values cached objects share: API versions, kinds, finalizers, driver and node names, node
- * IDs, access modes and the like. A few hundred in a cluster with many nodes.
+ * IDs, access modes, secret references and the like, and the lists and records made of them
+ * (finalizer lists, node ID annotations). Two per node (its name and node ID) and a few dozen
+ * more: room for the 5000 nodes of Kubernetes' scalability envelope.
  */
-export const SHARED_VALUES: StringPool = new StringPool(4096);
+export const SHARED_VALUES: StringPool = new StringPool(16_384);
+
+/**
+ * The PVs' `spec.csi.volumeAttributes`, which the volumes of one StorageClass usually share;
+ * apart from {@link SHARED_VALUES} so that a driver whose attributes are unique per volume fills
+ * only this pool.
+ */
+export const SHARED_ATTRIBUTES: StringPool = new StringPool(1024);
+
+const ATTACHED: NonNullable<VolumeAttachment["status"]> = Object.freeze({ attached: true });
+const NOT_ATTACHED: NonNullable<VolumeAttachment["status"]> = Object.freeze({ attached: false });
 
 function shared<T extends string | undefined>(value: T): T {
   return (value === undefined ? undefined : SHARED_VALUES.intern(value)) as T;
 }
 
-/** The metadata every cached object keeps; `annotations` only the ones named. */
-function keptMetadata(meta: ObjectMeta, annotations: readonly string[]): ObjectMeta {
-  const out: ObjectMeta = { name: meta.name };
+/** The last timestamp kept: objects created (or deleted) in one burst share their second. */
+let lastTimestamp: string | undefined;
+
+/** `value`, or the instance of the previous timestamp when they are equal. */
+function timestamp(value: string): string {
+  if (value === lastTimestamp) return lastTimestamp;
+  lastTimestamp = value;
+  return value;
+}
+
+/** `finalizers` as a pooled frozen list (null and other values as they are). */
+function sharedList<T>(values: T): T {
+  return (Array.isArray(values) ? SHARED_VALUES.internList(values) : values) as T;
+}
+
+/**
+ * The annotations named in `keys` that `meta` has: a pooled frozen record when there is one (the
+ * node ID annotation of a VA is its node's), undefined when there is none.
+ */
+function keptAnnotations(
+  meta: ObjectMeta,
+  keys: readonly string[],
+): Record<string, string> | undefined {
+  const all = meta.annotations;
+  if (all === undefined || all === null) return undefined;
+  let out: Record<string, string> | undefined;
+  let only: string | undefined;
+  for (const key of keys) {
+    const value = all[key];
+    if (value === undefined) continue;
+    if (out === undefined && only === undefined) {
+      only = key;
+      continue;
+    }
+    out ??= { [only!]: shared(all[only!]!) };
+    out[key] = shared(value);
+  }
+  if (out !== undefined || only === undefined) return out;
+  const value = all[only]!;
+  return SHARED_VALUES.internRecord(`${only}\n${value}`, () => ({ [only!]: shared(value) }));
+}
+
+/** A timestamp member: strings through {@link timestamp}, anything else as it is. */
+function keptTimestamp(value: string | undefined): string | undefined {
+  return typeof value === "string" ? timestamp(value) : value;
+}
+
+/**
+ * The metadata every cached object keeps: name, namespace, deletionTimestamp, finalizers and the
+ * `annotations` named; with `identity` also uid, resourceVersion and creationTimestamp.
+ *
+ * The shapes most objects have are built as one literal each, which keeps every member in the
+ * object itself: a member added to an object after its literal goes to a separate properties
+ * array (V8's out-of-object properties, 16 bytes and a slot per member more, in steps of three).
+ */
+function keptMetadata(
+  meta: ObjectMeta,
+  annotations: readonly string[],
+  identity: boolean,
+): ObjectMeta {
+  const name = meta.name;
+  const finalizers = meta.finalizers === undefined ? undefined : sharedList(meta.finalizers);
+  const kept = keptAnnotations(meta, annotations);
+  if (identity) {
+    const uid = meta.uid;
+    const resourceVersion = meta.resourceVersion;
+    // The attach latency and the oldest-pending gauge count from it.
+    const creationTimestamp = keptTimestamp(meta.creationTimestamp);
+    if (
+      meta.namespace === undefined && uid !== undefined && resourceVersion !== undefined &&
+      creationTimestamp !== undefined
+    ) {
+      if (meta.deletionTimestamp === undefined) {
+        if (finalizers !== undefined && kept !== undefined) {
+          return { name, uid, resourceVersion, creationTimestamp, finalizers, annotations: kept };
+        }
+        if (finalizers !== undefined) {
+          return { name, uid, resourceVersion, creationTimestamp, finalizers };
+        }
+        if (kept === undefined) return { name, uid, resourceVersion, creationTimestamp };
+      } else if (finalizers !== undefined && kept !== undefined) {
+        // An attached VA being deleted: every one of them at the start of a detach burst.
+        const deletionTimestamp = keptTimestamp(meta.deletionTimestamp);
+        return {
+          name,
+          uid,
+          resourceVersion,
+          creationTimestamp,
+          deletionTimestamp,
+          finalizers,
+          annotations: kept,
+        };
+      }
+    }
+  } else if (meta.namespace === undefined && meta.deletionTimestamp === undefined) {
+    if (finalizers !== undefined && kept === undefined) return { name, finalizers };
+    if (finalizers === undefined && kept === undefined) return { name };
+  }
+  const out: ObjectMeta = { name };
   if (meta.namespace !== undefined) out.namespace = shared(meta.namespace);
-  if (meta.uid !== undefined) out.uid = meta.uid;
-  if (meta.resourceVersion !== undefined) out.resourceVersion = meta.resourceVersion;
-  // The attach latency and the oldest-pending gauge count from it.
-  if (meta.creationTimestamp !== undefined) out.creationTimestamp = meta.creationTimestamp;
-  if (meta.deletionTimestamp !== undefined) out.deletionTimestamp = meta.deletionTimestamp;
-  if (meta.finalizers !== undefined) {
-    const finalizers = meta.finalizers;
-    out.finalizers = Array.isArray(finalizers) ? SHARED_VALUES.internAll(finalizers) : finalizers;
+  if (identity) {
+    if (meta.uid !== undefined) out.uid = meta.uid;
+    if (meta.resourceVersion !== undefined) out.resourceVersion = meta.resourceVersion;
+    if (meta.creationTimestamp !== undefined) {
+      out.creationTimestamp = keptTimestamp(meta.creationTimestamp);
+    }
   }
-  for (const key of annotations) {
-    const value = meta.annotations?.[key];
-    if (value !== undefined) (out.annotations ??= {})[key] = shared(value);
+  if (meta.deletionTimestamp !== undefined) {
+    out.deletionTimestamp = keptTimestamp(meta.deletionTimestamp);
   }
+  if (finalizers !== undefined) out.finalizers = finalizers;
+  if (kept !== undefined) out.annotations = kept;
   return out;
+}
+
+/** A VA's status: one shared instance of each of `{attached: true}` and `{attached: false}`. */
+function keptStatus(status: VolumeAttachment["status"]): VolumeAttachment["status"] {
+  if (status === null || typeof status !== "object" || typeof status.attached !== "boolean") {
+    return status;
+  }
+  let keys = 0;
+  for (const _ in status) keys++;
+  if (keys !== 1) return status;
+  return status.attached ? ATTACHED : NOT_ATTACHED;
 }
 
 /**
  * A VolumeAttachment as cached: `spec` and `status` whole, metadata name, namespace, uid,
- * resourceVersion, creationTimestamp, deletionTimestamp, finalizers and the node ID annotation.
+ * resourceVersion, creationTimestamp, deletionTimestamp, finalizers and the node ID annotation;
+ * not `apiVersion` and `kind` (the store says what it holds). With `persistentVolumes`, the PV
+ * name in `spec.source` is the cached PV's own string when that PV is cached.
  */
-export function cachedVolumeAttachment(va: VolumeAttachment): VolumeAttachment {
+export function cachedVolumeAttachment(
+  va: VolumeAttachment,
+  persistentVolumes?: ObjectStore<PersistentVolume>,
+): VolumeAttachment {
   const spec = va.spec;
   if (spec !== undefined && spec !== null) {
     if (typeof spec.attacher === "string") spec.attacher = shared(spec.attacher);
     if (typeof spec.nodeName === "string") spec.nodeName = shared(spec.nodeName);
+    const source = spec.source;
+    const pvName = source?.persistentVolumeName;
+    if (typeof pvName === "string" && persistentVolumes !== undefined) {
+      const cachedName = persistentVolumes.get(pvName)?.metadata.name;
+      if (cachedName === pvName) source!.persistentVolumeName = cachedName;
+    }
   }
-  const out: VolumeAttachment = {
-    apiVersion: shared(va.apiVersion),
-    kind: shared(va.kind),
-    metadata: keptMetadata(va.metadata, [NODE_ID_ANNOTATION]),
-    spec,
-  };
-  if (va.status !== undefined) out.status = va.status;
+  const metadata = keptMetadata(va.metadata, [NODE_ID_ANNOTATION], true);
+  // One literal per case: every member in the object itself.
+  if (va.status === undefined) return { metadata, spec };
+  return { metadata, spec, status: keptStatus(va.status) };
+}
+
+/** A secret reference as a pooled record (the PVs of a StorageClass share theirs). */
+function sharedSecretRef<T extends SecretReference | null | undefined>(ref: T): T {
+  if (ref === undefined || ref === null || typeof ref !== "object") return ref;
+  const { name, namespace } = ref;
+  let keys = 0;
+  for (const _ in ref) keys++;
+  if (typeof name !== "string" || typeof namespace !== "string" || keys !== 2) return ref;
+  return SHARED_VALUES.internRecord(
+    `secret\n${namespace}\n${name}`,
+    () => ({ name: shared(name), namespace: shared(namespace) }),
+  ) as T;
+}
+
+/** `spec.csi` with its shared parts pooled, in place. */
+function keptCsiSource(csi: CsiPersistentVolumeSource): CsiPersistentVolumeSource {
+  if (typeof csi.driver === "string") csi.driver = shared(csi.driver);
+  if (typeof csi.fsType === "string") csi.fsType = shared(csi.fsType);
+  const attributes = csi.volumeAttributes;
+  if (attributes !== undefined && attributes !== null && typeof attributes === "object") {
+    csi.volumeAttributes = SHARED_ATTRIBUTES.internRecord(
+      JSON.stringify(attributes),
+      () => attributes,
+    );
+  }
+  if (csi.controllerPublishSecretRef !== undefined) {
+    csi.controllerPublishSecretRef = sharedSecretRef(csi.controllerPublishSecretRef);
+  }
+  if (csi.nodeStageSecretRef !== undefined) {
+    csi.nodeStageSecretRef = sharedSecretRef(csi.nodeStageSecretRef);
+  }
+  if (csi.nodePublishSecretRef !== undefined) {
+    csi.nodePublishSecretRef = sharedSecretRef(csi.nodePublishSecretRef);
+  }
+  if (csi.controllerExpandSecretRef !== undefined) {
+    csi.controllerExpandSecretRef = sharedSecretRef(csi.controllerExpandSecretRef);
+  }
+  if (csi.nodeExpandSecretRef !== undefined) {
+    csi.nodeExpandSecretRef = sharedSecretRef(csi.nodeExpandSecretRef);
+  }
+  return csi;
+}
+
+/**
+ * The spec of a CSI PersistentVolume as cached: what attach and detach read (`csi`, the access
+ * modes, the volume mode, the mount options), not capacity, claim, reclaim policy, class or node
+ * affinity.
+ */
+function keptCsiSpec(spec: PersistentVolumeSpec): PersistentVolumeSpec {
+  const accessModes = spec.accessModes === undefined ? undefined : sharedList(spec.accessModes);
+  const csi = spec.csi === undefined || spec.csi === null || typeof spec.csi !== "object"
+    ? spec.csi
+    : keptCsiSource(spec.csi);
+  if (spec.volumeMode === undefined && spec.mountOptions === undefined) {
+    // The usual shape as one literal (see keptMetadata).
+    if (accessModes !== undefined && csi !== undefined) return { accessModes, csi };
+  }
+  const out: PersistentVolumeSpec = {};
+  if (accessModes !== undefined) out.accessModes = accessModes;
+  if (csi !== undefined) out.csi = csi;
+  if (spec.volumeMode !== undefined) out.volumeMode = shared(spec.volumeMode);
+  if (spec.mountOptions !== undefined) out.mountOptions = sharedList(spec.mountOptions);
   return out;
 }
 
 /**
- * A PersistentVolume as cached: `spec` whole (the volume source, access modes and what CSI
- * migration translates), the labels (migration reads the zone labels), metadata as for a
- * VolumeAttachment with the `pv.kubernetes.io/migrated-to` annotation; no `status`.
+ * A PersistentVolume as cached. A CSI PV keeps metadata name, deletionTimestamp, finalizers and
+ * the `pv.kubernetes.io/migrated-to` annotation, and the spec that attach and detach read
+ * (`csi`, access modes, volume mode, mount options); nothing reads its `apiVersion`, `kind`, uid,
+ * resourceVersion, labels, capacity or claim. An in-tree PV that CSI migration translates also
+ * keeps its whole spec and its labels (the translation reads the zone labels, the Azure File
+ * resource group annotation and the claim's namespace). No `status`.
  */
 export function cachedPersistentVolume(pv: PersistentVolume): PersistentVolume {
   const metadata = keptMetadata(pv.metadata, [
     MIGRATED_TO_ANNOTATION,
     AZURE_FILE_RESOURCE_GROUP_ANNOTATION,
-  ]);
-  if (pv.metadata.labels !== undefined) metadata.labels = pv.metadata.labels;
+  ], false);
   const spec = pv.spec;
-  if (spec !== undefined && spec !== null) {
-    if (Array.isArray(spec.accessModes)) SHARED_VALUES.internAll(spec.accessModes);
-    if (typeof spec.persistentVolumeReclaimPolicy === "string") {
-      spec.persistentVolumeReclaimPolicy = shared(spec.persistentVolumeReclaimPolicy);
-    }
-    if (typeof spec.volumeMode === "string") spec.volumeMode = shared(spec.volumeMode);
-    if (typeof spec.storageClassName === "string") {
-      spec.storageClassName = shared(spec.storageClassName);
-    }
-    const csi = spec.csi;
-    if (csi !== undefined && csi !== null) {
-      if (typeof csi.driver === "string") csi.driver = shared(csi.driver);
-      if (typeof csi.fsType === "string") csi.fsType = shared(csi.fsType);
-    }
-  }
-  return { apiVersion: shared(pv.apiVersion), kind: shared(pv.kind), metadata, spec };
+  if (spec === undefined || spec === null || typeof spec !== "object") return { metadata, spec };
+  if (!isMigratablePersistentVolume(pv)) return { metadata, spec: keptCsiSpec(spec) };
+  if (pv.metadata.labels !== undefined) metadata.labels = pv.metadata.labels;
+  if (Array.isArray(spec.accessModes)) spec.accessModes = sharedList(spec.accessModes);
+  if (typeof spec.volumeMode === "string") spec.volumeMode = shared(spec.volumeMode);
+  return { metadata, spec };
 }
 
 /** A CSINode as cached: only the entry of `driverName` in `spec.drivers`, name and node ID. */
@@ -114,7 +309,7 @@ export function cachedCsiNode(driverName: string): (node: CsiNode) => CsiNode {
     return {
       apiVersion: node.apiVersion,
       kind: node.kind,
-      metadata: keptMetadata(node.metadata, []),
+      metadata: keptMetadata(node.metadata, [], true),
       spec: { drivers },
     };
   };

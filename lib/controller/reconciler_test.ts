@@ -44,11 +44,12 @@ function setUp(csi: CsiClient, fence: { open: boolean }) {
   };
   const queued: string[] = [];
   const memory = new AttachmentMemory({ backoff: { forget() {} } });
+  const vas = new FakeInformer([va]);
   const reconciler = new ListVolumesReconciler({
     csi,
     log: nullLogger,
     stores: {
-      volumeAttachments: new FakeInformer([va]),
+      volumeAttachments: vas,
       persistentVolumes: new FakeInformer([pv]),
       csiNodes: new FakeInformer([node]),
     },
@@ -56,7 +57,7 @@ function setUp(csi: CsiClient, fence: { open: boolean }) {
     queue: { add: (key) => queued.push(key), isQueuedOrProcessing: () => false },
     fence: { valid: () => fence.open },
   }, { driverName: DRIVER, timeoutMs: 1000, maxEntries: 0 });
-  return { reconciler, queued, memory };
+  return { reconciler, queued, memory, vas };
 }
 
 Deno.test("ListVolumesReconciler: an open fence queues the VA the driver shows attached", async () => {
@@ -96,4 +97,46 @@ Deno.test("ListVolumesReconciler: a VA cached before our own attached write is n
   });
   await reconciler.reconcile(new AbortController().signal);
   assert.deepEqual(queued, [], "the driver shows our own publish, which the cache does not yet");
+});
+
+Deno.test("ListVolumesReconciler: a VA re-listed unchanged during the pass is still reconciled", async () => {
+  const fence = { open: true };
+  let during = () => {};
+  const { reconciler, queued, vas } = setUp(lister(() => during()), fence);
+  // A re-list replaces the cached object with an equal one: same uid and resourceVersion.
+  during = () => vas.set(structuredClone(vas.get("va1")!));
+  await reconciler.reconcile(new AbortController().signal);
+  assert.deepEqual(queued, ["va1"]);
+});
+
+Deno.test("ListVolumesReconciler: a VA written, deleted or created during the pass is left alone", async () => {
+  for (
+    const change of [
+      (vas: FakeInformer<VolumeAttachment>) => {
+        const va = structuredClone(vas.get("va1")!);
+        va.metadata.resourceVersion = "2";
+        vas.set(va);
+      },
+      (vas: FakeInformer<VolumeAttachment>) => {
+        const va = structuredClone(vas.get("va1")!);
+        va.metadata.uid = "u2";
+        vas.set(va);
+      },
+      (vas: FakeInformer<VolumeAttachment>) => vas.emitDelete(vas.get("va1")!),
+    ]
+  ) {
+    let during = () => {};
+    const { reconciler, queued, vas } = setUp(lister(() => during()), { open: true });
+    during = () => change(vas);
+    await reconciler.reconcile(new AbortController().signal);
+    assert.deepEqual(queued, []);
+  }
+  // Created during the pass: its own add queues it; the pass does not.
+  let during = () => {};
+  const { reconciler, queued, vas } = setUp(lister(() => during()), { open: true });
+  const created = structuredClone(vas.get("va1")!);
+  vas.emitDelete(vas.get("va1")!);
+  during = () => vas.set(created);
+  await reconciler.reconcile(new AbortController().signal);
+  assert.deepEqual(queued, []);
 });

@@ -55,7 +55,8 @@ export interface ControllerUnpublishVolumeRequest {
 /** One entry of `csi.v1.ListVolumesResponse`. */
 export interface ListedVolume {
   volumeId: string;
-  publishedNodeIds: string[];
+  /** Shared between the entries of a page that list the same nodes: never changed. */
+  publishedNodeIds: readonly string[];
 }
 
 /** One page of ListVolumes. */

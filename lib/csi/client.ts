@@ -14,30 +14,14 @@ import {
   type CsiClient,
   CsiError,
   FencedCsiCallError,
-  type ListedVolume,
   type ListVolumesPage,
 } from "./api.ts";
 import { type Clock, realClock } from "../clock.ts";
 import { errorText } from "../errors.ts";
-import {
-  type CsiMethod,
-  csiMethod,
-  type CsiServiceName,
-  projectedSchema,
-  type Projection,
-} from "./schema.ts";
+import { type CsiMethod, csiMethod, type CsiServiceName } from "./schema.ts";
 
-/**
- * What is read of a ListVolumes answer: each entry's volume ID and published nodes. A driver's
- * answer for 100 000 volumes also holds their capacity, context, content source, topology and
- * condition; decoding only these fields keeps a reconcile pass from allocating objects for the
- * rest (skipped as unknown fields are).
- */
-const LIST_VOLUMES_READ: Projection = {
-  entries: { volume: { volumeId: true }, status: { publishedNodeIds: true } },
-  nextToken: true,
-};
 import { logGrpcRequest, logGrpcResult } from "./grpc_log.ts";
+import { decodeListVolumesAnswer } from "./list_volumes_answer.ts";
 import { DEADLINE_DETAILS, FencedCallError, GrpcChannel } from "../wire/grpc/channel.ts";
 import type { Http2SessionOptions } from "../wire/http2/session.ts";
 import { decodeMessage, encodeMessage } from "../wire/grpc/protowire.ts";
@@ -228,29 +212,22 @@ export class GrpcCsiClient implements CsiClient {
   /**
    * One page of ListVolumes. Entries without `volume` or without `status` are left out, as the
    * Go attacher's reconciler skips them; `publishedNodeIds` is `[]` when the status lists none.
+   * The answer is read straight from its bytes (`list_volumes_answer.ts`).
    */
   async listVolumes(
     req: { maxEntries: number; startingToken: string },
     opts: CallOptions,
   ): Promise<ListVolumesPage> {
     const size = { bytes: 0 };
-    const res = await this.#call<{
-      entries: {
-        volume?: { volumeId: string } | null;
-        status?: { publishedNodeIds?: string[] } | null;
-      }[];
-      nextToken: string;
-    }>("Controller", "ListVolumes", req, opts, size);
-    const entries: ListedVolume[] = [];
-    for (const entry of res.entries) {
-      if (!entry.volume || !entry.status) continue;
-      entries.push({
-        volumeId: entry.volume.volumeId,
-        // The decoded array is this call's own: no copy.
-        publishedNodeIds: entry.status.publishedNodeIds ?? [],
-      });
-    }
-    return { entries, nextToken: res.nextToken, bytes: size.bytes };
+    const page = await this.#call<Omit<ListVolumesPage, "bytes">>(
+      "Controller",
+      "ListVolumes",
+      req,
+      opts,
+      size,
+      decodeListVolumesAnswer,
+    );
+    return { entries: page.entries, nextToken: page.nextToken, bytes: size.bytes };
   }
 
   /** Closes the channel; calls in flight fail with Unavailable. Idempotent. */
@@ -264,12 +241,6 @@ export class GrpcCsiClient implements CsiClient {
     let method = this.#methods.get(key);
     if (method === undefined) {
       method = csiMethod(service, name);
-      if (name === "ListVolumes") {
-        method = {
-          ...method,
-          responseType: projectedSchema(method.responseType, LIST_VOLUMES_READ),
-        };
-      }
       this.#methods.set(key, method);
     }
     return method;
@@ -281,13 +252,14 @@ export class GrpcCsiClient implements CsiClient {
     request: object,
     opts: CallOptions,
     size?: { bytes: number },
+    decode?: (reply: Uint8Array) => object,
   ): Promise<Res> {
     const method = this.#method(service, name);
     logGrpcRequest(this.#log, method, request);
     const startedAt = this.#clock.now();
     const deadlineMs = startedAt + opts.timeoutMs;
     try {
-      const response = await this.#invoke(method, request, opts, size);
+      const response = await this.#invoke(method, request, opts, size, decode);
       this.#report(method, "OK", startedAt, opts);
       logGrpcResult(this.#log, method, { response }, this.#maxGrpcLogLength);
       return response as Res;
@@ -315,6 +287,7 @@ export class GrpcCsiClient implements CsiClient {
     request: object,
     opts: CallOptions,
     size?: { bytes: number },
+    decode: (reply: Uint8Array) => object = (reply) => decodeMessage(method.responseType, reply),
   ): Promise<object> {
     let bytes: Uint8Array;
     try {
@@ -327,7 +300,7 @@ export class GrpcCsiClient implements CsiClient {
     const reply = await this.#channel.unary(method.path, bytes, opts.timeoutMs, opts.fence);
     if (size !== undefined) size.bytes = reply.length;
     try {
-      return decodeMessage(method.responseType, reply);
+      return decode(reply);
     } catch (err) {
       // grpc-go: a response that does not parse is Internal.
       throw new CsiError(

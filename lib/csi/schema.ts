@@ -240,40 +240,6 @@ export function messageSchema(name: string): MessageSchema {
   return schema;
 }
 
-/** Which fields of a message a {@link projectedSchema} keeps: `true`, or the nested message's. */
-export type Projection = { readonly [field: string]: true | Projection };
-
-/**
- * `schema` with only the fields `keep` names (camelCase), nested messages projected in turn. A
- * message decoded with it skips every other field on the wire, as protobuf skips unknown fields,
- * and allocates nothing for them.
- *
- * @throws {RangeError} for a name the message does not have, or a nested projection of a field
- *   that is not a message.
- */
-export function projectedSchema(schema: MessageSchema, keep: Projection): MessageSchema {
-  const fields: FieldSchema[] = [];
-  for (const [name, sub] of Object.entries(keep)) {
-    const field = schema.byName.get(name);
-    if (field === undefined) throw new RangeError(`${schema.name} has no field ${name}`);
-    if (sub === true) {
-      fields.push(field);
-      continue;
-    }
-    if (field.message === undefined) {
-      throw new RangeError(`${schema.name}.${name} is not a message`);
-    }
-    fields.push({ ...field, message: projectedSchema(field.message, sub) });
-  }
-  fields.sort((a, b) => a.number - b.number);
-  return {
-    name: schema.name,
-    fields,
-    byName: new Map(fields.map((f) => [f.name, f])),
-    byNumber: new Map(fields.map((f) => [f.number, f])),
-  };
-}
-
 /** The CSI services this project speaks. */
 export type CsiServiceName = "Identity" | "Controller";
 

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import descriptor from "../../proto/csi_descriptor.json" with { type: "json" };
-import { csiMethod, messageSchema, projectedSchema } from "./schema.ts";
+import { csiMethod, messageSchema } from "./schema.ts";
 import { csiMessages, describedMethods, isSecretField } from "../../testkit/csi/schemas.ts";
 import { decodeMessage, encodeMessage, ProtoWireError } from "../wire/grpc/protowire.ts";
 
@@ -295,33 +295,4 @@ Deno.test("malformed bytes and wrongly typed values fail with a clear ProtoWireE
         "csi.v1.ControllerUnpublishVolumeRequest.secrets: expected string values, got a number",
     },
   );
-});
-
-Deno.test("projectedSchema() decodes only the fields it keeps and skips the rest", () => {
-  const full = messageSchema("csi.v1.ListVolumesResponse");
-  const bytes = encodeMessage(full, {
-    entries: [{
-      volume: {
-        volumeId: "vol-1",
-        capacityBytes: "1073741824",
-        volumeContext: { pool: "fast" },
-        accessibleTopology: [{ segments: { zone: "z1" } }],
-      },
-      status: { publishedNodeIds: ["node-1", "node-2"], volumeCondition: { abnormal: true } },
-    }],
-    nextToken: "7",
-  });
-  const projected = projectedSchema(full, {
-    entries: { volume: { volumeId: true }, status: { publishedNodeIds: true } },
-    nextToken: true,
-  });
-  assert.deepEqual(decodeMessage(projected, bytes), {
-    entries: [{
-      volume: { volumeId: "vol-1" },
-      status: { publishedNodeIds: ["node-1", "node-2"] },
-    }],
-    nextToken: "7",
-  });
-  assert.throws(() => projectedSchema(full, { nope: true }), /has no field nope/);
-  assert.throws(() => projectedSchema(full, { nextToken: { x: true } }), /is not a message/);
 });

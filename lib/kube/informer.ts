@@ -584,32 +584,44 @@ export class Informer<T extends KubeObject> implements ObjectStore<T> {
   async #watchListStream(signal: AbortSignal): Promise<WatchListOutcome> {
     const watch = this.#startWatch(signal, true);
     try {
-      const gathered: T[] = [];
-      for (let next = await watch.next(); !next.done; next = await watch.next()) {
-        const event = next.value;
-        if (event.type === "BOOKMARK") {
-          if (event.object?.metadata?.annotations?.[INITIAL_EVENTS_END_ANNOTATION] !== "true") {
-            continue;
-          }
-          this.#replace(gathered, event.object.metadata.resourceVersion ?? "");
-          return await this.#applyEvents(watch);
-        }
-        if (event.type !== "ADDED") {
-          const err = event.type === "ERROR"
-            ? statusError(event.object)
-            : new Error(`${event.type} before the initial events ended`);
-          return { kind: "incomplete", err };
-        }
-        // Trimmed as it arrives, as a list page's items are.
-        const obj = this.#transform(event.object);
-        if (obj !== undefined) gathered.push(obj);
-      }
-      return signal.aborted ? { kind: "aborted" } : { kind: "incomplete" };
+      const incomplete = await this.#initialEvents(watch);
+      if (incomplete !== undefined) return incomplete;
+      return await this.#applyEvents(watch);
     } catch (err) {
       return signal.aborted ? { kind: "aborted" } : { kind: "incomplete", err };
     } finally {
       watch.stop();
     }
+  }
+
+  /**
+   * Reads a watch list's initial events up to its end bookmark and replaces the cache with them;
+   * undefined when it did, else how the stream ended before. The gathered objects live only in
+   * this call: a suspended caller would keep them (the first version of every object) for as long
+   * as the watch that follows stays open.
+   */
+  async #initialEvents(watch: WatchStream<T>): Promise<WatchListOutcome | undefined> {
+    const gathered: T[] = [];
+    for (let next = await watch.next(); !next.done; next = await watch.next()) {
+      const event = next.value;
+      if (event.type === "BOOKMARK") {
+        if (event.object?.metadata?.annotations?.[INITIAL_EVENTS_END_ANNOTATION] !== "true") {
+          continue;
+        }
+        this.#replace(gathered, event.object.metadata.resourceVersion ?? "");
+        return undefined;
+      }
+      if (event.type !== "ADDED") {
+        const err = event.type === "ERROR"
+          ? statusError(event.object)
+          : new Error(`${event.type} before the initial events ended`);
+        return { kind: "incomplete", err };
+      }
+      // Trimmed as it arrives, as a list page's items are.
+      const obj = this.#transform(event.object);
+      if (obj !== undefined) gathered.push(obj);
+    }
+    return watch.signal.aborted ? { kind: "aborted" } : { kind: "incomplete" };
   }
 
   /**

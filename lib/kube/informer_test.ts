@@ -704,3 +704,38 @@ Deno.test("Informer: a 410 on the watch after a watch list is logged as after a 
     ["info", "Watch expired, listing again"],
   ]);
 });
+
+Deno.test("Informer: a watch list keeps none of its initial objects once they are replaced", async () => {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  assert.equal(typeof gc, "function", "needs --v8-flags=--expose-gc (as `deno task test` runs it)");
+  const api = new FakeListWatch();
+  const clock = new FakeClock(0);
+  const initial: WeakRef<PersistentVolume>[] = [];
+  const informer = new Informer<PersistentVolume>({ kube: api, clock, random: () => 0 }, {
+    resource: PERSISTENT_VOLUMES,
+    resyncMs: 0,
+    watchList: true,
+    transform: (obj) => {
+      if (obj.metadata.resourceVersion === "1") initial.push(new WeakRef(obj));
+      return obj;
+    },
+  });
+  const ctl = new AbortController();
+  const done = informer.run(ctl.signal);
+  const w = await api.expectWatch();
+  for (let i = 0; i < 100; i++) w.send({ type: "ADDED", object: pv(`pv-${i}`, "1") });
+  w.send(initialEventsEnd("2"));
+  await flushPromises(2000);
+  assert.equal(informer.hasSynced(), true);
+  // Every object changes; the watch that delivered them stays open.
+  for (let i = 0; i < 100; i++) w.send({ type: "MODIFIED", object: pv(`pv-${i}`, "3") });
+  await flushPromises(2000);
+  assert.equal(informer.get("pv-99")?.metadata.resourceVersion, "3");
+  // A WeakRef's target outlives the task that created it: collect in a later one.
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  gc!();
+  const kept = initial.filter((ref) => ref.deref() !== undefined).length;
+  assert.equal(kept, 0, `${kept} of 100 first versions still reachable while the watch is open`);
+  ctl.abort();
+  await done;
+});

@@ -14,9 +14,17 @@ import type { KubeObject } from "../../lib/kube/types.ts";
 export class FakeInformer<T extends KubeObject> implements InformerLike<T> {
   #objects = new Map<string, T>();
   #handlers: EventHandlers<T>[] = [];
+  #transform: (obj: T) => T;
 
-  constructor(objects: T[] = []) {
-    for (const obj of objects) this.#objects.set(obj.metadata.name, obj);
+  /**
+   * @param transform applied to a copy of every object entering the cache, as the informer's
+   *   `transform` option is (e.g. `cachedVolumeAttachment`); none by default.
+   */
+  constructor(objects: T[] = [], transform?: (obj: T) => T) {
+    this.#transform = transform === undefined
+      ? (obj) => obj
+      : (obj) => transform(structuredClone(obj));
+    for (const obj of objects) this.#objects.set(obj.metadata.name, this.#transform(obj));
   }
 
   get(name: string): T | undefined {
@@ -41,19 +49,21 @@ export class FakeInformer<T extends KubeObject> implements InformerLike<T> {
 
   /** Puts `obj` in the cache without an event. */
   set(obj: T): void {
-    this.#objects.set(obj.metadata.name, obj);
+    this.#objects.set(obj.metadata.name, this.#transform(obj));
   }
 
   /** Puts `obj` in the cache and fires `add`. */
   emitAdd(obj: T): void {
-    this.#objects.set(obj.metadata.name, obj);
-    for (const h of this.#handlers) h.add?.(obj);
+    const cached = this.#transform(obj);
+    this.#objects.set(cached.metadata.name, cached);
+    for (const h of this.#handlers) h.add?.(cached);
   }
 
   /** Puts `newObj` in the cache and fires `update(oldObj, newObj)`. */
   emitUpdate(oldObj: T, newObj: T): void {
-    this.#objects.set(newObj.metadata.name, newObj);
-    for (const h of this.#handlers) h.update?.(oldObj, newObj);
+    const cached = this.#transform(newObj);
+    this.#objects.set(cached.metadata.name, cached);
+    for (const h of this.#handlers) h.update?.(oldObj, cached);
   }
 
   /** Removes `obj` from the cache and fires `delete`. */

@@ -67,6 +67,11 @@ import { FakeCsiDriver } from "../csi/fake_driver.ts";
 import type { Action } from "./fixtures.ts";
 import { DRIVER } from "./fixtures.ts";
 import { FakeInformer } from "../fakes/fake_informer.ts";
+import {
+  cachedCsiNode,
+  cachedPersistentVolume,
+  cachedVolumeAttachment,
+} from "../../lib/controller/cache_fields.ts";
 import { processReadyPersistentVolume, processReadyVolumeAttachment } from "./ready_work.ts";
 
 /** Controller capabilities the fake driver reports unless a scenario sets its own. */
@@ -535,14 +540,18 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
     const kube = new CheckingKubeApi(new KubeClient({ connection, log }, {}), checks);
     const csiClient = new CheckingCsiClient(grpcClient, checks);
 
-    const vaInformer = new FakeInformer<VolumeAttachment>(
-      seeds.filter((o): o is VolumeAttachment => o.kind === "VolumeAttachment"),
-    );
+    // The caches keep what the shipped informers keep (lib/run.ts).
     const pvInformer = new FakeInformer<PersistentVolume>(
       seeds.filter((o): o is PersistentVolume => o.kind === "PersistentVolume"),
+      cachedPersistentVolume,
+    );
+    const vaInformer = new FakeInformer<VolumeAttachment>(
+      seeds.filter((o): o is VolumeAttachment => o.kind === "VolumeAttachment"),
+      (va) => cachedVolumeAttachment(va, pvInformer),
     );
     const csiNodeInformer = new FakeInformer<CsiNode>(
       seeds.filter((o): o is CsiNode => o.kind === "CSINode"),
+      cachedCsiNode(driver),
     );
 
     const options: CsiHandlerOptions = {

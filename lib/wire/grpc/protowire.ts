@@ -419,6 +419,53 @@ export function decodeMessage(
   return readMessage(schema, new Reader(bytes, 0, bytes.length), 0, undefined);
 }
 
+/**
+ * Walks the fields of the message in `bytes[start, end)` (at nesting `depth`) in wire order and
+ * builds nothing: `visit(number, wireType, from, to)` gets each field's number and wire type and
+ * the bounds of its value, for a length-delimited field (a string, bytes, a message) those of
+ * its payload. For a decoder that reads one message with fewer objects than
+ * {@link decodeMessage} makes, e.g. a ListVolumes page of 100 000 entries read straight into the
+ * caller's table. A decoder built on it must refuse a known field of the wrong wire type itself.
+ *
+ * @throws {ProtoWireError} on malformed bytes (as {@link decodeMessage}: truncated input, field
+ *   number 0, invalid wire types, nesting deeper than {@link MAX_NESTING}).
+ */
+export function visitFields(
+  bytes: Uint8Array,
+  start: number,
+  end: number,
+  depth: number,
+  visit: (number: number, wireType: number, from: number, to: number) => void,
+): void {
+  checkDepth(depth);
+  const r = new Reader(bytes, start, end);
+  while (r.pos < r.end) {
+    const tag = r.smallVarint();
+    const number = tag >>> 3;
+    const wireType = tag & 7;
+    if (number === 0) throw new ProtoWireError("field number 0");
+    if (wireType === WIRE_LEN) {
+      const length = r.smallVarint();
+      const from = r.pos;
+      if (from + length > r.end) throw new ProtoWireError("truncated length-delimited field");
+      r.pos += length;
+      visit(number, wireType, from, from + length);
+    } else {
+      const from = r.pos;
+      r.skip(wireType, number, depth);
+      visit(number, wireType, from, r.pos);
+    }
+  }
+}
+
+/** The text of `bytes[from, to)`, decoded as {@link decodeMessage} decodes a string field. */
+export function decodeText(bytes: Uint8Array, from: number, to: number): string {
+  return decoder.decode(bytes.subarray(from, to));
+}
+
+/** The wire type of length-delimited fields (strings, bytes, messages). */
+export const WIRE_TYPE_LEN = WIRE_LEN;
+
 /** A message with every field at its default, keys in proto-loader's order. */
 function newMessage(schema: MessageDescriptor): Record<string, unknown> {
   const out: Record<string, unknown> = {};
