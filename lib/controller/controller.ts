@@ -27,6 +27,9 @@ export interface InformerLike<T> extends ObjectStore<T> {
   waitForSync(signal: AbortSignal): Promise<void>;
 }
 
+/** The `controller` of the "Caches are synced" line, the name of the Go attacher's controller. */
+export const CONTROLLER_NAME = "csi-attacher";
+
 /**
  * How long after the last processed key the workers count as idle ({@link ControllerDeps.whenIdle}):
  * long enough that a burst's keys, which arrive as fast as the watch delivers them, end it only
@@ -322,6 +325,10 @@ export class AttachController {
       if (signal.aborted) return;
       throw err;
     }
+    // As client-go's `WaitForNamedCacheSync` (tools/cache/shared_informer.go) says at V(0); the
+    // Go attacher's plain `WaitForCacheSync` says nothing, and its reflectors' "Caches
+    // populated" (tools/cache/reflector.go) is at V(2). The moment a new leader can work.
+    this.#log.info("Caches are synced", { controller: CONTROLLER_NAME });
     this.#deps.afterSync?.();
     const loops: Promise<void>[] = [];
     for (let i = 0; i < this.#opts.workers; i++) {

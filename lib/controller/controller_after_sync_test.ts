@@ -13,6 +13,7 @@ import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { testQueue } from "../../testkit/fakes/work_queue.ts";
 import type { Clock } from "../clock.ts";
 import { nullLogger } from "../observe/logger.ts";
+import { FakeLogger } from "../../testkit/fakes/fake_logger.ts";
 import type { PersistentVolume, VolumeAttachment } from "../kube/types.ts";
 import { NEVER_ABORTED } from "../../testkit/harness/ready_work.ts";
 
@@ -29,7 +30,7 @@ class SyncingInformer<T extends { metadata: { name: string } }> extends FakeInfo
   }
 }
 
-Deno.test("AttachController calls afterSync once, after both caches sync, before any sync", async () => {
+Deno.test("AttachController says once that the caches synced, then calls afterSync, before any sync", async () => {
   const clock = new FakeClock(0);
   const queue = (name: string) => testQueue(clock, name);
   const vaInformer = new SyncingInformer<VolumeAttachment>();
@@ -37,8 +38,11 @@ Deno.test("AttachController calls afterSync once, after both caches sync, before
   const vaQueue = queue("va");
   const pvQueue = queue("pv");
   const order: string[] = [];
+  const log = new FakeLogger(0);
+  const logged = () => log.withMessage("Caches are synced").map((l) => l.fields.controller);
   const handler: Handler = {
     syncVolumeAttachment(va: VolumeAttachment): Promise<SyncOutcome> {
+      order.push(`logged ${logged().join()}`);
       order.push(`sync ${va.metadata.name}`);
       return Promise.resolve("done");
     },
@@ -54,7 +58,7 @@ Deno.test("AttachController calls afterSync once, after both caches sync, before
     pvQueue,
     handler,
     memory: new AttachmentMemory({ backoff: vaQueue }),
-    log: nullLogger,
+    log,
     clock,
     afterSync: () => order.push("afterSync"),
   }, { driverName: DRIVER, workers: 2, reconcileSyncMs: 0 });
@@ -70,14 +74,16 @@ Deno.test("AttachController calls afterSync once, after both caches sync, before
   vaInformer.sync();
   await new Promise((r) => setTimeout(r, 0));
   assert.deepEqual(order, [], "not before the PV cache has synced too");
+  assert.deepEqual(logged(), []);
   pvInformer.sync();
   for (let i = 0; i < 20 && !synced(order); i++) {
     await new Promise((r) => setTimeout(r, 0));
   }
-  assert.deepEqual(order, ["afterSync", "sync va-1"]);
+  assert.deepEqual(order, ["afterSync", "logged csi-attacher", "sync va-1"]);
   stop.abort();
   await running;
   assert.equal(order.filter((o) => o === "afterSync").length, 1);
+  assert.deepEqual(logged(), ["csi-attacher"], "once, at V(0)");
 });
 
 function synced(order: readonly string[]): boolean {
