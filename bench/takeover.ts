@@ -10,6 +10,10 @@
  * 4. B takes the Lease (when A's has expired), lists, and works through every VA.
  *
  * Measured for B, from its Lease acquisition (the API server's time of the holder change):
+ * - **caches synced**: B's log says its VolumeAttachment and PersistentVolume caches synced
+ *   ({@link cachesSyncedAt}: ours at V(0), the Go sidecar's reflectors at V(2), so B runs at
+ *   `--v=2`, where neither logs anything per VA already attached); and, from the in-memory API
+ *   server, when it had written both watch lists to their end (it writes them as they are read);
  * - **probe attached**: the probe VA's `status.attached` stored;
  * - **every VA processed**: B's CPU falls quiet ({@link QUIET_MS} below {@link QUIET_SHARE} of
  *   a core, after the probe is attached); the end of its last busy sample. Neither attacher says
@@ -18,7 +22,6 @@
  * - ControllerPublishVolume calls for volumes other than the probe's: publishes of VAs already
  *   attached (must be 0), counted until B's first ListVolumes pass has run too; the probe's own
  *   are counted apart (a second one is a repeated publish of a VA attached during the takeover).
- * Caches synced is not measured: neither attacher reports it at `--v=1`.
  *
  * Replicas get distinct leader-election identities through their host name: `HOSTNAME` (ours)
  * and `unshare --uts` with `hostname` (the Go sidecar takes `os.Hostname()`), so the standby does
@@ -39,6 +42,8 @@ import { formatTable } from "./table.ts";
 import { PROBE_PUBLISHES } from "./fixtures.ts";
 import { shortName } from "./short_name.ts";
 import { nowMs } from "./timeline.ts";
+import { cachesSyncedAt } from "./caches_synced.ts";
+import type { EnvironmentFactory, WatchListSent } from "./environment.ts";
 
 /** B counts as quiet below this share of one core... */
 export const QUIET_SHARE = 0.1;
@@ -49,6 +54,10 @@ const CPU_SAMPLE_MS = 250;
 /** Longest wait for the standby's first ListVolumes pass after its Lease acquisition. */
 const LIST_VOLUMES_WAIT_MS = 90_000;
 const LEASE_FLAGS = ["--leader-election", "--leader-election-namespace=default"];
+/** The standby's `--v`: the Go sidecar's reflectors say "Caches populated" at V(2). */
+const STANDBY_VERBOSITY = 2;
+/** The watch lists an attacher waits for before it works. */
+const WAITED_LISTS = ["volumeattachments", "persistentvolumes"];
 
 /** One takeover run. Times are seconds; NaN where the run did not get that far. */
 export interface TakeoverResult {
@@ -60,6 +69,10 @@ export interface TakeoverResult {
   leaderAttachSeconds: number;
   /** Kill of A → B holds the Lease. */
   killToLeaseSeconds: number;
+  /** B holds the Lease → B's log says its VA and PV caches synced. */
+  leaseToCachesSyncedSeconds: number;
+  /** B holds the Lease → the API server wrote B's VA and PV watch lists to their end. */
+  leaseToListsSentSeconds: number;
   /** B holds the Lease → the probe VA attached. */
   leaseToProbeAttachedSeconds: number;
   /** B holds the Lease → B's CPU falls quiet (every VA processed). */
@@ -130,6 +143,8 @@ export async function runTakeover(
     ok: false,
     leaderAttachSeconds: NaN,
     killToLeaseSeconds: NaN,
+    leaseToCachesSyncedSeconds: NaN,
+    leaseToListsSentSeconds: NaN,
     leaseToProbeAttachedSeconds: NaN,
     leaseToProcessedSeconds: NaN,
     cpuSeconds: NaN,
@@ -157,14 +172,14 @@ export async function runTakeover(
     result.error = `the environment did not start: ${String(err)}`;
     return result;
   }
-  const args = [
+  const argsAt = (verbosity: number) => [
     ...attacherArgs({
       kubeconfig: env.kubeconfigPath,
       csiAddress: env.csiAddress,
       workerThreads: options.workers,
       kubeApiQps: 10_000,
       kubeApiBurst: 10_000,
-      verbosity: 1,
+      verbosity,
     }),
     ...LEASE_FLAGS,
   ];
@@ -193,7 +208,7 @@ export async function runTakeover(
     await env.createCanary();
     leader = AttacherProcess.start(
       replicaCommand(attacher.commandLine, "replica-a"),
-      args,
+      argsAt(1),
       logOf("a"),
     );
     await waitFor("the canary", async () => (await env.wait("canary", 1000)).done);
@@ -207,7 +222,7 @@ export async function runTakeover(
 
     standby = AttacherProcess.start(
       replicaCommand(attacher.commandLine, "replica-b"),
-      args,
+      argsAt(STANDBY_VERBOSITY),
       logOf("b"),
     );
     const b = standby;
@@ -274,6 +289,15 @@ export async function runTakeover(
     result.csiCalls = calls;
     result.publishesOfAttached = (calls.ControllerPublishVolume ?? 0) -
       (calls[PROBE_PUBLISHES] ?? 0);
+    const synced = cachesSyncedAt((await Deno.readTextFile(logOf("b"))).split("\n"), {
+      year: new Date(result.killedAt).getFullYear(),
+      fromMs: result.killedAt,
+    });
+    result.leaseToCachesSyncedSeconds = ((synced ?? NaN) - result.leaseAt) / 1000;
+    const sent = await env.watchListsSent?.();
+    if (sent !== undefined) {
+      result.leaseToListsSentSeconds = (listsSentAt(sent, result.killedAt) - result.leaseAt) / 1000;
+    }
     const last = deps.proc.sampleTree(b.pid);
     result.peakRssBytes = last?.peakRssBytes ?? NaN;
     result.ok = true;
@@ -295,9 +319,21 @@ export async function runTakeoverMode(
   ourCommand: () => Promise<string>,
 ): Promise<number> {
   const options = parseBenchOptions(args.filter((a) => a !== "--takeover"), outDir);
+  let environment: EnvironmentFactory = (p) =>
+    FakeEnvironment.start({ ...p, driver: "example.csi.k8s.io" });
+  let environmentName = "--fake";
   if (!options.fake) {
-    console.error("--takeover runs with --fake only");
-    return 2;
+    const { openClusterEnvironment } = await import("./cluster_environment.ts");
+    const cluster = await openClusterEnvironment({
+      log: (l) => console.error(l),
+      env: (name) => Deno.env.get(name),
+    });
+    if (cluster === undefined) {
+      console.error("The e2e cluster is not available; run with --fake.");
+      return 1;
+    }
+    environment = cluster.factory;
+    environmentName = "e2e cluster";
   }
   const commands = options.attacherCommands.length > 0
     ? options.attacherCommands
@@ -321,13 +357,7 @@ export async function runTakeoverMode(
         const r = await runTakeover(
           {
             environment: (c) =>
-              FakeEnvironment.start({
-                driver: "example.csi.k8s.io",
-                count: c,
-                nodes: options.nodes,
-                prefix,
-                takeover: true,
-              }),
+              environment({ count: c, nodes: options.nodes, prefix, takeover: true }),
             proc,
           },
           attacher,
@@ -353,7 +383,7 @@ export async function runTakeoverMode(
   await Deno.writeTextFile(
     svg,
     renderPicture(
-      `Takeover: the standby's RSS from the leader's SIGKILL (--fake, ${options.nodes} nodes), ${
+      `Takeover: the standby's RSS from the leader's SIGKILL (${environmentName}, ${options.nodes} nodes), ${
         started.toISOString().slice(0, 10)
       }`,
       Math.max(...options.sizes),
@@ -382,23 +412,53 @@ export async function runTakeoverMode(
   return results.every((r) => r.ok) ? 0 : 1;
 }
 
+/**
+ * When the last of the watch lists an attacher waits for was written to its end, counting the
+ * first of each at or after `fromMs`; NaN when one is missing.
+ */
+export function listsSentAt(sent: readonly WatchListSent[], fromMs: number): number {
+  let last = -Infinity;
+  for (const resource of WAITED_LISTS) {
+    const first = sent.find((s) => s.resource === resource && s.at >= fromMs);
+    if (first === undefined) return NaN;
+    last = Math.max(last, first.at);
+  }
+  return last;
+}
+
 /** One picture panel per takeover run: the standby's RSS from the kill, the phases shaded. */
 export function takeoverPanels(results: TakeoverResult[], labels: string[]): Panel[] {
   return results.map((r) => ({
     title: `${r.attacher}, N=${r.count}: ${
       r.ok
-        ? `Lease ${r.killToLeaseSeconds.toFixed(1)} s after the kill; probe attached ${
-          r.leaseToProbeAttachedSeconds.toFixed(1)
-        } s and all processed ${r.leaseToProcessedSeconds.toFixed(1)} s after it; ${
-          r.cpuSeconds.toFixed(1)
-        } CPU s, peak ${(r.peakRssBytes / 2 ** 20).toFixed(0)} MiB`
+        ? `Lease ${r.killToLeaseSeconds.toFixed(1)} s after the kill; caches synced ${
+          r.leaseToCachesSyncedSeconds.toFixed(1)
+        }, probe attached ${r.leaseToProbeAttachedSeconds.toFixed(1)} s and all processed ${
+          r.leaseToProcessedSeconds.toFixed(1)
+        } s after it; ${r.cpuSeconds.toFixed(1)} CPU s, peak ${
+          (r.peakRssBytes / 2 ** 20).toFixed(0)
+        } MiB`
         : `FAILED (${(r.error ?? "").split("\n")[0]})`
     }`,
     attacherIndex: Math.max(0, labels.indexOf(r.attacher)),
     originAt: r.killedAt,
     phases: [
       { name: "lease wait", from: r.killedAt, to: r.leaseAt },
-      { name: "takeover", from: r.leaseAt, to: r.leaseAt + r.leaseToProcessedSeconds * 1000 },
+      ...(Number.isFinite(r.leaseToCachesSyncedSeconds)
+        ? [{
+          name: "caches syncing",
+          from: r.leaseAt,
+          to: r.leaseAt + r.leaseToCachesSyncedSeconds * 1000,
+        }, {
+          name: "takeover",
+          from: r.leaseAt + r.leaseToCachesSyncedSeconds * 1000,
+          to: r.leaseAt + r.leaseToProcessedSeconds * 1000,
+        }]
+        : [{
+          name: "takeover",
+          from: r.leaseAt,
+          to: r.leaseAt + r.leaseToProcessedSeconds * 1000,
+        }]),
     ],
     rss: r.rssSeries,
     attached: { startAt: NaN, stepMs: 0, counts: [] },
@@ -410,6 +470,8 @@ export function summary(r: TakeoverResult): Record<string, number> {
   const round = (v: number, d: number) => Number(v.toFixed(d));
   return {
     "kill → Lease (s)": round(r.killToLeaseSeconds, 1),
+    "Lease → caches synced (s)": round(r.leaseToCachesSyncedSeconds, 2),
+    "Lease → lists sent (s)": round(r.leaseToListsSentSeconds, 2),
     "Lease → probe attached (s)": round(r.leaseToProbeAttachedSeconds, 2),
     "Lease → all processed (s)": round(r.leaseToProcessedSeconds, 1),
     "CPU s": round(r.cpuSeconds, 2),
