@@ -55,8 +55,10 @@ export interface ControllerDeps {
   log: Logger;
   clock?: Clock;
   /**
-   * Called once, when the caches have synced and before the first worker starts: `run.ts`
-   * collects the garbage of the initial lists there (`lib/heap.ts`).
+   * Called once, when the caches have synced and nothing is queued, before the first worker
+   * starts: `run.ts` collects the garbage of the initial lists there (`lib/heap.ts`). With keys
+   * queued at that point (a new leader, or a restart, over VolumeAttachments that need work) it
+   * is not called: the work goes first and {@link whenIdle} collects once it is done.
    */
   afterSync?: () => void;
   /**
@@ -127,6 +129,19 @@ function normalizeStatus(va: VolumeAttachment): unknown {
 }
 
 /**
+ * Whether a VolumeAttachment that appears (an informer's add: the initial list, a relist, a new
+ * object) has nothing to be done: it is this driver's, attached and not being deleted. Its sync
+ * would end at once, as the Go attacher's does (`csiHandler.syncAttach`: "already attached"
+ * unless forced by the ListVolumes reconciler, which queues what it forces itself). Not queueing
+ * it spares a new leader, or an attacher restarted over N attached VolumeAttachments, a pass over
+ * all of them before the first VA that needs work; every later change of it is queued as before.
+ */
+export function isSettled(va: VolumeAttachment, driverName: string): boolean {
+  return va.spec?.attacher === driverName && va.status?.attached === true &&
+    !va.metadata.deletionTimestamp;
+}
+
+/**
  * Whether a PersistentVolume event may lead to removing our finalizer: the PV carries it and is
  * being deleted, or it is an in-tree PV no longer migrated to this driver (CSI migration turned
  * off or rolled back).
@@ -184,6 +199,7 @@ export class AttachController {
 
   #vaAdded(va: VolumeAttachment): void {
     this.#noteSeen(va);
+    if (isSettled(va, this.#opts.driverName)) return;
     this.#deps.vaQueue.add(va.metadata.name);
   }
 
@@ -329,7 +345,9 @@ export class AttachController {
     // Go attacher's plain `WaitForCacheSync` says nothing, and its reflectors' "Caches
     // populated" (tools/cache/reflector.go) is at V(2). The moment a new leader can work.
     this.#log.info("Caches are synced", { controller: CONTROLLER_NAME });
-    this.#deps.afterSync?.();
+    // A full collection takes a few hundred ms with 100 000 objects cached: not before the
+    // first attach a new leader owes.
+    if (vaQueue.len() === 0 && pvQueue.len() === 0) this.#deps.afterSync?.();
     const loops: Promise<void>[] = [];
     for (let i = 0; i < this.#opts.workers; i++) {
       if (this.#opts.laneWorkers === undefined) {
