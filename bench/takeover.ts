@@ -43,6 +43,7 @@ import { PROBE_PUBLISHES } from "./fixtures.ts";
 import { shortName } from "./short_name.ts";
 import { nowMs } from "./timeline.ts";
 import { cachesSyncedAt } from "./caches_synced.ts";
+import { queueDepths, queuesEmpty } from "./queue_depth.ts";
 import type { EnvironmentFactory, WatchListSent } from "./environment.ts";
 
 /** B counts as quiet below this share of one core... */
@@ -54,6 +55,8 @@ const CPU_SAMPLE_MS = 250;
 /** Longest wait for the standby's first ListVolumes pass after its Lease acquisition. */
 const LIST_VOLUMES_WAIT_MS = 90_000;
 const LEASE_FLAGS = ["--leader-election", "--leader-election-namespace=default"];
+/** How often the standby's `/metrics` is read for its queue depths after the Lease, ms. */
+const QUEUE_POLL_MS = 200;
 /** The standby's `--v`: the Go sidecar's reflectors say "Caches populated" at V(2). */
 const STANDBY_VERBOSITY = 2;
 /** The watch lists an attacher waits for before it works. */
@@ -75,7 +78,15 @@ export interface TakeoverResult {
   leaseToListsSentSeconds: number;
   /** B holds the Lease → the probe VA attached. */
   leaseToProbeAttachedSeconds: number;
-  /** B holds the Lease → B's CPU falls quiet (every VA processed). */
+  /**
+   * B holds the Lease → B's VolumeAttachment and PersistentVolume queues are empty (their
+   * `workqueue_depth` on B's `/metrics`, read every {@link QUEUE_POLL_MS} ms) once the probe is
+   * attached: every VA handed to a worker.
+   */
+  leaseToQueuesEmptySeconds: number;
+  /** B's queue depths from the Lease on: `[epoch ms, VA queue, PV queue]`. */
+  depthSeries: [number, number, number][];
+  /** B holds the Lease → B's CPU falls quiet (every VA processed, the driver's lists too). */
   leaseToProcessedSeconds: number;
   /** B's CPU seconds from the kill of A to the end of its work. */
   cpuSeconds: number;
@@ -123,6 +134,38 @@ export function workEnd(
   return undefined;
 }
 
+/** A free TCP port on 127.0.0.1 (bound, then released). */
+function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  listener.close();
+  return port;
+}
+
+/**
+ * Reads the queue depths at `url` every {@link QUEUE_POLL_MS} ms into `into` (`[at, VA, PV]`,
+ * -1 for a queue not exported) until stopped; a failed read is skipped.
+ */
+function pollQueueDepths(
+  url: string,
+  into: [number, number, number][],
+): { stop: () => void; done: Promise<void> } {
+  const stopping = new AbortController();
+  const done = (async () => {
+    while (!stopping.signal.aborted) {
+      try {
+        const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
+        const d = queueDepths(await res.text());
+        into.push([nowMs(), d["csi-attacher-va"] ?? -1, d["csi-attacher-pv"] ?? -1]);
+      } catch {
+        // not listening yet, or too slow: the next read
+      }
+      await sleep(QUEUE_POLL_MS);
+    }
+  })();
+  return { stop: () => stopping.abort(), done };
+}
+
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
@@ -146,6 +189,8 @@ export async function runTakeover(
     leaseToCachesSyncedSeconds: NaN,
     leaseToListsSentSeconds: NaN,
     leaseToProbeAttachedSeconds: NaN,
+    leaseToQueuesEmptySeconds: NaN,
+    depthSeries: [],
     leaseToProcessedSeconds: NaN,
     cpuSeconds: NaN,
     standbyRssBytes: NaN,
@@ -172,6 +217,7 @@ export async function runTakeover(
     result.error = `the environment did not start: ${String(err)}`;
     return result;
   }
+  const metricsPort = freePort();
   const argsAt = (verbosity: number) => [
     ...attacherArgs({
       kubeconfig: env.kubeconfigPath,
@@ -189,6 +235,7 @@ export async function runTakeover(
   let leader: AttacherProcess | undefined;
   let standby: AttacherProcess | undefined;
   let sampler: ReturnType<typeof setInterval> | undefined;
+  let depths: ReturnType<typeof pollQueueDepths> | undefined;
   try {
     const leaseHolders = env.leaseHolders?.bind(env);
     if (leaseHolders === undefined) throw new Error("the environment does not record Leases");
@@ -222,7 +269,7 @@ export async function runTakeover(
 
     standby = AttacherProcess.start(
       replicaCommand(attacher.commandLine, "replica-b"),
-      argsAt(STANDBY_VERBOSITY),
+      [...argsAt(STANDBY_VERBOSITY), `--http-endpoint=127.0.0.1:${metricsPort}`],
       logOf("b"),
     );
     const b = standby;
@@ -263,6 +310,7 @@ export async function runTakeover(
     options.progress(
       `  replica B holds the Lease ${result.killToLeaseSeconds.toFixed(1)} s after the kill`,
     );
+    depths = pollQueueDepths(`http://127.0.0.1:${metricsPort}/metrics`, result.depthSeries);
     await waitFor("the probe", async () => (await env.wait("flood", 1000)).done);
     const probe = await env.timeline();
     result.leaseToProbeAttachedSeconds = (probe.floodAttachedAt - result.leaseAt) / 1000;
@@ -274,6 +322,12 @@ export async function runTakeover(
       return Promise.resolve(end !== undefined);
     });
     result.leaseToProcessedSeconds = (end! - result.leaseAt) / 1000;
+    depths.stop();
+    await depths.done;
+    const empty = result.depthSeries.find(([at, va, pv]) =>
+      at >= probe.floodAttachedAt && queuesEmpty({ "csi-attacher-va": va, "csi-attacher-pv": pv })
+    );
+    result.leaseToQueuesEmptySeconds = ((empty?.[0] ?? NaN) - result.leaseAt) / 1000;
     const atEnd = cpu.find(([at]) => at >= end!) ?? cpu.at(-1)!;
     result.cpuSeconds = atEnd[1] - cpu[0]![1];
     // The first ListVolumes pass is part of the takeover too: its publishes count.
@@ -305,6 +359,8 @@ export async function runTakeover(
     result.error = err instanceof Error ? err.message : String(err);
   } finally {
     clearInterval(sampler);
+    depths?.stop();
+    await depths?.done;
     if (standby !== undefined) await standby.stop();
     if (leader !== undefined) await leader.stop();
     await env.close();
@@ -473,7 +529,8 @@ export function summary(r: TakeoverResult): Record<string, number> {
     "Lease → caches synced (s)": round(r.leaseToCachesSyncedSeconds, 2),
     "Lease → lists sent (s)": round(r.leaseToListsSentSeconds, 2),
     "Lease → probe attached (s)": round(r.leaseToProbeAttachedSeconds, 2),
-    "Lease → all processed (s)": round(r.leaseToProcessedSeconds, 1),
+    "Lease → queues empty (s)": round(r.leaseToQueuesEmptySeconds, 2),
+    "Lease → CPU quiet (s)": round(r.leaseToProcessedSeconds, 1),
     "CPU s": round(r.cpuSeconds, 2),
     "standby RSS (MiB)": round(r.standbyRssBytes / 2 ** 20, 1),
     "peak RSS (MiB)": round(r.peakRssBytes / 2 ** 20, 1),
