@@ -439,13 +439,13 @@ export async function runTakeoverMode(
   await Deno.writeTextFile(
     svg,
     renderPicture(
-      `Takeover: the standby's RSS from the leader's SIGKILL (${environmentName}, ${options.nodes} nodes), ${
+      `Takeover: the standby's RSS around its Lease acquisition (${environmentName}, ${options.nodes} nodes), ${
         started.toISOString().slice(0, 10)
       }`,
       Math.max(...options.sizes),
       panels,
       attachers.map((a) => a.label),
-      "seconds since the leader was killed",
+      `seconds from ${PANEL_LEAD_MS / 1000} s before the standby took the Lease`,
     ),
   );
   console.error(`Wrote ${svg}`);
@@ -482,24 +482,44 @@ export function listsSentAt(sent: readonly WatchListSent[], fromMs: number): num
   return last;
 }
 
-/** One picture panel per takeover run: the standby's RSS from the kill, the phases shaded. */
+/** How much of the Lease wait a takeover panel shows, ms (the wait itself is the Lease's). */
+export const PANEL_LEAD_MS = 2000;
+/** How long after the end of the work a takeover panel goes on, ms. */
+const PANEL_TAIL_MS = 3000;
+
+/**
+ * One picture panel per takeover run: the standby's RSS from {@link PANEL_LEAD_MS} before its
+ * Lease acquisition to {@link PANEL_TAIL_MS} after its CPU fell quiet, the phases shaded.
+ */
 export function takeoverPanels(results: TakeoverResult[], labels: string[]): Panel[] {
-  return results.map((r) => ({
+  return results.map((r) => {
+    const origin = r.leaseAt - PANEL_LEAD_MS;
+    const last = r.leaseAt + r.leaseToProcessedSeconds * 1000 + PANEL_TAIL_MS;
+    const keep = r.rssSeries.at.map((at) => at >= origin && !(at > last));
+    return panelOf(r, labels, origin, {
+      at: r.rssSeries.at.filter((_, i) => keep[i]),
+      bytes: r.rssSeries.bytes.filter((_, i) => keep[i]),
+    });
+  });
+}
+
+function panelOf(r: TakeoverResult, labels: string[], origin: number, rss: RssSeries): Panel {
+  return {
     title: `${r.attacher}, N=${r.count}: ${
       r.ok
-        ? `Lease ${r.killToLeaseSeconds.toFixed(1)} s after the kill; caches synced ${
-          r.leaseToCachesSyncedSeconds.toFixed(1)
-        }, probe attached ${r.leaseToProbeAttachedSeconds.toFixed(1)} s and all processed ${
+        ? `caches synced ${r.leaseToCachesSyncedSeconds.toFixed(2)} s, probe attached ${
+          r.leaseToProbeAttachedSeconds.toFixed(2)
+        } s, queues empty ${r.leaseToQueuesEmptySeconds.toFixed(2)} s, CPU quiet ${
           r.leaseToProcessedSeconds.toFixed(1)
-        } s after it; ${r.cpuSeconds.toFixed(1)} CPU s, peak ${
+        } s after the Lease; ${r.cpuSeconds.toFixed(2)} CPU s, peak ${
           (r.peakRssBytes / 2 ** 20).toFixed(0)
         } MiB`
         : `FAILED (${(r.error ?? "").split("\n")[0]})`
     }`,
     attacherIndex: Math.max(0, labels.indexOf(r.attacher)),
-    originAt: r.killedAt,
+    originAt: origin,
     phases: [
-      { name: "lease wait", from: r.killedAt, to: r.leaseAt },
+      { name: "lease wait", from: origin, to: r.leaseAt },
       ...(Number.isFinite(r.leaseToCachesSyncedSeconds)
         ? [{
           name: "caches syncing",
@@ -516,9 +536,9 @@ export function takeoverPanels(results: TakeoverResult[], labels: string[]): Pan
           to: r.leaseAt + r.leaseToProcessedSeconds * 1000,
         }]),
     ],
-    rss: r.rssSeries,
+    rss,
     attached: { startAt: NaN, stepMs: 0, counts: [] },
-  }));
+  };
 }
 
 /** The figures of a run for the table, rounded. */
