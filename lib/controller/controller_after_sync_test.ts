@@ -98,12 +98,7 @@ Deno.test("AttachController says once that the caches synced, then calls afterSy
 Deno.test("AttachController with keys queued at the sync works first and collects when idle", async () => {
   const { clock, vaInformer, pvInformer, order, controller, va } = noting();
   // A new leader whose initial list holds a VA to attach.
-  vaInformer.set(va);
-  vaInformer.emitAdd(va);
-  const stop = new AbortController();
-  const running = controller.run(stop.signal);
-  vaInformer.sync();
-  pvInformer.sync();
+  const { stop, running } = runOver(va, { vaInformer, pvInformer, controller });
   await until(() => synced(order));
   assert.deepEqual(order, ["logged csi-attacher", "sync va-1"], "no collection before the attach");
   clock.advance(IDLE_AFTER_MS);
@@ -302,13 +297,25 @@ function reconciling(
     metadata: { name: "va-1", resourceVersion: "1" },
     spec: { attacher: DRIVER, nodeName: "node1", source: { persistentVolumeName: "pv-1" } },
   };
-  vaInformer.set(va);
-  vaInformer.emitAdd(va);
+  return { clock, ...runOver(va, { vaInformer, pvInformer, controller }) };
+}
+
+/** Runs `controller` over caches that hold `va` (queued), synced at once. */
+function runOver(
+  va: VolumeAttachment,
+  parts: {
+    vaInformer: SyncingInformer<VolumeAttachment>;
+    pvInformer: SyncingInformer<PersistentVolume>;
+    controller: AttachController;
+  },
+): { stop: AbortController; running: Promise<void> } {
+  parts.vaInformer.set(va);
+  parts.vaInformer.emitAdd(va);
   const stop = new AbortController();
-  const running = controller.run(stop.signal);
-  vaInformer.sync();
-  pvInformer.sync();
-  return { clock, stop, running };
+  const running = parts.controller.run(stop.signal);
+  parts.vaInformer.sync();
+  parts.pvInformer.sync();
+  return { stop, running };
 }
 
 Deno.test("AttachController runs its first reconcile pass once the VAs queued at the sync are synced", async () => {
