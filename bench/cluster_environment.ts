@@ -25,15 +25,18 @@ import {
 import { PATHS, persistentVolumeClaim, pod } from "../tests/e2e/objects.ts";
 import { resolveSettings } from "../tests/e2e/settings.ts";
 import type { KubeObject, VolumeAttachment } from "../lib/kube/types.ts";
-import type { BenchEnvironment, EnvironmentFactory } from "./environment.ts";
+import type { BenchEnvironment, EnvironmentFactory, LeaseHolderChange } from "./environment.ts";
 import {
   CANARY,
   csiNode,
   type FixtureSpec,
+  FLOOD_PROBE,
+  hasProbe,
   nodeName,
   nodeOf,
   persistentVolume,
   podName,
+  PROBE_PUBLISHES,
   pvcName,
   pvName,
   vaName,
@@ -44,7 +47,13 @@ import { countAuditRecords } from "./audit_counts.ts";
 import { LogTail } from "./log_tail.ts";
 import { PodTimeline } from "./pod_timeline.ts";
 import { bump, type RequestCounts } from "./request_counts.ts";
-import { type ChangeKind, Timeline, type TimelineReport, type WaitAnswer } from "./timeline.ts";
+import {
+  type ChangeKind,
+  nowMs,
+  Timeline,
+  type TimelineReport,
+  type WaitAnswer,
+} from "./timeline.ts";
 import type { WaitTarget } from "./timeline.ts";
 
 /** The mock driver's name; it is also the only node ID it accepts. */
@@ -57,6 +66,14 @@ const CONCURRENCY = 32;
 interface NodeObject extends KubeObject {
   status?: { volumesAttached?: { name: string }[] | null };
 }
+
+/** A Lease as far as `--takeover` reads it. */
+interface LeaseObject extends KubeObject {
+  spec?: { holderIdentity?: string };
+}
+
+/** The namespace of the attachers' Lease (`--leader-election-namespace`) under `--takeover`. */
+const LEASE_NAMESPACE = "default";
 
 /** A PVC as far as the `--pods` seeding reads it. */
 interface ClaimObject extends KubeObject {
@@ -113,6 +130,9 @@ export class ClusterEnvironment implements BenchEnvironment {
   readonly #vaIndex = new Map<string, number>();
   readonly #volumeIndex = new Map<string, number>();
   readonly #pods: PodTimeline | undefined;
+  /** `--takeover`: the probe's volume handle, and every change of a Lease's holder as watched. */
+  #probeHandle: string | undefined;
+  readonly #leaseHolders: LeaseHolderChange[] = [];
 
   /** Use {@link ClusterEnvironment.start}. */
   constructor(
@@ -192,6 +212,7 @@ export class ClusterEnvironment implements BenchEnvironment {
     });
     // The mock driver names volumes itself: the PV's handle is the ID CreateVolume returns.
     const indexes = [CANARY, ...Array.from({ length: spec.count }, (_, i) => i)];
+    if (hasProbe(spec)) indexes.push(FLOOD_PROBE);
     const handles = new Map<number, string>();
     const driver = this.#cluster.driver();
     await forEachLimited(indexes, 4, async (i) => {
@@ -203,6 +224,7 @@ export class ClusterEnvironment implements BenchEnvironment {
       await admin.createOk(PATHS.persistentVolumes, pv);
     });
     if (spec.pods) await this.#seedClaims(indexes, handles);
+    this.#probeHandle = handles.get(FLOOD_PROBE);
     log(
       `  cluster seeded with ${spec.nodes} ${spec.pods ? "Nodes" : "CSINodes"}, ${indexes.length} ${
         spec.pods ? "volumes, PVs and bound PVCs" : "volumes and PVs"
@@ -220,6 +242,22 @@ export class ClusterEnvironment implements BenchEnvironment {
         },
       ),
     ];
+    if (spec.takeover) {
+      const path = PATHS.leases(LEASE_NAMESPACE);
+      const leases = await admin.getOk<{ metadata: { resourceVersion: string } }>(
+        `${path}?limit=1`,
+      );
+      watches.push(
+        this.#watch<LeaseObject>(path, leases.metadata.resourceVersion, (type, lease) => {
+          const holder = type === "DELETED" ? "" : lease.spec?.holderIdentity ?? "";
+          const name = lease.metadata.name;
+          const last = this.#leaseHolders.findLast((c) => c.lease === name);
+          if (last?.holder !== holder) {
+            this.#leaseHolders.push({ lease: name, holder, at: nowMs() });
+          }
+        }),
+      );
+    }
     const pods = this.#pods;
     if (pods !== undefined) {
       const list = await admin.getOk<{ metadata: { resourceVersion: string } }>(
@@ -368,9 +406,18 @@ export class ClusterEnvironment implements BenchEnvironment {
     });
   }
 
-  createFloodProbe(): Promise<void> {
-    // The CSI mock driver cannot slow its unpublishes down on request.
-    return Promise.reject(new Error("the detach flood runs only with --fake"));
+  async createFloodProbe(): Promise<void> {
+    // The CSI mock driver cannot slow its unpublishes down on request: only the takeover's probe.
+    if (!this.spec.takeover) throw new Error("the detach flood runs only with --fake");
+    await this.#cluster.admin.createOk(
+      PATHS.volumeAttachments,
+      volumeAttachment(this.spec, FLOOD_PROBE),
+    );
+  }
+
+  /** `--takeover`: the Lease holder changes seen by the watch (its receive times). */
+  leaseHolders(): Promise<LeaseHolderChange[]> {
+    return Promise.resolve([...this.#leaseHolders]);
   }
 
   async startDetach(): Promise<void> {
@@ -425,7 +472,15 @@ export class ClusterEnvironment implements BenchEnvironment {
     const lines = await this.#driverLog.take();
     const out: Record<string, number> = {};
     for (const call of parseDriverCalls(lines.join("\n"))) {
-      bump(out, call.method.split("/").at(-1) ?? call.method);
+      const method = call.method.split("/").at(-1) ?? call.method;
+      bump(out, method);
+      // The takeover counts the probe's publishes apart from those of VAs already attached.
+      if (
+        method === "ControllerPublishVolume" && this.#probeHandle !== undefined &&
+        call.request.volume_id === this.#probeHandle
+      ) {
+        bump(out, PROBE_PUBLISHES);
+      }
     }
     return out;
   }

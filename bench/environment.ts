@@ -40,6 +40,11 @@ export interface BenchEnvironment {
   timeline(): Promise<TimelineReport>;
   /** Every change of a Lease's holder so far, oldest first (environments that record them). */
   leaseHolders?(): Promise<LeaseHolderChange[]>;
+  /**
+   * Every watch list (`sendInitialEvents=true`) whose last initial event the API server has
+   * written, oldest first (environments that record them).
+   */
+  watchListsSent?(): Promise<WatchListSent[]>;
   /** The environment's own processes (API server, driver) by role, for context figures. */
   helperPids(): Record<string, number>;
   /** Stops everything the environment started and removes its files. */
@@ -50,6 +55,12 @@ export interface BenchEnvironment {
 export interface LeaseHolderChange {
   lease: string;
   holder: string;
+  at: number;
+}
+
+/** A watch list of `resource` (plural) written to the end at `at` (epoch ms, the server's). */
+export interface WatchListSent {
+  resource: string;
   at: number;
 }
 

@@ -21,6 +21,8 @@
  *   ({@link import("./request_counts.ts").RequestCounts}).
  * - `GET /leases`: every change of a Lease's holder
  *   ({@link import("./environment.ts").LeaseHolderChange}), oldest first.
+ * - `GET /watchlists`: every watch list written to its end
+ *   ({@link import("./environment.ts").WatchListSent}), oldest first.
  * - `GET /timeline`: the per-object latencies ({@link import("./timeline.ts").TimelineReport}).
  *
  * Times are Unix epoch milliseconds from `performance.timeOrigin + performance.now()`, taken in
@@ -44,7 +46,7 @@ import {
 } from "./fixtures.ts";
 import { bump, emptyCounts, type RequestCounts, requestKey } from "./request_counts.ts";
 import { nowMs, Timeline, type WaitTarget } from "./timeline.ts";
-import type { LeaseHolderChange } from "./environment.ts";
+import type { LeaseHolderChange, WatchListSent } from "./environment.ts";
 
 /** Counts recorded requests by verb and resource, content type, Accept and User-Agent. */
 export function countRequests(requests: readonly RecordedRequest[]): RequestCounts {
@@ -93,6 +95,10 @@ async function main(specJson: string): Promise<void> {
     }
   });
 
+  // When each watch list was written to its end (the body is pulled as the client reads).
+  const watchListsSent: WatchListSent[] = [];
+  server.onWatchListSent((resource) => watchListsSent.push({ resource, at: nowMs() }));
+
   const handle = async (req: Request): Promise<Response> => {
     const url = new URL(req.url);
     switch (`${req.method} ${url.pathname}`) {
@@ -133,6 +139,8 @@ async function main(specJson: string): Promise<void> {
         return json(timeline.report());
       case "GET /leases":
         return json(leaseHolders);
+      case "GET /watchlists":
+        return json(watchListsSent);
       default:
         return new Response("not found\n", { status: 404 });
     }

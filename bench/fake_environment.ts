@@ -7,7 +7,7 @@
  */
 
 import type { FixtureSpec } from "./fixtures.ts";
-import type { BenchEnvironment, LeaseHolderChange } from "./environment.ts";
+import type { BenchEnvironment, LeaseHolderChange, WatchListSent } from "./environment.ts";
 import type { RequestCounts } from "./request_counts.ts";
 import type { TimelineReport, WaitAnswer, WaitTarget } from "./timeline.ts";
 import { HelperProcess } from "./helper_process.ts";
@@ -125,6 +125,10 @@ export class FakeEnvironment implements BenchEnvironment {
 
   leaseHolders(): Promise<LeaseHolderChange[]> {
     return call(this.#apiControl, "GET", "/leases");
+  }
+
+  watchListsSent(): Promise<WatchListSent[]> {
+    return call(this.#apiControl, "GET", "/watchlists");
   }
 
   timeline(): Promise<TimelineReport> {

@@ -39,6 +39,7 @@ const PHASE_FILLS: Record<string, string> = {
   rest: "#f4f4e0",
   detach: "#f3e4e4",
   "lease wait": "#eeeeee",
+  "caches syncing": "#f4f4e0",
   takeover: "#e3eaf3",
 };
 

@@ -10,6 +10,10 @@
  * 4. B takes the Lease (when A's has expired), lists, and works through every VA.
  *
  * Measured for B, from its Lease acquisition (the API server's time of the holder change):
+ * - **caches synced**: B's log says its VolumeAttachment and PersistentVolume caches synced
+ *   ({@link cachesSyncedAt}: ours at V(0), the Go sidecar's reflectors at V(2), so B runs at
+ *   `--v=2`, where neither logs anything per VA already attached); and, from the in-memory API
+ *   server, when it had written both watch lists to their end (it writes them as they are read);
  * - **probe attached**: the probe VA's `status.attached` stored;
  * - **every VA processed**: B's CPU falls quiet ({@link QUIET_MS} below {@link QUIET_SHARE} of
  *   a core, after the probe is attached); the end of its last busy sample. Neither attacher says
@@ -18,7 +22,6 @@
  * - ControllerPublishVolume calls for volumes other than the probe's: publishes of VAs already
  *   attached (must be 0), counted until B's first ListVolumes pass has run too; the probe's own
  *   are counted apart (a second one is a repeated publish of a VA attached during the takeover).
- * Caches synced is not measured: neither attacher reports it at `--v=1`.
  *
  * Replicas get distinct leader-election identities through their host name: `HOSTNAME` (ours)
  * and `unshare --uts` with `hostname` (the Go sidecar takes `os.Hostname()`), so the standby does
@@ -39,6 +42,9 @@ import { formatTable } from "./table.ts";
 import { PROBE_PUBLISHES } from "./fixtures.ts";
 import { shortName } from "./short_name.ts";
 import { nowMs } from "./timeline.ts";
+import { cachesSyncedAt } from "./caches_synced.ts";
+import { queueDepths, queuesEmpty } from "./queue_depth.ts";
+import type { EnvironmentFactory, WatchListSent } from "./environment.ts";
 
 /** B counts as quiet below this share of one core... */
 export const QUIET_SHARE = 0.1;
@@ -49,6 +55,12 @@ const CPU_SAMPLE_MS = 250;
 /** Longest wait for the standby's first ListVolumes pass after its Lease acquisition. */
 const LIST_VOLUMES_WAIT_MS = 90_000;
 const LEASE_FLAGS = ["--leader-election", "--leader-election-namespace=default"];
+/** How often the standby's `/metrics` is read for its queue depths after the Lease, ms. */
+const QUEUE_POLL_MS = 200;
+/** The standby's `--v`: the Go sidecar's reflectors say "Caches populated" at V(2). */
+const STANDBY_VERBOSITY = 2;
+/** The watch lists an attacher waits for before it works. */
+const WAITED_LISTS = ["volumeattachments", "persistentvolumes"];
 
 /** One takeover run. Times are seconds; NaN where the run did not get that far. */
 export interface TakeoverResult {
@@ -60,9 +72,21 @@ export interface TakeoverResult {
   leaderAttachSeconds: number;
   /** Kill of A → B holds the Lease. */
   killToLeaseSeconds: number;
+  /** B holds the Lease → B's log says its VA and PV caches synced. */
+  leaseToCachesSyncedSeconds: number;
+  /** B holds the Lease → the API server wrote B's VA and PV watch lists to their end. */
+  leaseToListsSentSeconds: number;
   /** B holds the Lease → the probe VA attached. */
   leaseToProbeAttachedSeconds: number;
-  /** B holds the Lease → B's CPU falls quiet (every VA processed). */
+  /**
+   * B holds the Lease → B's VolumeAttachment and PersistentVolume queues are empty (their
+   * `workqueue_depth` on B's `/metrics`, read every {@link QUEUE_POLL_MS} ms) once the probe is
+   * attached: every VA handed to a worker.
+   */
+  leaseToQueuesEmptySeconds: number;
+  /** B's queue depths from the Lease on: `[epoch ms, VA queue, PV queue]`. */
+  depthSeries: [number, number, number][];
+  /** B holds the Lease → B's CPU falls quiet (every VA processed, the driver's lists too). */
   leaseToProcessedSeconds: number;
   /** B's CPU seconds from the kill of A to the end of its work. */
   cpuSeconds: number;
@@ -110,6 +134,38 @@ export function workEnd(
   return undefined;
 }
 
+/** A free TCP port on 127.0.0.1 (bound, then released). */
+function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  listener.close();
+  return port;
+}
+
+/**
+ * Reads the queue depths at `url` every {@link QUEUE_POLL_MS} ms into `into` (`[at, VA, PV]`,
+ * -1 for a queue not exported) until stopped; a failed read is skipped.
+ */
+function pollQueueDepths(
+  url: string,
+  into: [number, number, number][],
+): { stop: () => void; done: Promise<void> } {
+  const stopping = new AbortController();
+  const done = (async () => {
+    while (!stopping.signal.aborted) {
+      try {
+        const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
+        const d = queueDepths(await res.text());
+        into.push([nowMs(), d["csi-attacher-va"] ?? -1, d["csi-attacher-pv"] ?? -1]);
+      } catch {
+        // not listening yet, or too slow: the next read
+      }
+      await sleep(QUEUE_POLL_MS);
+    }
+  })();
+  return { stop: () => stopping.abort(), done };
+}
+
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
@@ -130,7 +186,11 @@ export async function runTakeover(
     ok: false,
     leaderAttachSeconds: NaN,
     killToLeaseSeconds: NaN,
+    leaseToCachesSyncedSeconds: NaN,
+    leaseToListsSentSeconds: NaN,
     leaseToProbeAttachedSeconds: NaN,
+    leaseToQueuesEmptySeconds: NaN,
+    depthSeries: [],
     leaseToProcessedSeconds: NaN,
     cpuSeconds: NaN,
     standbyRssBytes: NaN,
@@ -157,14 +217,15 @@ export async function runTakeover(
     result.error = `the environment did not start: ${String(err)}`;
     return result;
   }
-  const args = [
+  const metricsPort = freePort();
+  const argsAt = (verbosity: number) => [
     ...attacherArgs({
       kubeconfig: env.kubeconfigPath,
       csiAddress: env.csiAddress,
       workerThreads: options.workers,
       kubeApiQps: 10_000,
       kubeApiBurst: 10_000,
-      verbosity: 1,
+      verbosity,
     }),
     ...LEASE_FLAGS,
   ];
@@ -174,6 +235,7 @@ export async function runTakeover(
   let leader: AttacherProcess | undefined;
   let standby: AttacherProcess | undefined;
   let sampler: ReturnType<typeof setInterval> | undefined;
+  let depths: ReturnType<typeof pollQueueDepths> | undefined;
   try {
     const leaseHolders = env.leaseHolders?.bind(env);
     if (leaseHolders === undefined) throw new Error("the environment does not record Leases");
@@ -193,7 +255,7 @@ export async function runTakeover(
     await env.createCanary();
     leader = AttacherProcess.start(
       replicaCommand(attacher.commandLine, "replica-a"),
-      args,
+      argsAt(1),
       logOf("a"),
     );
     await waitFor("the canary", async () => (await env.wait("canary", 1000)).done);
@@ -207,7 +269,7 @@ export async function runTakeover(
 
     standby = AttacherProcess.start(
       replicaCommand(attacher.commandLine, "replica-b"),
-      args,
+      [...argsAt(STANDBY_VERBOSITY), `--http-endpoint=127.0.0.1:${metricsPort}`],
       logOf("b"),
     );
     const b = standby;
@@ -248,6 +310,7 @@ export async function runTakeover(
     options.progress(
       `  replica B holds the Lease ${result.killToLeaseSeconds.toFixed(1)} s after the kill`,
     );
+    depths = pollQueueDepths(`http://127.0.0.1:${metricsPort}/metrics`, result.depthSeries);
     await waitFor("the probe", async () => (await env.wait("flood", 1000)).done);
     const probe = await env.timeline();
     result.leaseToProbeAttachedSeconds = (probe.floodAttachedAt - result.leaseAt) / 1000;
@@ -259,6 +322,12 @@ export async function runTakeover(
       return Promise.resolve(end !== undefined);
     });
     result.leaseToProcessedSeconds = (end! - result.leaseAt) / 1000;
+    depths.stop();
+    await depths.done;
+    const empty = result.depthSeries.find(([at, va, pv]) =>
+      at >= probe.floodAttachedAt && queuesEmpty({ "csi-attacher-va": va, "csi-attacher-pv": pv })
+    );
+    result.leaseToQueuesEmptySeconds = ((empty?.[0] ?? NaN) - result.leaseAt) / 1000;
     const atEnd = cpu.find(([at]) => at >= end!) ?? cpu.at(-1)!;
     result.cpuSeconds = atEnd[1] - cpu[0]![1];
     // The first ListVolumes pass is part of the takeover too: its publishes count.
@@ -274,6 +343,15 @@ export async function runTakeover(
     result.csiCalls = calls;
     result.publishesOfAttached = (calls.ControllerPublishVolume ?? 0) -
       (calls[PROBE_PUBLISHES] ?? 0);
+    const synced = cachesSyncedAt((await Deno.readTextFile(logOf("b"))).split("\n"), {
+      year: new Date(result.killedAt).getFullYear(),
+      fromMs: result.killedAt,
+    });
+    result.leaseToCachesSyncedSeconds = ((synced ?? NaN) - result.leaseAt) / 1000;
+    const sent = await env.watchListsSent?.();
+    if (sent !== undefined) {
+      result.leaseToListsSentSeconds = (listsSentAt(sent, result.killedAt) - result.leaseAt) / 1000;
+    }
     const last = deps.proc.sampleTree(b.pid);
     result.peakRssBytes = last?.peakRssBytes ?? NaN;
     result.ok = true;
@@ -281,6 +359,8 @@ export async function runTakeover(
     result.error = err instanceof Error ? err.message : String(err);
   } finally {
     clearInterval(sampler);
+    depths?.stop();
+    await depths?.done;
     if (standby !== undefined) await standby.stop();
     if (leader !== undefined) await leader.stop();
     await env.close();
@@ -295,9 +375,21 @@ export async function runTakeoverMode(
   ourCommand: () => Promise<string>,
 ): Promise<number> {
   const options = parseBenchOptions(args.filter((a) => a !== "--takeover"), outDir);
+  let environment: EnvironmentFactory = (p) =>
+    FakeEnvironment.start({ ...p, driver: "example.csi.k8s.io" });
+  let environmentName = "--fake";
   if (!options.fake) {
-    console.error("--takeover runs with --fake only");
-    return 2;
+    const { openClusterEnvironment } = await import("./cluster_environment.ts");
+    const cluster = await openClusterEnvironment({
+      log: (l) => console.error(l),
+      env: (name) => Deno.env.get(name),
+    });
+    if (cluster === undefined) {
+      console.error("The e2e cluster is not available; run with --fake.");
+      return 1;
+    }
+    environment = cluster.factory;
+    environmentName = "e2e cluster";
   }
   const commands = options.attacherCommands.length > 0
     ? options.attacherCommands
@@ -321,13 +413,7 @@ export async function runTakeoverMode(
         const r = await runTakeover(
           {
             environment: (c) =>
-              FakeEnvironment.start({
-                driver: "example.csi.k8s.io",
-                count: c,
-                nodes: options.nodes,
-                prefix,
-                takeover: true,
-              }),
+              environment({ count: c, nodes: options.nodes, prefix, takeover: true }),
             proc,
           },
           attacher,
@@ -353,13 +439,13 @@ export async function runTakeoverMode(
   await Deno.writeTextFile(
     svg,
     renderPicture(
-      `Takeover: the standby's RSS from the leader's SIGKILL (--fake, ${options.nodes} nodes), ${
+      `Takeover: the standby's RSS around its Lease acquisition (${environmentName}, ${options.nodes} nodes), ${
         started.toISOString().slice(0, 10)
       }`,
       Math.max(...options.sizes),
       panels,
       attachers.map((a) => a.label),
-      "seconds since the leader was killed",
+      `seconds from ${PANEL_LEAD_MS / 1000} s before the standby took the Lease`,
     ),
   );
   console.error(`Wrote ${svg}`);
@@ -382,27 +468,77 @@ export async function runTakeoverMode(
   return results.every((r) => r.ok) ? 0 : 1;
 }
 
-/** One picture panel per takeover run: the standby's RSS from the kill, the phases shaded. */
+/**
+ * When the last of the watch lists an attacher waits for was written to its end, counting the
+ * first of each at or after `fromMs`; NaN when one is missing.
+ */
+export function listsSentAt(sent: readonly WatchListSent[], fromMs: number): number {
+  let last = -Infinity;
+  for (const resource of WAITED_LISTS) {
+    const first = sent.find((s) => s.resource === resource && s.at >= fromMs);
+    if (first === undefined) return NaN;
+    last = Math.max(last, first.at);
+  }
+  return last;
+}
+
+/** How much of the Lease wait a takeover panel shows, ms (the wait itself is the Lease's). */
+export const PANEL_LEAD_MS = 2000;
+/** How long after the end of the work a takeover panel goes on, ms. */
+const PANEL_TAIL_MS = 3000;
+
+/**
+ * One picture panel per takeover run: the standby's RSS from {@link PANEL_LEAD_MS} before its
+ * Lease acquisition to {@link PANEL_TAIL_MS} after its CPU fell quiet, the phases shaded.
+ */
 export function takeoverPanels(results: TakeoverResult[], labels: string[]): Panel[] {
-  return results.map((r) => ({
+  return results.map((r) => {
+    const origin = r.leaseAt - PANEL_LEAD_MS;
+    const last = r.leaseAt + r.leaseToProcessedSeconds * 1000 + PANEL_TAIL_MS;
+    const keep = r.rssSeries.at.map((at) => at >= origin && !(at > last));
+    return panelOf(r, labels, origin, {
+      at: r.rssSeries.at.filter((_, i) => keep[i]),
+      bytes: r.rssSeries.bytes.filter((_, i) => keep[i]),
+    });
+  });
+}
+
+function panelOf(r: TakeoverResult, labels: string[], origin: number, rss: RssSeries): Panel {
+  return {
     title: `${r.attacher}, N=${r.count}: ${
       r.ok
-        ? `Lease ${r.killToLeaseSeconds.toFixed(1)} s after the kill; probe attached ${
-          r.leaseToProbeAttachedSeconds.toFixed(1)
-        } s and all processed ${r.leaseToProcessedSeconds.toFixed(1)} s after it; ${
-          r.cpuSeconds.toFixed(1)
-        } CPU s, peak ${(r.peakRssBytes / 2 ** 20).toFixed(0)} MiB`
+        ? `caches synced ${r.leaseToCachesSyncedSeconds.toFixed(2)} s, probe attached ${
+          r.leaseToProbeAttachedSeconds.toFixed(2)
+        } s, queues empty ${r.leaseToQueuesEmptySeconds.toFixed(2)} s, CPU quiet ${
+          r.leaseToProcessedSeconds.toFixed(1)
+        } s after the Lease; ${r.cpuSeconds.toFixed(2)} CPU s, peak ${
+          (r.peakRssBytes / 2 ** 20).toFixed(0)
+        } MiB`
         : `FAILED (${(r.error ?? "").split("\n")[0]})`
     }`,
     attacherIndex: Math.max(0, labels.indexOf(r.attacher)),
-    originAt: r.killedAt,
+    originAt: origin,
     phases: [
-      { name: "lease wait", from: r.killedAt, to: r.leaseAt },
-      { name: "takeover", from: r.leaseAt, to: r.leaseAt + r.leaseToProcessedSeconds * 1000 },
+      { name: "lease wait", from: origin, to: r.leaseAt },
+      ...(Number.isFinite(r.leaseToCachesSyncedSeconds)
+        ? [{
+          name: "caches syncing",
+          from: r.leaseAt,
+          to: r.leaseAt + r.leaseToCachesSyncedSeconds * 1000,
+        }, {
+          name: "takeover",
+          from: r.leaseAt + r.leaseToCachesSyncedSeconds * 1000,
+          to: r.leaseAt + r.leaseToProcessedSeconds * 1000,
+        }]
+        : [{
+          name: "takeover",
+          from: r.leaseAt,
+          to: r.leaseAt + r.leaseToProcessedSeconds * 1000,
+        }]),
     ],
-    rss: r.rssSeries,
+    rss,
     attached: { startAt: NaN, stepMs: 0, counts: [] },
-  }));
+  };
 }
 
 /** The figures of a run for the table, rounded. */
@@ -410,8 +546,11 @@ export function summary(r: TakeoverResult): Record<string, number> {
   const round = (v: number, d: number) => Number(v.toFixed(d));
   return {
     "kill → Lease (s)": round(r.killToLeaseSeconds, 1),
+    "Lease → caches synced (s)": round(r.leaseToCachesSyncedSeconds, 2),
+    "Lease → lists sent (s)": round(r.leaseToListsSentSeconds, 2),
     "Lease → probe attached (s)": round(r.leaseToProbeAttachedSeconds, 2),
-    "Lease → all processed (s)": round(r.leaseToProcessedSeconds, 1),
+    "Lease → queues empty (s)": round(r.leaseToQueuesEmptySeconds, 2),
+    "Lease → CPU quiet (s)": round(r.leaseToProcessedSeconds, 1),
     "CPU s": round(r.cpuSeconds, 2),
     "standby RSS (MiB)": round(r.standbyRssBytes / 2 ** 20, 1),
     "peak RSS (MiB)": round(r.peakRssBytes / 2 ** 20, 1),

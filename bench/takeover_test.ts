@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { replicaCommand, workEnd } from "./takeover.ts";
+import { listsSentAt, replicaCommand, workEnd } from "./takeover.ts";
 
 Deno.test("workEnd() is the last busy sample once a quiet window followed", () => {
   // [ms, CPU s]: busy (a full core) from 1000 to 2000, then idle.
@@ -53,4 +53,17 @@ Deno.test({
     .output();
   assert.ok(out.success);
   assert.equal(new TextDecoder().decode(out.stdout).trim(), "replica-x replica-x");
+});
+
+Deno.test("listsSentAt() is the later of the VA and PV lists sent from `fromMs` on", () => {
+  const sent = [
+    { resource: "volumeattachments", at: 100 }, // the old leader's
+    { resource: "persistentvolumes", at: 120 },
+    { resource: "csinodes", at: 1500 },
+    { resource: "persistentvolumes", at: 1400 },
+    { resource: "volumeattachments", at: 1700 },
+    { resource: "volumeattachments", at: 9000 }, // a later relist
+  ];
+  assert.equal(listsSentAt(sent, 1000), 1700);
+  assert.ok(Number.isNaN(listsSentAt(sent.slice(0, 4), 1000)), "no VA list after 1000");
 });

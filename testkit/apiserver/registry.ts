@@ -309,6 +309,22 @@ export class Registry {
   }
 
   /**
+   * The stored objects of `res` (in `namespace`, or all) in key order, as `list` but not copied,
+   * for a watch that serializes them as it streams: a stored object is never changed in place
+   * (every write stores a new one), so these stay the state at the returned resourceVersion.
+   * Callers must not change them.
+   */
+  snapshot(
+    res: ServedResource,
+    namespace?: string,
+  ): { items: readonly StoredObject[]; resourceVersion: number } {
+    const keys = [...this.#objects.keys()].filter((key) => this.#matches(res, namespace, key));
+    keys.sort();
+    const items = keys.map((key) => this.#objects.get(key)!);
+    return { items, resourceVersion: this.#rv };
+  }
+
+  /**
    * Creates an object. `seed: true` stores the object as given (status, deletionTimestamp, uid
    * and creationTimestamp kept when present) so tests can set up any state; `seed: false` is a
    * create over HTTP, where the server sets those fields itself and validates the object

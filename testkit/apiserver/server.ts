@@ -561,6 +561,15 @@ export class MemoryApiServer {
     return this.#registry.delete(resolveServedResource(res), namespace, name) as T;
   }
 
+  /**
+   * Calls `fn` with the resource (plural) of each watch list (`sendInitialEvents=true`) once its
+   * last initial event is written: the body is pulled in chunks, so this is when the client has
+   * read the list. Returns the unsubscribe function.
+   */
+  onWatchListSent(fn: (resource: string) => void): () => void {
+    return this.#hub.onWatchListSent((request) => fn(request.resource.plural));
+  }
+
   /** Calls `fn` synchronously after every change; returns the unsubscribe function. */
   onEvent(fn: (ev: ApiServerEvent) => void): () => void {
     return this.#registry.subscribe((ev) =>

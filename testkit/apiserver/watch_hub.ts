@@ -60,12 +60,27 @@ export type WatchLine =
 
 const encoder = new TextEncoder();
 
+/**
+ * Bytes of initial events (a watch list's, or a watch from resourceVersion "0") serialized per
+ * read of the response body. kube-apiserver's watch handler (`staging/src/k8s.io/apiserver/pkg/
+ * endpoints/handlers/watch.go`, `serveWatch`) writes event by event and flushes when its queue
+ * is empty, so a slow reader holds the server back through the connection; here the body is
+ * pulled a chunk at a time, and the time the end bookmark is written says when the client has
+ * read the list (up to the socket buffers), not when the server had queued it.
+ */
+export const INITIAL_CHUNK_BYTES = 64 * 1024;
+
 /** One open stream. */
 class Watcher {
   readonly request: WatchRequest;
   readonly #controller: ReadableStreamDefaultController<Uint8Array>;
   readonly #onClose: (w: Watcher) => void;
   readonly #timers: Timer[] = [];
+  /** The initial events not yet serialized; undefined once they all were. */
+  #initial: Iterator<WatchLine> | undefined;
+  /** Events that arrived while initial ones were still pending, in order. */
+  #held: WatchLine[] = [];
+  #initialDone: (() => void) | undefined;
   #closed = false;
 
   constructor(
@@ -86,9 +101,39 @@ class Watcher {
     this.#timers.push(t);
   }
 
+  /** Lines sent before any other, a chunk per {@link pull}; `done` once the last is written. */
+  setInitial(lines: Iterator<WatchLine>, done: () => void): void {
+    this.#initial = lines;
+    this.#initialDone = done;
+  }
+
   send(line: WatchLine): void {
     if (this.#closed) return;
+    if (this.#initial !== undefined) {
+      this.#held.push(line);
+      return;
+    }
     this.#controller.enqueue(encoder.encode(JSON.stringify(line) + "\n"));
+  }
+
+  /** The reader wants more: the next {@link INITIAL_CHUNK_BYTES} of initial events. */
+  pull(): void {
+    const initial = this.#initial;
+    if (initial === undefined || this.#closed) return;
+    let text = "";
+    while (text.length < INITIAL_CHUNK_BYTES) {
+      const next = initial.next();
+      if (next.done) {
+        this.#initial = undefined;
+        break;
+      }
+      text += JSON.stringify(next.value) + "\n";
+    }
+    if (text !== "") this.#controller.enqueue(encoder.encode(text));
+    if (this.#initial === undefined) {
+      this.#initialDone?.();
+      for (const line of this.#held.splice(0)) this.send(line);
+    }
   }
 
   /** Ends the response body normally (the client sees the end of the stream). */
@@ -106,6 +151,8 @@ class Watcher {
 
   #stop(): void {
     this.#closed = true;
+    this.#initial = undefined;
+    this.#held = [];
     for (const t of this.#timers) t.cancel();
     this.#onClose(this);
   }
@@ -117,6 +164,7 @@ export class WatchHub {
   readonly #clock: Clock;
   readonly #bookmarkIntervalMs: number;
   readonly #watchers = new Set<Watcher>();
+  readonly #listEndListeners = new Set<(request: WatchRequest) => void>();
   #unsubscribe: (() => void) | undefined;
 
   constructor(
@@ -144,24 +192,26 @@ export class WatchHub {
     const parseError = rv === "" ? undefined : resourceVersionParseError(rv);
     if (parseError !== undefined) throw invalidWatchResourceVersion(parseError);
     this.#unsubscribe ??= this.#registry.subscribe((ev) => this.#dispatch(ev));
-    let initial: WatchLine[] = [];
+    let initial: Iterator<WatchLine> | undefined;
     let expired: StatusError | undefined;
     const fromNow = rv === "" || rv === "0";
     if (
       request.sendInitialEvents === true || (request.sendInitialEvents === undefined && fromNow)
     ) {
-      const list = this.#registry.list(
+      const list = this.#registry.snapshot(
         request.resource,
         request.namespace === "" ? undefined : request.namespace,
       );
-      initial = list.items.map((object) => ({ type: "ADDED", object }));
-      if (request.sendInitialEvents === true && request.allowBookmarks) {
-        initial.push(this.#bookmarkLine(request.resource, true));
-      }
+      // The end bookmark carries the snapshot's resourceVersion, not a later one: events after
+      // it follow the bookmark.
+      const end = request.sendInitialEvents === true && request.allowBookmarks
+        ? this.#bookmarkLine(request.resource, true, list.resourceVersion)
+        : undefined;
+      initial = initialLines(list.items, end);
     } else if (!fromNow) {
       try {
         initial = this.#registry.eventsAfter(Number(rv), (ev) => wantsEvent(request, ev))
-          .map((ev) => ({ type: ev.type, object: ev.object }));
+          .map((ev): WatchLine => ({ type: ev.type, object: ev.object })).values();
       } catch (err) {
         if (!(err instanceof StatusError)) throw err;
         expired = err;
@@ -178,14 +228,30 @@ export class WatchHub {
           w.close();
           return;
         }
-        for (const line of initial) w.send(line);
+        if (initial !== undefined) {
+          w.setInitial(initial, () => {
+            if (request.sendInitialEvents !== true) return;
+            for (const fn of this.#listEndListeners) fn(request);
+          });
+        }
         if (request.timeoutSeconds !== undefined && request.timeoutSeconds > 0) {
           w.addTimer(this.#clock.setTimer(request.timeoutSeconds * 1000, () => w.close()));
         }
         if (request.allowBookmarks && this.#bookmarkIntervalMs > 0) this.#scheduleBookmark(w);
       },
+      pull: () => watcher?.pull(),
       cancel: () => watcher?.cancelled(),
     });
+  }
+
+  /**
+   * Calls `fn` each time a watch list (`sendInitialEvents=true`) has written its last initial
+   * event to the response body: the moment its client has read the list, give or take the
+   * socket buffers. Returns the unsubscribe function.
+   */
+  onWatchListSent(fn: (request: WatchRequest) => void): () => void {
+    this.#listEndListeners.add(fn);
+    return () => this.#listEndListeners.delete(fn);
   }
 
   /** Sends a BOOKMARK at the current resourceVersion to every watch that allows bookmarks. */
@@ -215,10 +281,12 @@ export class WatchHub {
     }));
   }
 
-  #bookmarkLine(res: ServedResource, initialEventsEnd = false): WatchLine {
-    const metadata: BookmarkObject["metadata"] = {
-      resourceVersion: String(this.#registry.resourceVersion),
-    };
+  #bookmarkLine(
+    res: ServedResource,
+    initialEventsEnd = false,
+    resourceVersion = this.#registry.resourceVersion,
+  ): WatchLine {
+    const metadata: BookmarkObject["metadata"] = { resourceVersion: String(resourceVersion) };
     if (initialEventsEnd) metadata.annotations = { [INITIAL_EVENTS_END_ANNOTATION]: "true" };
     return {
       type: "BOOKMARK",
@@ -236,6 +304,15 @@ export class WatchHub {
       if (wantsEvent(w.request, ev)) w.send({ type: ev.type, object: ev.object });
     }
   }
+}
+
+/** The ADDED events of `items`, then `end` when given, one at a time. */
+function* initialLines(
+  items: readonly StoredObject[],
+  end: WatchLine | undefined,
+): Generator<WatchLine> {
+  for (const object of items) yield { type: "ADDED", object };
+  if (end !== undefined) yield end;
 }
 
 /** True when a watch of `request` wants `ev`. */
