@@ -139,7 +139,7 @@ async function csiAttach(
   log.v(4).info("Calling ControllerPublishVolume", { volumeHandle: volumeId, nodeID: nodeId });
   try {
     const res = await ctx.csi.controllerPublishVolume(
-      { ...call, secrets: secrets ?? {} },
+      { volumeId, nodeId, volumeCapability, readonly, secrets: secrets ?? {}, volumeContext },
       callOptions(ctx, migrated),
     );
     return { kind: "ok", va: current, published: { publishContext: res.publishContext, request } };
