@@ -9,7 +9,7 @@
  * measured: a first `deno run` of a new file analyses its imports and writes that to `DENO_DIR`
  * (about 65 MiB of RSS for the 3.7 MB bundle, measured), which a compiled binary never does at
  * start. Either way it runs with the environment the image sets (the `ENV` lines of the
- * Containerfile's last stage, such as glibc's `MALLOC_*` settings), as `env NAME=VALUE … command`.
+ * Containerfile's last stage, `DENO_USE_CGROUPS=1` and any other), as `env NAME=VALUE … command`.
  *
  * @module
  */

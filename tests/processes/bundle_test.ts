@@ -18,7 +18,7 @@ import { imageEnvironment } from "../../bench/shipped_form.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
 const TASKS: Record<string, string> = JSON.parse(Deno.readTextFileSync(`${ROOT}deno.json`)).tasks;
-/** The environment the image sets (the Containerfile's `ENV`: glibc malloc's settings …). */
+/** The environment the image sets (the Containerfile's `ENV`, `DENO_USE_CGROUPS=1` …). */
 const IMAGE_ENV = Object.fromEntries(
   imageEnvironment(Deno.readTextFileSync(`${ROOT}Containerfile`)),
 );
