@@ -69,7 +69,8 @@ per attach and detach, CPU and memory. Writes bench/results/<date>.json.
                           A B A B; the table shows both and B/A), or up to six times (A B C ...,
                           e.g. one attacher under several V8 flag sets). Default: ours as shipped:
                           the compiled binary when DENORT_BIN is set, else the bundle run
-                          with the compile task's permissions and V8 flags
+                          with the compile task's permissions and V8 flags; either under
+                          the Containerfile's ENV (env NAME=VALUE ...)
   --runs=N                runs per attacher and scenario (default 1, or 3 with two or more);
                           the table shows medians
   --workers=10            --worker-threads of the attacher

@@ -122,13 +122,19 @@ async function addMemoryUsage(inspector: Inspector, p: FootprintPoint): Promise<
 }
 
 /**
- * `commandLine` with `--inspect=127.0.0.1:<port>` after the `run` of a `deno run` command;
- * undefined for any other command (the Go attacher).
+ * `commandLine` with `--inspect=127.0.0.1:<port>` after the `run` of a `deno run` command, also
+ * one under `env NAME=VALUE …` (the shipped form); undefined for any other command (the Go
+ * attacher).
  */
 export function withInspector(commandLine: string, port: number): string | undefined {
   const words = commandLine.split(/\s+/).filter((w) => w !== "");
-  const run = words.indexOf("run");
-  if (run < 1 || !/(^|\/)deno'?$/.test(words[0] ?? "")) return undefined;
+  let program = 0;
+  if (words[0] === "env") {
+    program = 1;
+    while (words[program]?.includes("=")) program++;
+  }
+  const run = words.indexOf("run", program);
+  if (run <= program || !/(^|\/)deno'?$/.test(words[program] ?? "")) return undefined;
   words.splice(run + 1, 0, `--inspect=127.0.0.1:${port}`);
   return words.join(" ");
 }

@@ -11,7 +11,12 @@ Deno.test("withInspector adds --inspect to a deno run command line only", () => 
     "deno run --inspect=127.0.0.1:1 -A main.ts",
   );
   assert.equal(withInspector("/root/bin/csi-attacher-v4.13.0", 9229), undefined);
-  assert.equal(withInspector("env X=1 deno run main.ts", 9229), undefined);
+  assert.equal(
+    withInspector("env MALLOC_ARENA_MAX=1 X=2 /usr/bin/deno run main.js", 7),
+    "env MALLOC_ARENA_MAX=1 X=2 /usr/bin/deno run --inspect=127.0.0.1:7 main.js",
+  );
+  assert.equal(withInspector("env X=1 /root/bin/csi-attacher", 9229), undefined);
+  assert.equal(withInspector("nice deno run main.ts", 9229), undefined);
 });
 
 Deno.test("renderPoints shows one column per point, MiB with one decimal", () => {

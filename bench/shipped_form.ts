@@ -8,7 +8,8 @@
  * the compile task, read from `deno.json`. The bundle is run once (`--version`) before it is
  * measured: a first `deno run` of a new file analyses its imports and writes that to `DENO_DIR`
  * (about 65 MiB of RSS for the 3.7 MB bundle, measured), which a compiled binary never does at
- * start.
+ * start. Either way it runs with the environment the image sets (the `ENV` lines of the
+ * Containerfile's last stage, `DENO_USE_CGROUPS=1` and any other), as `env NAME=VALUE … command`.
  *
  * @module
  */
@@ -40,6 +41,34 @@ async function deno(args: string[], cwd: string): Promise<void> {
   if (!out.success) {
     throw new Error(`deno ${args.join(" ")} failed:\n${new TextDecoder().decode(out.stderr)}`);
   }
+}
+
+/**
+ * The environment the image sets: the `ENV NAME=VALUE …` lines of a Containerfile's last stage
+ * (after its last `FROM`), in order. Values are single words (no quotes, no spaces, no `$`).
+ *
+ * @throws {SyntaxError} for an `ENV` line of another form (`ENV NAME VALUE`, quotes, variables).
+ */
+export function imageEnvironment(containerfile: string): [string, string][] {
+  const lines = containerfile.split("\n").map((line) => line.trim());
+  const from = lines.findLastIndex((line) => /^FROM\s/i.test(line));
+  const env: [string, string][] = [];
+  for (const line of lines.slice(from + 1)) {
+    if (!/^ENV\s/i.test(line)) continue;
+    for (const word of line.split(/\s+/).slice(1)) {
+      const m = /^([A-Za-z_][A-Za-z0-9_]*)=([\w@%+:,./-]*)$/.exec(word);
+      if (m === null) {
+        throw new SyntaxError(`Cannot read the Containerfile's ${JSON.stringify(line)}`);
+      }
+      env.push([m[1] as string, m[2] as string]);
+    }
+  }
+  return env;
+}
+
+/** `env NAME=VALUE …` words for `env`, none when it is empty. */
+function envWords(env: [string, string][]): string[] {
+  return env.length === 0 ? [] : ["env", ...env.map(([name, value]) => `${name}=${value}`)];
 }
 
 /** Quotes a word for `sh`. */
@@ -75,7 +104,8 @@ function withFlagValue(args: string[], flag: string, value: string): string[] {
 /**
  * Builds the shipped form into `dir` and returns its command line (shell text) and a short
  * description: the compile task's release bundle, compiled when `denortBin` is set, else run
- * with the compile task's permissions and V8 flags.
+ * with the compile task's permissions and V8 flags; either under the image's environment
+ * (`Containerfile`, {@link imageEnvironment}).
  *
  * @param denortBin `DENORT_BIN`: when set, the compiled binary is built and run.
  */
@@ -86,6 +116,7 @@ export async function buildShippedForm(
 ): Promise<{ commandLine: string; description: string }> {
   const task = await compileTask(repo);
   const steps = compileSteps(task);
+  const env = envWords(imageEnvironment(await Deno.readTextFile(`${repo}Containerfile`)));
   const bundle = `${dir}/bundle/main.js`;
   await deno(withFlagValue(steps.bundle, "--outdir", `${dir}/bundle`), repo);
   if (denortBin) {
@@ -93,12 +124,16 @@ export async function buildShippedForm(
     const args = withFlagValue(steps.compile, "--output", binary);
     args[args.length - 1] = bundle;
     await deno(args, repo);
-    return { commandLine: shellWord(binary), description: "deno compile binary" };
+    return {
+      commandLine: [...env, binary].map(shellWord).join(" "),
+      description: "deno compile binary with the image's environment",
+    };
   }
   const run = ["run", "--no-prompt", ...runtimeFlags(steps.compile.join(" ")), bundle];
   await deno([...run, "--version"], dir);
   return {
-    commandLine: [Deno.execPath(), ...run].map(shellWord).join(" "),
-    description: "release bundle with the compile task's permissions and V8 flags",
+    commandLine: [...env, Deno.execPath(), ...run].map(shellWord).join(" "),
+    description:
+      "release bundle with the compile task's permissions and V8 flags, the image's environment",
   };
 }

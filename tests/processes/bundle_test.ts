@@ -14,9 +14,14 @@ import { leaderIdentity } from "../../lib/leaderelection/config.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import { finalizerName, leaseName } from "../../lib/controller/names.ts";
 import type { Lease, PersistentVolume, VolumeAttachment } from "../../lib/kube/types.ts";
+import { imageEnvironment } from "../../bench/shipped_form.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
 const TASKS: Record<string, string> = JSON.parse(Deno.readTextFileSync(`${ROOT}deno.json`)).tasks;
+/** The environment the image sets (the Containerfile's `ENV`, `DENO_USE_CGROUPS=1` …). */
+const IMAGE_ENV = Object.fromEntries(
+  imageEnvironment(Deno.readTextFileSync(`${ROOT}Containerfile`)),
+);
 
 /** Upper bound of the whole bundle test; it normally takes a few seconds. */
 const GUARD_MS = 180_000;
@@ -270,7 +275,8 @@ async function runsAlone(kind: "bundle" | "release"): Promise<void> {
     const httpPort = probe.addr.port;
     probe.close();
 
-    // 3. Run the bundle alone: nothing cached, no npm, no config, a clean environment.
+    // 3. Run the bundle alone: nothing cached, no npm, no config, a clean environment (the
+    // release bundle with the image's).
     child = new Deno.Command(Deno.execPath(), {
       args: [
         "run",
@@ -291,7 +297,12 @@ async function runsAlone(kind: "bundle" | "release"): Promise<void> {
       ],
       cwd: runDir,
       clearEnv: true,
-      env: { DENO_DIR: denoDir, NO_COLOR: "1", POD_NAMESPACE: "default" },
+      env: {
+        ...(kind === "release" ? IMAGE_ENV : {}),
+        DENO_DIR: denoDir,
+        NO_COLOR: "1",
+        POD_NAMESPACE: "default",
+      },
       stdout: "piped",
       stderr: "piped",
     }).spawn();
