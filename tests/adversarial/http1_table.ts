@@ -33,6 +33,7 @@ import {
 } from "../../testkit/http1/raw_server.ts";
 import { plainConnection } from "../../testkit/harness/client_fixtures.ts";
 import { ConnectProxy } from "../../testkit/connect_proxy.ts";
+import { within } from "../../testkit/harness/within.ts";
 
 const MiB = 1024 * 1024;
 /** How much the heap may grow over a row, after a forced GC. */
@@ -618,19 +619,6 @@ function check(row: Row, outcome: { events?: string[]; error?: unknown }): void 
     assert.equal(error.reason, expect.reason, what);
   } else {
     assert.equal(error.code, expect.code, what);
-  }
-}
-
-/** `promise`, or a failure when it has not settled after `ms`. */
-async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: not settled after ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([promise, late]);
-  } finally {
-    clearTimeout(timer);
   }
 }
 

@@ -12,22 +12,10 @@ import { isTransportError } from "../../lib/wire/http1/errors.ts";
 import { RawHttpServer } from "../../testkit/http1/raw_server.ts";
 import { plainConnection } from "../../testkit/harness/client_fixtures.ts";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
+import { within } from "../../testkit/harness/within.ts";
 
 /** Head of a watch answer whose body ends when the connection closes. */
 const WATCH_HEAD = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n";
-
-/** `promise`, or a failure naming `what` when it has not settled after `ms`. */
-async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: not settled after ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([promise, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /**
  * Every event of a watch of VolumeAttachments, or the error it ended with; the events are pushed
