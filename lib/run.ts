@@ -280,11 +280,12 @@ class Attacher {
       await probeForever(csi, { timeoutMs: settings.callTimeoutMs, clock, log, signal });
       const driverName = await getDriverName(csi);
       log.info("CSI driver name", { driver: driverName });
+      // cmd/csi-attacher/main.go names its metrics manager's driver before it asks for the
+      // capabilities, so only Probe and GetPluginInfo are observed as `unknown-driver`.
+      this.#metrics.setDriverName(driverName);
       if (MIGRATION_DRIVER_NAMES.has(driverName)) {
-        // Where the Go attacher makes its metrics manager again `WithMigration()`
-        // (cmd/csi-attacher/main.go): later calls carry the driver's name and the `migrated`
-        // label; the calls observed so far keep their series.
-        this.#metrics.setDriverName(driverName);
+        // Where the Go attacher makes its metrics manager again `WithMigration()`: later calls
+        // carry the `migrated` label too; the calls observed so far keep their series.
         this.#metrics.addMigratedLabel();
       }
       const caps = await getCapabilities(csi, clock);
