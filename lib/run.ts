@@ -50,7 +50,7 @@ import { LeaderElector } from "./leaderelection/elector.ts";
 import { leaderElectionNamespace, leaderIdentity } from "./leaderelection/config.ts";
 import { raceAbort } from "./abort.ts";
 import { type LeaseFence, UNFENCED } from "./lease_fence.ts";
-import { heapReclaimer } from "./heap.ts";
+import { heapCollector, heapReclaimer, pacedCollector } from "./heap.ts";
 import { createMetrics, type Metrics } from "./observe/metrics.ts";
 import { MIGRATION_DRIVER_NAMES } from "./controller/migration.ts";
 import { leaseName } from "./controller/names.ts";
@@ -423,12 +423,17 @@ class Attacher {
   #informers(driverName: string): Informers {
     const deps = { kube: this.#parts.kube, clock: this.#clock, log: this.#log };
     const resyncMs = this.#settings.controller.resyncMs;
+    // The lists are read at once: their garbage is collected as they go, not only once V8's
+    // incremental marking ends long past its limit (lib/heap.ts).
+    const collect = heapCollector();
+    const onListedObject = collect === undefined ? undefined : pacedCollector(collect);
     const persistentVolumes = new Informer<PersistentVolume>(deps, {
       resource: PERSISTENT_VOLUMES,
       resyncMs,
       name: "persistentvolumes",
       transform: cachedPersistentVolume,
       watchList: true,
+      onListedObject,
     });
     return {
       volumeAttachments: new Informer<VolumeAttachment>(deps, {
@@ -438,6 +443,7 @@ class Attacher {
         // The PV name a VA names is the cached PV's own string.
         transform: (va) => cachedVolumeAttachment(va, persistentVolumes),
         watchList: true,
+        onListedObject,
       }),
       persistentVolumes,
       csiNodes: new Informer<CsiNode>(deps, {
@@ -446,6 +452,7 @@ class Attacher {
         name: "csinodes",
         transform: cachedCsiNode(driverName),
         watchList: true,
+        onListedObject,
       }),
     };
   }
