@@ -66,6 +66,7 @@ RSS from Deno.memoryUsage() over the inspector).
   --alloc               a sampling heap profile of the attach phase (garbage included), printed
                         as bytes allocated per attach by function (needs the inspector)
   --rest=3000           ms at rest before the "rest" point
+  --nodes=50            nodes the VolumeAttachments are spread over
   --top=20              groups of each snapshot to print
 `;
 
@@ -268,6 +269,7 @@ export async function runFootprint(args: string[], repo: string): Promise<number
       smaps: { type: "boolean", default: false },
       alloc: { type: "boolean", default: false },
       rest: { type: "string", default: "3000" },
+      nodes: { type: "string", default: "50" },
       top: { type: "string", default: "20" },
       fake: { type: "boolean", default: true },
       help: { type: "boolean", short: "h", default: false },
@@ -282,7 +284,11 @@ export async function runFootprint(args: string[], repo: string): Promise<number
   const count = Number(o.sizes);
   const restMs = Number(o.rest);
   const top = Number(o.top);
-  if (!Number.isInteger(count) || count < 1 || !(restMs >= 0) || !(top >= 1)) {
+  const nodes = Number(o.nodes);
+  if (
+    !Number.isInteger(count) || count < 1 || !(restMs >= 0) || !(top >= 1) ||
+    !Number.isInteger(nodes) || nodes < 1
+  ) {
     console.error(FOOTPRINT_USAGE);
     return 2;
   }
@@ -296,7 +302,7 @@ export async function runFootprint(args: string[], repo: string): Promise<number
   const inspected = o["no-inspect"] ? undefined : withInspector(command, port);
   const env = await FakeEnvironment.start({
     count,
-    nodes: 50,
+    nodes,
     prefix: "fp-",
     driver: "example.csi.k8s.io",
   });
