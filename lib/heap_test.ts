@@ -1,12 +1,63 @@
 import assert from "node:assert/strict";
-import { heapCollector, heapReclaimer, pacedCollector } from "./heap.ts";
+import {
+  GROWTH_WORTH_COLLECTING,
+  heapCollector,
+  heapReclaimer,
+  MAX_ROUNDS,
+  MIN_GROWTH_BYTES,
+  pacedCollector,
+} from "./heap.ts";
+
+const MIB = 1024 * 1024;
+
+/** A stand-in heap: `gc` notes its options and sets the committed size to the next of `sizes`. */
+function fakeHeap(committed: number, ...sizes: number[]) {
+  const calls: unknown[] = [];
+  const heap = {
+    committed,
+    gc: (options: unknown) => {
+      calls.push(options);
+      heap.committed = sizes.shift() ?? heap.committed;
+    },
+    heapCommitted: () => heap.committed,
+  };
+  return { heap, calls };
+}
 
 Deno.test("heapReclaimer runs V8's memory-reducing full collection when gc is exposed", () => {
-  const calls: unknown[] = [];
-  const reclaim = heapReclaimer({ gc: (options: unknown) => calls.push(options) });
+  const { heap, calls } = fakeHeap(100 * MIB, 99 * MIB);
+  const reclaim = heapReclaimer(heap);
   assert.ok(reclaim !== undefined);
   reclaim();
   assert.deepEqual(calls, [{ type: "major", execution: "sync", flavor: "last-resort" }]);
+});
+
+Deno.test("heapReclaimer collects again while a collection returns memory, at most MAX_ROUNDS", () => {
+  // After a burst at 100 000 pairs: the first collection frees the garbage, the next ones empty
+  // the pages the live objects are spread over, then nothing more comes back.
+  const { heap, calls } = fakeHeap(227 * MIB, 120 * MIB, 100 * MIB, 90 * MIB, 89 * MIB);
+  heapReclaimer(heap)!();
+  assert.equal(calls.length, 4);
+  assert.equal(heap.committed, 89 * MIB);
+  const endless = fakeHeap(1000 * MIB, 800 * MIB, 600 * MIB, 400 * MIB, 200 * MIB, 100 * MIB);
+  heapReclaimer(endless.heap)!();
+  assert.equal(endless.calls.length, MAX_ROUNDS);
+});
+
+Deno.test("heapReclaimer skips a collection when the heap grew little since the last", () => {
+  const { heap, calls } = fakeHeap(200 * MIB, 100 * MIB, 100 * MIB);
+  const reclaim = heapReclaimer(heap)!;
+  reclaim();
+  assert.equal(calls.length, 2, "the first call collects: the garbage, then nothing more");
+  // A small burst or ListVolumes pass: its garbage fits in what the heap holds.
+  heap.committed = 100 * MIB + Math.max(MIN_GROWTH_BYTES, 100 * MIB * GROWTH_WORTH_COLLECTING) -
+    1;
+  reclaim();
+  assert.equal(calls.length, 2, "growth below the threshold: no collection");
+  // The threshold is against the size after the last collection: skipped calls do not move it.
+  heap.committed = 107 * MIB;
+  reclaim();
+  assert.equal(calls.length, 3, "6.25 % more than after the last collection");
 });
 
 Deno.test("heapReclaimer is undefined without an exposed gc", () => {

@@ -62,8 +62,9 @@ export interface ControllerDeps {
    */
   afterSync?: () => void;
   /**
-   * Called when the workers have been idle for {@link IDLE_AFTER_MS} after processing keys and
-   * both queues are empty: the end of a burst. `run.ts` collects the burst's garbage there.
+   * Called when the workers have been idle for {@link IDLE_AFTER_MS} after processing keys or
+   * after a ListVolumes pass, and both queues are empty: the end of a burst. `run.ts` collects
+   * the burst's garbage there (`lib/heap.ts`, which skips a collection not worth its time).
    */
   whenIdle?: () => void;
 }
@@ -458,6 +459,9 @@ export class AttachController {
       } catch (err) {
         this.#log.error(err, "Failed to reconcile volume attachments");
       }
+      // A pass over many VAs leaves garbage as a burst does (its answer, the snapshot of the
+      // cache): the workers' idle collection follows it too.
+      this.#noteActivity();
       try {
         await this.#clock.sleep(this.#opts.reconcileSyncMs, signal);
       } catch {

@@ -350,3 +350,48 @@ Deno.test("AttachController's first reconcile pass waits at most one period for 
   never.resolve("done");
   await running;
 });
+
+Deno.test("AttachController calls whenIdle after each ListVolumes pass once the queues are empty", async () => {
+  const clock = new FakeClock(0);
+  const vaInformer = new SyncingInformer<VolumeAttachment>();
+  const pvInformer = new SyncingInformer<PersistentVolume>();
+  const vaQueue = testQueue(clock, "va");
+  const order: string[] = [];
+  const controller = new AttachController({
+    vaInformer,
+    pvInformer,
+    vaQueue,
+    pvQueue: testQueue(clock, "pv"),
+    handler: {
+      syncVolumeAttachment: () => Promise.resolve("done"),
+      syncPersistentVolume: () => Promise.resolve("done"),
+    },
+    memory: new AttachmentMemory({ backoff: vaQueue }),
+    reconciler: {
+      reconcile(): Promise<void> {
+        order.push("reconcile");
+        return Promise.resolve();
+      },
+    },
+    log: nullLogger,
+    clock,
+    whenIdle: () => order.push("whenIdle"),
+  }, { driverName: DRIVER, workers: 1, reconcileSyncMs: 60_000 });
+  // Nothing to attach: no key is ever processed, only the passes run.
+  const stop = new AbortController();
+  const running = controller.run(stop.signal);
+  vaInformer.sync();
+  pvInformer.sync();
+  await until(() => order.includes("reconcile"));
+  assert.deepEqual(order, ["reconcile"]);
+  clock.advance(IDLE_AFTER_MS - 1);
+  assert.deepEqual(order, ["reconcile"], "not before IDLE_AFTER_MS");
+  clock.advance(1);
+  assert.deepEqual(order, ["reconcile", "whenIdle"], "the pass's garbage is collected");
+  clock.advance(60_000 - IDLE_AFTER_MS);
+  await until(() => order.length > 2);
+  clock.advance(IDLE_AFTER_MS);
+  assert.deepEqual(order, ["reconcile", "whenIdle", "reconcile", "whenIdle"], "after every pass");
+  stop.abort();
+  await running;
+});
