@@ -56,32 +56,48 @@ export const GROWTH_WORTH_COLLECTING = 1 / 16;
 export const MIN_GROWTH_BYTES = 2 * 1024 * 1024;
 
 /**
- * Another collection follows while the last one returned at least this share of the committed
- * heap. One `CollectAllAvailableGarbage` (two or more mark-compacts) evacuates a bounded amount
- * of live objects per mark-compact (V8 `mark-compact.cc`, `CollectEvacuationCandidates`:
- * `kMaxEvacuatedBytesForReduceMemory`), so after a burst that left live objects spread thinly
- * over many pages, the first one frees the garbage and later ones keep emptying pages: at
- * 100 000 cached pairs the heap stood at 120 MiB committed for 84 MiB live after one, and at 86
- * after more.
+ * Another collection follows while the committed heap is more than this share above what is
+ * used (and more than {@link MIN_SLACK_BYTES}), and the last one returned at least
+ * {@link ROUND_RETURNS} of it. One `CollectAllAvailableGarbage` (two or more mark-compacts)
+ * evacuates a bounded amount of live objects per mark-compact (V8 `mark-compact.cc`,
+ * `CollectEvacuationCandidates`: `kMaxEvacuatedBytesForReduceMemory`), so after a burst that left
+ * live objects spread thinly over many pages, the first one frees the garbage and a later one
+ * empties the pages: at 100 000 cached pairs (`--trace-gc`) one left the heap at 120 MiB committed
+ * for 84 MiB used; two, at 86.
  */
+export const SLACK_LEFT = 1 / 16;
+
+/** Committed bytes above the used ones that never call for another collection. */
+export const MIN_SLACK_BYTES = 4 * 1024 * 1024;
+
+/** The least share of the committed heap a collection must return for another to follow. */
 export const ROUND_RETURNS = 1 / 32;
 
 /** At most this many collections one after another. */
 export const MAX_ROUNDS = 4;
 
-/** Where {@link heapReclaimer} finds `gc` and the committed size of the V8 heap. */
-export interface HeapScope {
-  gc?: unknown;
-  /** Bytes the V8 heap holds (`Deno.memoryUsage().heapTotal`). */
-  heapCommitted?: () => number;
+/** The V8 heap's size: what it holds from the system, and what of that objects use, bytes. */
+export interface HeapSizes {
+  committed: number;
+  used: number;
 }
 
-const denoHeapCommitted = () => Deno.memoryUsage().heapTotal;
+/** Where {@link heapReclaimer} finds `gc` and the size of the V8 heap. */
+export interface HeapScope {
+  gc?: unknown;
+  /** The heap's size; `Deno.memoryUsage()`'s `heapTotal` and `heapUsed` by default. */
+  heapSizes?: () => HeapSizes;
+}
+
+function denoHeapSizes(): HeapSizes {
+  const m = Deno.memoryUsage();
+  return { committed: m.heapTotal, used: m.heapUsed };
+}
 
 /**
  * A function that runs full, memory-reducing garbage collections when the heap grew enough since
- * the last ({@link GROWTH_WORTH_COLLECTING}), repeated while they keep returning memory
- * ({@link ROUND_RETURNS}, {@link MAX_ROUNDS}); undefined when the runtime does not expose `gc`.
+ * the last ({@link GROWTH_WORTH_COLLECTING}), repeated while the heap holds much more than it uses
+ * and they keep returning memory ({@link SLACK_LEFT}, {@link MAX_ROUNDS}); undefined when the runtime does not expose `gc`.
  * The first call always collects.
  *
  * @param scope where `gc` is looked up; `globalThis` in the attacher, a stand-in in tests.
@@ -91,11 +107,11 @@ export function heapReclaimer(
 ): (() => void) | undefined {
   const gc = scope.gc;
   if (typeof gc !== "function") return undefined;
-  const committed = scope.heapCommitted ?? denoHeapCommitted;
+  const sizes = scope.heapSizes ?? denoHeapSizes;
   const options: GcOptions = { type: "major", execution: "sync", flavor: "last-resort" };
   let after: number | undefined;
   return () => {
-    let before = committed();
+    let before = sizes().committed;
     if (
       after !== undefined &&
       before - after < Math.max(MIN_GROWTH_BYTES, after * GROWTH_WORTH_COLLECTING)
@@ -104,8 +120,15 @@ export function heapReclaimer(
     }
     for (let round = 1;; round++) {
       gc(options);
-      after = committed();
-      if (round >= MAX_ROUNDS || before - after < after * ROUND_RETURNS) return;
+      const now = sizes();
+      after = now.committed;
+      const slack = now.committed - now.used;
+      if (
+        round >= MAX_ROUNDS || slack <= Math.max(MIN_SLACK_BYTES, after * SLACK_LEFT) ||
+        before - after < after * ROUND_RETURNS
+      ) {
+        return;
+      }
       before = after;
     }
   };
