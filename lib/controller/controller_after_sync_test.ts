@@ -273,6 +273,20 @@ function reconciling(
   syncVolumeAttachment: Handler["syncVolumeAttachment"],
   order: string[],
 ) {
+  const { clock, ...parts } = reconcilingController(syncVolumeAttachment, order);
+  const va: VolumeAttachment = {
+    metadata: { name: "va-1", resourceVersion: "1" },
+    spec: { attacher: DRIVER, nodeName: "node1", source: { persistentVolumeName: "pv-1" } },
+  };
+  return { clock, ...runOver(va, parts) };
+}
+
+/** A controller with a reconciler whose passes, and idle calls, are noted in `order`. */
+function reconcilingController(
+  syncVolumeAttachment: Handler["syncVolumeAttachment"],
+  order: string[],
+  whenIdle?: () => void,
+) {
   const clock = new FakeClock(0);
   const vaInformer = new SyncingInformer<VolumeAttachment>();
   const pvInformer = new SyncingInformer<PersistentVolume>();
@@ -292,12 +306,9 @@ function reconciling(
     },
     log: nullLogger,
     clock,
+    whenIdle,
   }, { driverName: DRIVER, workers: 2, reconcileSyncMs: 60_000 });
-  const va: VolumeAttachment = {
-    metadata: { name: "va-1", resourceVersion: "1" },
-    spec: { attacher: DRIVER, nodeName: "node1", source: { persistentVolumeName: "pv-1" } },
-  };
-  return { clock, ...runOver(va, { vaInformer, pvInformer, controller }) };
+  return { clock, vaInformer, pvInformer, controller };
 }
 
 /** Runs `controller` over caches that hold `va` (queued), synced at once. */
@@ -352,31 +363,12 @@ Deno.test("AttachController's first reconcile pass waits at most one period for 
 });
 
 Deno.test("AttachController calls whenIdle after each ListVolumes pass once the queues are empty", async () => {
-  const clock = new FakeClock(0);
-  const vaInformer = new SyncingInformer<VolumeAttachment>();
-  const pvInformer = new SyncingInformer<PersistentVolume>();
-  const vaQueue = testQueue(clock, "va");
   const order: string[] = [];
-  const controller = new AttachController({
-    vaInformer,
-    pvInformer,
-    vaQueue,
-    pvQueue: testQueue(clock, "pv"),
-    handler: {
-      syncVolumeAttachment: () => Promise.resolve("done"),
-      syncPersistentVolume: () => Promise.resolve("done"),
-    },
-    memory: new AttachmentMemory({ backoff: vaQueue }),
-    reconciler: {
-      reconcile(): Promise<void> {
-        order.push("reconcile");
-        return Promise.resolve();
-      },
-    },
-    log: nullLogger,
-    clock,
-    whenIdle: () => order.push("whenIdle"),
-  }, { driverName: DRIVER, workers: 1, reconcileSyncMs: 60_000 });
+  const { clock, vaInformer, pvInformer, controller } = reconcilingController(
+    () => Promise.resolve("done"),
+    order,
+    () => order.push("whenIdle"),
+  );
   // Nothing to attach: no key is ever processed, only the passes run.
   const stop = new AbortController();
   const running = controller.run(stop.signal);
