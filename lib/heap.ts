@@ -29,9 +29,8 @@
  * grows with what has been read.
  *
  * The controller also calls {@link heapReclaimer} when the workers go quiet after a ListVolumes
- * pass, whose answer
- * (at 100 000 volumes, about 21 MiB of heap) outlives young-generation collections and would
- * otherwise stay in the old generation until its next limit.
+ * pass, whose answer (at 100 000 volumes, about 21 MiB of heap) outlives young-generation
+ * collections and would otherwise stay in the old generation until its next limit.
  *
  * @module
  */
