@@ -61,13 +61,24 @@ function shared<T extends string | undefined>(value: T): T {
   return (value === undefined ? undefined : SHARED_VALUES.intern(value)) as T;
 }
 
-/** The last timestamp kept: objects created (or deleted) in one burst share their second. */
-let lastTimestamp: string | undefined;
+/** Which timestamp of an object: its creation or its deletion. */
+type TimestampKind = "created" | "deleted";
 
-/** `value`, or the instance of the previous timestamp when they are equal. */
-function timestamp(value: string): string {
-  if (value === lastTimestamp) return lastTimestamp;
-  lastTimestamp = value;
+/**
+ * The last creation and the last deletion timestamp kept: objects created (or deleted) in one
+ * burst share their second. Apart, so that the two timestamps of each VA being deleted do not
+ * push each other out (one slot for both left every VA of a detach burst its own copy of both).
+ */
+const lastTimestamps: Record<TimestampKind, string | undefined> = {
+  created: undefined,
+  deleted: undefined,
+};
+
+/** `value`, or the instance of the previous timestamp of `kind` when they are equal. */
+function timestamp(value: string, kind: TimestampKind): string {
+  const last = lastTimestamps[kind];
+  if (value === last) return last;
+  lastTimestamps[kind] = value;
   return value;
 }
 
@@ -104,8 +115,8 @@ function keptAnnotations(
 }
 
 /** A timestamp member: strings through {@link timestamp}, anything else as it is. */
-function keptTimestamp(value: string | undefined): string | undefined {
-  return typeof value === "string" ? timestamp(value) : value;
+function keptTimestamp(value: string | undefined, kind: TimestampKind): string | undefined {
+  return typeof value === "string" ? timestamp(value, kind) : value;
 }
 
 /**
@@ -128,7 +139,7 @@ function keptMetadata(
     const uid = meta.uid;
     const resourceVersion = meta.resourceVersion;
     // The attach latency and the oldest-pending gauge count from it.
-    const creationTimestamp = keptTimestamp(meta.creationTimestamp);
+    const creationTimestamp = keptTimestamp(meta.creationTimestamp, "created");
     if (
       meta.namespace === undefined && uid !== undefined && resourceVersion !== undefined &&
       creationTimestamp !== undefined
@@ -143,7 +154,7 @@ function keptMetadata(
         if (kept === undefined) return { name, uid, resourceVersion, creationTimestamp };
       } else if (finalizers !== undefined && kept !== undefined) {
         // An attached VA being deleted: every one of them at the start of a detach burst.
-        const deletionTimestamp = keptTimestamp(meta.deletionTimestamp);
+        const deletionTimestamp = keptTimestamp(meta.deletionTimestamp, "deleted");
         return {
           name,
           uid,
@@ -165,11 +176,11 @@ function keptMetadata(
     if (meta.uid !== undefined) out.uid = meta.uid;
     if (meta.resourceVersion !== undefined) out.resourceVersion = meta.resourceVersion;
     if (meta.creationTimestamp !== undefined) {
-      out.creationTimestamp = keptTimestamp(meta.creationTimestamp);
+      out.creationTimestamp = keptTimestamp(meta.creationTimestamp, "created");
     }
   }
   if (meta.deletionTimestamp !== undefined) {
-    out.deletionTimestamp = keptTimestamp(meta.deletionTimestamp);
+    out.deletionTimestamp = keptTimestamp(meta.deletionTimestamp, "deleted");
   }
   if (finalizers !== undefined) out.finalizers = finalizers;
   if (kept !== undefined) out.annotations = kept;
