@@ -429,15 +429,17 @@ class Attacher {
       transform: cachedPersistentVolume,
       watchList: true,
     });
+    const volumeAttachments: Informer<VolumeAttachment> = new Informer<VolumeAttachment>(deps, {
+      resource: VOLUME_ATTACHMENTS,
+      resyncMs,
+      name: "volumeattachments",
+      // The PV name a VA names is the cached PV's own string; a new version of a cached VA keeps
+      // what it shares with the version it replaces.
+      transform: (va) => cachedVolumeAttachment(va, persistentVolumes, volumeAttachments),
+      watchList: true,
+    });
     return {
-      volumeAttachments: new Informer<VolumeAttachment>(deps, {
-        resource: VOLUME_ATTACHMENTS,
-        resyncMs,
-        name: "volumeattachments",
-        // The PV name a VA names is the cached PV's own string.
-        transform: (va) => cachedVolumeAttachment(va, persistentVolumes),
-        watchList: true,
-      }),
+      volumeAttachments,
       persistentVolumes,
       csiNodes: new Informer<CsiNode>(deps, {
         resource: CSI_NODES,

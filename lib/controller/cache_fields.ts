@@ -198,18 +198,78 @@ function keptStatus(status: VolumeAttachment["status"]): VolumeAttachment["statu
   return status.attached ? ATTACHED : NOT_ATTACHED;
 }
 
+/** The cache an object is about to enter, to find the version it replaces; only `get` is asked. */
+export type PreviousVersions<T> = Pick<ObjectStore<T>, "get">;
+
+/**
+ * Points `meta`'s name, uid and creationTimestamp at the equal strings of `before`, the cached
+ * version it replaces, so that a new version holds new strings only for what changed. What the
+ * new version holds anew has to be promoted to V8's old generation, while the version it
+ * replaces, already there, turns to garbage; in a detach burst every VA gets a new version (its
+ * deletionTimestamp) at once.
+ */
+function reuseStrings(meta: ObjectMeta, before: ObjectMeta): void {
+  if (typeof meta.name === "string" && before.name === meta.name) meta.name = before.name;
+  if (typeof meta.uid === "string" && before.uid === meta.uid) meta.uid = before.uid;
+  const created = meta.creationTimestamp;
+  if (typeof created === "string" && before.creationTimestamp === created) {
+    meta.creationTimestamp = before.creationTimestamp;
+  }
+}
+
+/** The number of own enumerable keys of `value`. */
+function keyCount(value: object): number {
+  let keys = 0;
+  for (const _ in value) keys++;
+  return keys;
+}
+
+/**
+ * Whether two VolumeAttachment specs that name a PV are equal: attacher, node and PV name, and
+ * nothing else. The API server refuses any change of a VA's spec (kubernetes
+ * `pkg/apis/storage/validation/validation.go`, `ValidateVolumeAttachmentUpdate`: the spec is
+ * immutable), so two versions of one VA usually have equal specs; inline volume specs are not
+ * compared.
+ */
+function samePersistentVolumeSpec(
+  a: VolumeAttachment["spec"],
+  b: VolumeAttachment["spec"],
+): boolean {
+  const as = a.source;
+  const bs = b.source;
+  return a.attacher === b.attacher && a.nodeName === b.nodeName &&
+    typeof as?.persistentVolumeName === "string" &&
+    as.persistentVolumeName === bs?.persistentVolumeName &&
+    keyCount(a) === 3 && keyCount(b) === 3 && keyCount(as) === 1 && keyCount(bs) === 1;
+}
+
 /**
  * A VolumeAttachment as cached: `spec` and `status` whole, metadata name, namespace, uid,
  * resourceVersion, creationTimestamp, deletionTimestamp, finalizers and the node ID annotation;
  * not `apiVersion` and `kind` (the store says what it holds). With `persistentVolumes`, the PV
- * name in `spec.source` is the cached PV's own string when that PV is cached.
+ * name in `spec.source` is the cached PV's own string when that PV is cached. With `previous` (the
+ * VolumeAttachment cache itself), a new version of a cached VA keeps the cached version's equal
+ * name, uid and creationTimestamp strings, and its spec when equal ({@link reuseStrings}).
  */
 export function cachedVolumeAttachment(
   va: VolumeAttachment,
   persistentVolumes?: ObjectStore<PersistentVolume>,
+  previous?: PreviousVersions<VolumeAttachment>,
 ): VolumeAttachment {
-  const spec = va.spec;
-  if (spec !== undefined && spec !== null) {
+  const name = va.metadata?.name;
+  const before = previous === undefined || typeof name !== "string"
+    ? undefined
+    : previous.get(name);
+  if (before !== undefined) reuseStrings(va.metadata, before.metadata);
+  let spec = va.spec;
+  const beforeSpec = before?.spec;
+  if (
+    spec !== undefined && spec !== null && typeof spec === "object" &&
+    beforeSpec !== undefined && beforeSpec !== null && typeof beforeSpec === "object" &&
+    samePersistentVolumeSpec(spec, beforeSpec)
+  ) {
+    spec = beforeSpec;
+  } else if (spec !== undefined && spec !== null) {
     if (typeof spec.attacher === "string") spec.attacher = shared(spec.attacher);
     if (typeof spec.nodeName === "string") spec.nodeName = shared(spec.nodeName);
     const source = spec.source;

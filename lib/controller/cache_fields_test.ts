@@ -491,3 +491,81 @@ Deno.test("a detach burst's VAs share their deletion and creation timestamps", a
   // the other out of the one instance kept, so that each VA had its own copies.
   assert.ok(perVA < 24, `${perVA.toFixed(0)} bytes more per VA`);
 });
+
+Deno.test("a new version of a cached VA keeps the cached spec when it is equal", () => {
+  const cache = new Map<string, VolumeAttachment>();
+  const previous = { get: (name: string) => cache.get(name) };
+  const first = cachedVolumeAttachment(serverVA(), undefined, previous);
+  cache.set(first.metadata.name, first);
+  const deleted = serverVA();
+  deleted.metadata.resourceVersion = "8";
+  deleted.metadata.deletionTimestamp = "2026-01-02T00:00:00Z";
+  const second = cachedVolumeAttachment(deleted, undefined, previous);
+  assert.equal(second.spec, first.spec);
+  assert.equal(second.metadata.resourceVersion, "8");
+  assert.equal(second.metadata.deletionTimestamp, "2026-01-02T00:00:00Z");
+  // A spec that differs (the API server would not have let it change) is the new one.
+  const moved = serverVA();
+  moved.spec.nodeName = "node2";
+  const third = cachedVolumeAttachment(moved, undefined, previous);
+  assert.notEqual(third.spec, first.spec);
+  assert.equal(third.spec.nodeName, "node2");
+  // An inline volume spec is not compared: always the new one.
+  const inline = (): VolumeAttachment => {
+    const va = serverVA();
+    va.spec.source = {
+      inlineVolumeSpec: { csi: { driver: "csi.example.com", volumeHandle: "h" } },
+    };
+    return va;
+  };
+  cache.set("va1", cachedVolumeAttachment(inline()));
+  assert.notEqual(
+    cachedVolumeAttachment(inline(), undefined, previous).spec,
+    cache.get("va1")!.spec,
+  );
+});
+
+Deno.test("a detach burst's new version of a cached VA holds anew only what changed", async () => {
+  const N = 20_000;
+  const vaJson = (i: number, resourceVersion: number, deleted: boolean) =>
+    JSON.stringify({
+      apiVersion: "storage.k8s.io/v1",
+      kind: "VolumeAttachment",
+      metadata: {
+        name: `next-va-${String(i).padStart(5, "0")}`,
+        uid: `6f1e2d3c-0000-4000-8000-${String(i).padStart(12, "0")}`,
+        resourceVersion: String(resourceVersion),
+        creationTimestamp: "2026-11-28T07:00:00Z",
+        ...(deleted ? { deletionTimestamp: "2026-11-28T07:05:00Z" } : {}),
+        finalizers: [FINALIZER],
+        annotations: { [NODE_ID_ANNOTATION]: `node-id-${i % 50}` },
+      },
+      spec: {
+        attacher: "csi.example.com",
+        nodeName: `node-${i % 50}`,
+        source: { persistentVolumeName: `next-pv-${String(i).padStart(5, "0")}` },
+      },
+      status: { attached: true },
+    });
+  const cached = (json: string, previous?: Map<string, VolumeAttachment>) => {
+    // A copy with its own metadata, as the informer hands its transform.
+    const raw = JSON.parse(json) as VolumeAttachment;
+    return cachedVolumeAttachment({ ...raw, metadata: { ...raw.metadata } }, undefined, previous);
+  };
+  const attached = new Map<string, VolumeAttachment>();
+  for (let i = 0; i < N; i++) {
+    const va = cached(vaJson(i, 300_000 + i, false));
+    attached.set(va.metadata.name, va);
+  }
+  const before = await liveHeap();
+  // The versions of the delete burst, the attached ones still held: what the new ones hold anew
+  // is what enters V8's old generation while the versions they replace turn to garbage there.
+  const deleted: VolumeAttachment[] = [];
+  for (let i = 0; i < N; i++) deleted.push(cached(vaJson(i, 400_000 + i, true), attached));
+  const perVA = (await liveHeap() - before) / N;
+  assert.equal(deleted.length + attached.size, 2 * N);
+  assert.equal(deleted[7]!.spec, attached.get(deleted[7]!.metadata.name)!.spec);
+  // The VA, its metadata, its resourceVersion and a slot in the list: 162 bytes with Deno 2.9.6;
+  // 330 when it held its own name, uid, creationTimestamp and spec.
+  assert.ok(perVA < 240, `${perVA.toFixed(0)} bytes per new version`);
+});

@@ -545,10 +545,13 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
       seeds.filter((o): o is PersistentVolume => o.kind === "PersistentVolume"),
       cachedPersistentVolume,
     );
+    // The seeds enter the VA cache while it is made, with no previous version to look up.
+    let vaCache: FakeInformer<VolumeAttachment> | undefined;
     const vaInformer = new FakeInformer<VolumeAttachment>(
       seeds.filter((o): o is VolumeAttachment => o.kind === "VolumeAttachment"),
-      (va) => cachedVolumeAttachment(va, pvInformer),
+      (va) => cachedVolumeAttachment(va, pvInformer, vaCache),
     );
+    vaCache = vaInformer;
     const csiNodeInformer = new FakeInformer<CsiNode>(
       seeds.filter((o): o is CsiNode => o.kind === "CSINode"),
       cachedCsiNode(driver),
