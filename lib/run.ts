@@ -422,11 +422,12 @@ class Attacher {
   #informers(driverName: string): Informers {
     const deps = { kube: this.#parts.kube, clock: this.#clock, log: this.#log };
     const resyncMs = this.#settings.controller.resyncMs;
-    const persistentVolumes = new Informer<PersistentVolume>(deps, {
+    const persistentVolumes: Informer<PersistentVolume> = new Informer<PersistentVolume>(deps, {
       resource: PERSISTENT_VOLUMES,
       resyncMs,
       name: "persistentvolumes",
-      transform: cachedPersistentVolume,
+      // A new version of a cached PV keeps what it shares with the version it replaces.
+      transform: (pv) => cachedPersistentVolume(pv, persistentVolumes),
       watchList: true,
     });
     const volumeAttachments: Informer<VolumeAttachment> = new Informer<VolumeAttachment>(deps, {

@@ -349,22 +349,72 @@ function keptCsiSpec(spec: PersistentVolumeSpec): PersistentVolumeSpec {
   return out;
 }
 
+/** Whether `a` and `b` have the same own keys with identical (`===`) values. */
+function sameMembers(a: object, b: object): boolean {
+  let keys = 0;
+  for (const key in a) {
+    keys++;
+    if (!Object.hasOwn(b, key)) return false;
+    if ((a as Record<string, unknown>)[key] !== (b as Record<string, unknown>)[key]) return false;
+  }
+  return keys === keyCount(b);
+}
+
+/**
+ * Whether two kept CSI PV specs are equal, compared member by member: their shared parts are
+ * pooled, so equal ones are the same instances, and the rest (the volume handle, `readOnly`) are
+ * strings and booleans. The source of a PV is immutable in the API (kubernetes
+ * `pkg/apis/core/validation/validation.go`, `ValidatePersistentVolumeUpdate`), so a new version
+ * of a PV (its finalizer added at the first attach) usually has the spec of the one it replaces.
+ */
+function sameCsiSpec(a: PersistentVolumeSpec, b: PersistentVolumeSpec): boolean {
+  const ac = a.csi;
+  const bc = b.csi;
+  if (ac === undefined || ac === null || bc === undefined || bc === null) return false;
+  if (!sameMembers(ac, bc)) return false;
+  let keys = 0;
+  for (const key in a) {
+    keys++;
+    if (key === "csi") continue;
+    if (!Object.hasOwn(b, key)) return false;
+    if ((a as Record<string, unknown>)[key] !== (b as Record<string, unknown>)[key]) return false;
+  }
+  return keys === keyCount(b);
+}
+
 /**
  * A PersistentVolume as cached. A CSI PV keeps metadata name, deletionTimestamp, finalizers and
  * the `pv.kubernetes.io/migrated-to` annotation, and the spec that attach and detach read
  * (`csi`, access modes, volume mode, mount options); nothing reads its `apiVersion`, `kind`, uid,
  * resourceVersion, labels, capacity or claim. An in-tree PV that CSI migration translates also
  * keeps its whole spec and its labels (the translation reads the zone labels, the Azure File
- * resource group annotation and the claim's namespace). No `status`.
+ * resource group annotation and the claim's namespace). No `status`. With `previous` (the
+ * PersistentVolume cache itself), a new version of a cached CSI PV keeps the cached version's
+ * equal name string, and its kept spec when equal (as {@link cachedVolumeAttachment} does).
  */
-export function cachedPersistentVolume(pv: PersistentVolume): PersistentVolume {
+export function cachedPersistentVolume(
+  pv: PersistentVolume,
+  previous?: PreviousVersions<PersistentVolume>,
+): PersistentVolume {
+  const name = pv.metadata?.name;
+  const before = previous === undefined || typeof name !== "string"
+    ? undefined
+    : previous.get(name);
+  if (before !== undefined) reuseStrings(pv.metadata, before.metadata);
   const metadata = keptMetadata(pv.metadata, [
     MIGRATED_TO_ANNOTATION,
     AZURE_FILE_RESOURCE_GROUP_ANNOTATION,
   ], false);
   const spec = pv.spec;
   if (spec === undefined || spec === null || typeof spec !== "object") return { metadata, spec };
-  if (!isMigratablePersistentVolume(pv)) return { metadata, spec: keptCsiSpec(spec) };
+  if (!isMigratablePersistentVolume(pv)) {
+    const kept = keptCsiSpec(spec);
+    const beforeSpec = before?.spec;
+    if (beforeSpec !== undefined && sameCsiSpec(kept, beforeSpec)) {
+      return { metadata, spec: beforeSpec };
+    }
+    return { metadata, spec: kept };
+  }
   if (pv.metadata.labels !== undefined) metadata.labels = pv.metadata.labels;
   if (Array.isArray(spec.accessModes)) spec.accessModes = sharedList(spec.accessModes);
   if (typeof spec.volumeMode === "string") spec.volumeMode = shared(spec.volumeMode);

@@ -540,12 +540,14 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
     const kube = new CheckingKubeApi(new KubeClient({ connection, log }, {}), checks);
     const csiClient = new CheckingCsiClient(grpcClient, checks);
 
-    // The caches keep what the shipped informers keep (lib/run.ts).
+    // The caches keep what the shipped informers keep (lib/run.ts). The seeds enter them while
+    // they are made, with no previous version to look up.
+    let pvCache: FakeInformer<PersistentVolume> | undefined;
     const pvInformer = new FakeInformer<PersistentVolume>(
       seeds.filter((o): o is PersistentVolume => o.kind === "PersistentVolume"),
-      cachedPersistentVolume,
+      (pv) => cachedPersistentVolume(pv, pvCache),
     );
-    // The seeds enter the VA cache while it is made, with no previous version to look up.
+    pvCache = pvInformer;
     let vaCache: FakeInformer<VolumeAttachment> | undefined;
     const vaInformer = new FakeInformer<VolumeAttachment>(
       seeds.filter((o): o is VolumeAttachment => o.kind === "VolumeAttachment"),
