@@ -217,6 +217,21 @@ function reuseStrings(meta: ObjectMeta, before: ObjectMeta): void {
   }
 }
 
+/**
+ * The cached version that `obj` replaces, if any, with `obj`'s equal strings pointed at its own
+ * ({@link reuseStrings}).
+ */
+function previousVersion<T extends { metadata: ObjectMeta }>(
+  obj: T,
+  previous: PreviousVersions<T> | undefined,
+): T | undefined {
+  const name = obj.metadata?.name;
+  if (previous === undefined || typeof name !== "string") return undefined;
+  const before = previous.get(name);
+  if (before !== undefined) reuseStrings(obj.metadata, before.metadata);
+  return before;
+}
+
 /** The number of own enumerable keys of `value`. */
 function keyCount(value: object): number {
   let keys = 0;
@@ -256,11 +271,7 @@ export function cachedVolumeAttachment(
   persistentVolumes?: ObjectStore<PersistentVolume>,
   previous?: PreviousVersions<VolumeAttachment>,
 ): VolumeAttachment {
-  const name = va.metadata?.name;
-  const before = previous === undefined || typeof name !== "string"
-    ? undefined
-    : previous.get(name);
-  if (before !== undefined) reuseStrings(va.metadata, before.metadata);
+  const before = previousVersion(va, previous);
   let spec = va.spec;
   const beforeSpec = before?.spec;
   if (
@@ -396,11 +407,7 @@ export function cachedPersistentVolume(
   pv: PersistentVolume,
   previous?: PreviousVersions<PersistentVolume>,
 ): PersistentVolume {
-  const name = pv.metadata?.name;
-  const before = previous === undefined || typeof name !== "string"
-    ? undefined
-    : previous.get(name);
-  if (before !== undefined) reuseStrings(pv.metadata, before.metadata);
+  const before = previousVersion(pv, previous);
   const metadata = keptMetadata(pv.metadata, [
     MIGRATED_TO_ANNOTATION,
     AZURE_FILE_RESOURCE_GROUP_ANNOTATION,

@@ -451,39 +451,50 @@ Deno.test("the cache pools the values objects share, not the ones unique to each
   assert.ok(added >= 7 && added <= 11, `pooled ${added} values`);
 });
 
+/**
+ * A bound VolumeAttachment of a burst as the watch delivers it (JSON), named `<prefix>-va-<i>`,
+ * with its deletionTimestamp when `deleted`; the prefix keeps the tests' strings apart.
+ */
+function burstVaJson(prefix: string, i: number, resourceVersion: number, deleted: boolean): string {
+  const index = String(i).padStart(5, "0");
+  return JSON.stringify({
+    apiVersion: "storage.k8s.io/v1",
+    kind: "VolumeAttachment",
+    metadata: {
+      name: `${prefix}-va-${index}`,
+      uid: `${prefix}-0000-4000-8000-${String(i).padStart(12, "0")}`,
+      resourceVersion: String(resourceVersion),
+      creationTimestamp: "2026-11-28T07:00:00Z",
+      ...(deleted ? { deletionTimestamp: "2026-11-28T07:05:00Z" } : {}),
+      finalizers: [FINALIZER],
+      annotations: { [NODE_ID_ANNOTATION]: `node-id-${i % 50}` },
+    },
+    spec: {
+      attacher: "csi.example.com",
+      nodeName: `node-${i % 50}`,
+      source: { persistentVolumeName: `${prefix}-pv-${index}` },
+    },
+    status: { attached: true },
+  });
+}
+
+/** A VA from JSON through the cache's transform, on a copy with its own metadata (the informer's). */
+function cachedFromJson(json: string, previous?: Map<string, VolumeAttachment>): VolumeAttachment {
+  const raw = JSON.parse(json) as VolumeAttachment;
+  return cachedVolumeAttachment({ ...raw, metadata: { ...raw.metadata } }, undefined, previous);
+}
+
 Deno.test("a detach burst's VAs share their deletion and creation timestamps", async () => {
   // Every attached VA gets its deletionTimestamp at once, each a new version from JSON.
   const N = 20_000;
-  const vaJson = (i: number, resourceVersion: number, deleted: boolean) =>
-    JSON.stringify({
-      apiVersion: "storage.k8s.io/v1",
-      kind: "VolumeAttachment",
-      metadata: {
-        name: `burst-va-${String(i).padStart(5, "0")}`,
-        uid: `8d3c1a5e-0000-4000-8000-${String(i).padStart(12, "0")}`,
-        resourceVersion: String(resourceVersion),
-        creationTimestamp: "2026-11-28T07:00:00Z",
-        ...(deleted ? { deletionTimestamp: "2026-11-28T07:05:00Z" } : {}),
-        finalizers: [FINALIZER],
-        annotations: { [NODE_ID_ANNOTATION]: `node-id-${i % 50}` },
-      },
-      spec: {
-        attacher: "csi.example.com",
-        nodeName: `node-${i % 50}`,
-        source: { persistentVolumeName: `burst-pv-${String(i).padStart(5, "0")}` },
-      },
-      status: { attached: true },
-    });
   const vas = new Map<string, VolumeAttachment>();
   const enter = (json: string) => {
-    // A copy with its own metadata, as the informer hands its transform.
-    const raw = JSON.parse(json) as VolumeAttachment;
-    const va = cachedVolumeAttachment({ ...raw, metadata: { ...raw.metadata } });
+    const va = cachedFromJson(json);
     vas.set(va.metadata.name, va);
   };
-  for (let i = 0; i < N; i++) enter(vaJson(i, 300_000 + i, false));
+  for (let i = 0; i < N; i++) enter(burstVaJson("8d3c1a5e", i, 300_000 + i, false));
   const attached = await liveHeap();
-  for (let i = 0; i < N; i++) enter(vaJson(i, 400_000 + i, true));
+  for (let i = 0; i < N; i++) enter(burstVaJson("8d3c1a5e", i, 400_000 + i, true));
   const perVA = (await liveHeap() - attached) / N;
   assert.equal(vas.size, N);
   // A deleted VA holds one member more than an attached one, a shared string: 9 bytes more per VA
@@ -527,41 +538,18 @@ Deno.test("a new version of a cached VA keeps the cached spec when it is equal",
 
 Deno.test("a detach burst's new version of a cached VA holds anew only what changed", async () => {
   const N = 20_000;
-  const vaJson = (i: number, resourceVersion: number, deleted: boolean) =>
-    JSON.stringify({
-      apiVersion: "storage.k8s.io/v1",
-      kind: "VolumeAttachment",
-      metadata: {
-        name: `next-va-${String(i).padStart(5, "0")}`,
-        uid: `6f1e2d3c-0000-4000-8000-${String(i).padStart(12, "0")}`,
-        resourceVersion: String(resourceVersion),
-        creationTimestamp: "2026-11-28T07:00:00Z",
-        ...(deleted ? { deletionTimestamp: "2026-11-28T07:05:00Z" } : {}),
-        finalizers: [FINALIZER],
-        annotations: { [NODE_ID_ANNOTATION]: `node-id-${i % 50}` },
-      },
-      spec: {
-        attacher: "csi.example.com",
-        nodeName: `node-${i % 50}`,
-        source: { persistentVolumeName: `next-pv-${String(i).padStart(5, "0")}` },
-      },
-      status: { attached: true },
-    });
-  const cached = (json: string, previous?: Map<string, VolumeAttachment>) => {
-    // A copy with its own metadata, as the informer hands its transform.
-    const raw = JSON.parse(json) as VolumeAttachment;
-    return cachedVolumeAttachment({ ...raw, metadata: { ...raw.metadata } }, undefined, previous);
-  };
   const attached = new Map<string, VolumeAttachment>();
   for (let i = 0; i < N; i++) {
-    const va = cached(vaJson(i, 300_000 + i, false));
+    const va = cachedFromJson(burstVaJson("6f1e2d3c", i, 300_000 + i, false));
     attached.set(va.metadata.name, va);
   }
   const before = await liveHeap();
   // The versions of the delete burst, the attached ones still held: what the new ones hold anew
   // is what enters V8's old generation while the versions they replace turn to garbage there.
   const deleted: VolumeAttachment[] = [];
-  for (let i = 0; i < N; i++) deleted.push(cached(vaJson(i, 400_000 + i, true), attached));
+  for (let i = 0; i < N; i++) {
+    deleted.push(cachedFromJson(burstVaJson("6f1e2d3c", i, 400_000 + i, true), attached));
+  }
   const perVA = (await liveHeap() - before) / N;
   assert.equal(deleted.length + attached.size, 2 * N);
   assert.equal(deleted[7]!.spec, attached.get(deleted[7]!.metadata.name)!.spec);
