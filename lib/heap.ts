@@ -13,6 +13,15 @@
  * at the last collection, so the controller collects once when its queues stay empty
  * (`controller.ts`, `whenIdle`).
  *
+ * Between those collections the heap is not only what is live: each full collection of a burst
+ * frees objects all over the old generation's pages, and a page stays committed while one object
+ * on it lives. V8 moves objects off such pages (compaction) but by default at most 4 MiB per
+ * collection (`--compaction-max-evacuated-bytes-mb`); over an attach burst of 20 000 VAs that left
+ * 64 MiB committed for 26 MiB used, and the collection at its end compacted the rest at once.
+ * The shipped `--compaction-max-evacuated-bytes-mb=16` lets each collection of the burst move up
+ * to 16 MiB, which keeps the pages nearer what is live (bench/README.md, "The delete burst at
+ * N=20 000").
+ *
  * `globalThis.gc` exists only when V8 runs with `--expose-gc` (the V8 extension of
  * `src/extensions/gc-extension.cc`); the shipped V8 flags (deno.json's `compile` task) have it.
  * Called with `{ type: "major", execution: "sync", flavor: "last-resort" }` it runs V8's
