@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { heapReclaimer } from "./heap.ts";
+import { heapCollector, heapReclaimer, pacedCollector } from "./heap.ts";
 
 Deno.test("heapReclaimer runs V8's memory-reducing full collection when gc is exposed", () => {
   const calls: unknown[] = [];
@@ -27,4 +27,31 @@ Deno.test("heapReclaimer's collection returns the garbage of a burst (tests run 
   reclaim();
   const after = Deno.memoryUsage().heapUsed;
   assert.ok(after < before - 10 * 1024 * 1024, `heap used ${before} -> ${after}`);
+});
+
+Deno.test("heapCollector runs one full collection, not the memory-reducing ones", () => {
+  const calls: unknown[] = [];
+  const collect = heapCollector({ gc: (options: unknown) => calls.push(options) });
+  assert.ok(collect !== undefined);
+  collect();
+  assert.deepEqual(calls, [{ type: "major", execution: "sync" }]);
+  assert.equal(heapCollector({}), undefined);
+});
+
+Deno.test("pacedCollector collects after 10 000 objects, then as the count grows by half", () => {
+  const at: number[] = [];
+  let read = 0;
+  const note = pacedCollector(() => at.push(read));
+  for (read = 1; read <= 100_000; read++) note();
+  assert.deepEqual(at, [10_000, 20_000, 30_000, 45_000, 67_500]);
+});
+
+Deno.test("pacedCollector takes its first count and growth, and refuses a pace that never ends", () => {
+  const at: number[] = [];
+  let read = 0;
+  const note = pacedCollector(() => at.push(read), { first: 3, growth: 2 });
+  for (read = 1; read <= 20; read++) note();
+  assert.deepEqual(at, [3, 6, 12]);
+  assert.throws(() => pacedCollector(() => {}, { first: 0 }), RangeError);
+  assert.throws(() => pacedCollector(() => {}, { growth: 0.5 }), RangeError);
 });

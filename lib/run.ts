@@ -50,7 +50,7 @@ import { LeaderElector } from "./leaderelection/elector.ts";
 import { leaderElectionNamespace, leaderIdentity } from "./leaderelection/config.ts";
 import { raceAbort } from "./abort.ts";
 import { type LeaseFence, UNFENCED } from "./lease_fence.ts";
-import { heapReclaimer } from "./heap.ts";
+import { heapCollector, heapReclaimer, pacedCollector } from "./heap.ts";
 import { createMetrics, type Metrics } from "./observe/metrics.ts";
 import { MIGRATION_DRIVER_NAMES } from "./controller/migration.ts";
 import { leaseName } from "./controller/names.ts";
@@ -280,11 +280,12 @@ class Attacher {
       await probeForever(csi, { timeoutMs: settings.callTimeoutMs, clock, log, signal });
       const driverName = await getDriverName(csi);
       log.info("CSI driver name", { driver: driverName });
+      // cmd/csi-attacher/main.go names its metrics manager's driver before it asks for the
+      // capabilities, so only Probe and GetPluginInfo are observed as `unknown-driver`.
+      this.#metrics.setDriverName(driverName);
       if (MIGRATION_DRIVER_NAMES.has(driverName)) {
-        // Where the Go attacher makes its metrics manager again `WithMigration()`
-        // (cmd/csi-attacher/main.go): later calls carry the driver's name and the `migrated`
-        // label; the calls observed so far keep their series.
-        this.#metrics.setDriverName(driverName);
+        // Where the Go attacher makes its metrics manager again `WithMigration()`: later calls
+        // carry the `migrated` label too; the calls observed so far keep their series.
         this.#metrics.addMigratedLabel();
       }
       const caps = await getCapabilities(csi, clock);
@@ -422,6 +423,10 @@ class Attacher {
   #informers(driverName: string): Informers {
     const deps = { kube: this.#parts.kube, clock: this.#clock, log: this.#log };
     const resyncMs = this.#settings.controller.resyncMs;
+    // The lists are read at once: their garbage is collected as they go, not only once V8's
+    // incremental marking ends long past its limit (lib/heap.ts).
+    const collect = heapCollector();
+    const onListedObject = collect === undefined ? undefined : pacedCollector(collect);
     const persistentVolumes: Informer<PersistentVolume> = new Informer<PersistentVolume>(deps, {
       resource: PERSISTENT_VOLUMES,
       resyncMs,
@@ -429,6 +434,7 @@ class Attacher {
       // A new version of a cached PV keeps what it shares with the version it replaces.
       transform: (pv) => cachedPersistentVolume(pv, persistentVolumes),
       watchList: true,
+      onListedObject,
     });
     const volumeAttachments: Informer<VolumeAttachment> = new Informer<VolumeAttachment>(deps, {
       resource: VOLUME_ATTACHMENTS,
@@ -438,6 +444,7 @@ class Attacher {
       // what it shares with the version it replaces.
       transform: (va) => cachedVolumeAttachment(va, persistentVolumes, volumeAttachments),
       watchList: true,
+      onListedObject,
     });
     return {
       volumeAttachments,
@@ -448,6 +455,7 @@ class Attacher {
         name: "csinodes",
         transform: cachedCsiNode(driverName),
         watchList: true,
+        onListedObject,
       }),
     };
   }

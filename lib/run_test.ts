@@ -150,13 +150,17 @@ function sample(text: string, name: string, labels: Record<string, string>): num
   return undefined;
 }
 
-Deno.test("runAttacher() keeps the start-up observations of a CSI-migration driver in /metrics", async () => {
+/**
+ * The start-up calls' series in /metrics of an attacher whose driver is named `driverName`:
+ * `calls(driver, method)` is the count of one OK series; `migrated` is the label's value (every
+ * series has it when the driver is a CSI-migration target, none otherwise).
+ */
+async function startUpSeries(driverName: string) {
   await using t = await setUp();
   const dir = await Deno.makeTempDir();
-  const migrationDriver = "pd.csi.storage.gke.io";
   await using driver = await FakeCsiDriver.start({
     address: `${dir}/csi.sock`,
-    pluginName: migrationDriver,
+    pluginName: driverName,
   });
   const log = new FakeLogger(0);
   const stop = new AbortController();
@@ -181,20 +185,36 @@ Deno.test("runAttacher() keeps the start-up observations of a CSI-migration driv
     await run;
     await Deno.remove(dir, { recursive: true });
   }
-  const calls = (driverName: string, method: string) =>
-    sample(text, "csi_sidecar_operations_seconds_count", {
-      driver_name: driverName,
-      grpc_status_code: "OK",
-      method_name: method,
-      migrated: "false",
-    });
-  // Made before the driver's name was known, so under the name of no driver.
-  assert.equal(calls("unknown-driver", "/csi.v1.Identity/Probe"), 1);
-  assert.equal(calls("unknown-driver", "/csi.v1.Identity/GetPluginInfo"), 1);
-  assert.equal(calls(migrationDriver, "/csi.v1.Identity/GetPluginCapabilities"), 1);
-  assert.equal(calls(migrationDriver, "/csi.v1.Controller/ControllerGetCapabilities"), 1);
   const host = new URL(t.server.url).host;
   assert.ok(
     (sample(text, "rest_client_requests_total", { code: "200", host, method: "GET" }) ?? 0) >= 2,
   );
+  return (series: string, method: string, migrated?: string) =>
+    sample(text, "csi_sidecar_operations_seconds_count", {
+      driver_name: series,
+      grpc_status_code: "OK",
+      method_name: method,
+      ...(migrated === undefined ? {} : { migrated }),
+    });
+}
+
+Deno.test("runAttacher() keeps the start-up observations of a CSI-migration driver in /metrics", async () => {
+  const migrationDriver = "pd.csi.storage.gke.io";
+  const calls = await startUpSeries(migrationDriver);
+  // Made before the driver's name was known, so under the name of no driver.
+  assert.equal(calls("unknown-driver", "/csi.v1.Identity/Probe", "false"), 1);
+  assert.equal(calls("unknown-driver", "/csi.v1.Identity/GetPluginInfo", "false"), 1);
+  assert.equal(calls(migrationDriver, "/csi.v1.Identity/GetPluginCapabilities", "false"), 1);
+  assert.equal(calls(migrationDriver, "/csi.v1.Controller/ControllerGetCapabilities", "false"), 1);
+});
+
+Deno.test("runAttacher() labels the capability calls with the driver's name, as cmd/csi-attacher/main.go does", async () => {
+  // The Go sidecar calls SetDriverName before GetPluginCapabilities and ControllerGetCapabilities
+  // (when it serves metrics); only Probe and GetPluginInfo come before the name is known.
+  const calls = await startUpSeries(DRIVER);
+  assert.equal(calls("unknown-driver", "/csi.v1.Identity/Probe"), 1);
+  assert.equal(calls("unknown-driver", "/csi.v1.Identity/GetPluginInfo"), 1);
+  assert.equal(calls(DRIVER, "/csi.v1.Identity/GetPluginCapabilities"), 1);
+  assert.equal(calls(DRIVER, "/csi.v1.Controller/ControllerGetCapabilities"), 1);
+  assert.equal(calls("unknown-driver", "/csi.v1.Controller/ControllerGetCapabilities"), undefined);
 });

@@ -82,6 +82,12 @@ export interface InformerOptions<T> {
    * It receives a shallow copy (its own `metadata` object) and may change it.
    */
   transform?: (obj: T) => T;
+  /**
+   * Called once for each object of a list page or of a watch list's initial events, after its
+   * transform and before the cache is replaced: where a caller collects the garbage of reading a
+   * large list while it is read (the attacher's `lib/heap.ts`, `pacedCollector`).
+   */
+  onListedObject?: () => void;
 }
 
 /** First wait after a failure (client-go reflector: 800ms). */
@@ -291,6 +297,7 @@ export class Informer<T extends KubeObject> implements ObjectStore<T> {
   #watchList: boolean;
   #pageSize: number;
   #userTransform: ((obj: T) => T) | undefined;
+  #onListedObject: (() => void) | undefined;
 
   /** The cache. Invariant: every value has been through {@link Informer.#transform}. */
   #items = new Map<string, T>();
@@ -340,6 +347,7 @@ export class Informer<T extends KubeObject> implements ObjectStore<T> {
     this.#resyncMs = opts.resyncMs;
     this.#minWatchTimeoutMs = minWatchTimeoutMs;
     this.#userTransform = opts.transform;
+    this.#onListedObject = opts.onListedObject;
     this.#log = (deps.log ?? nullLogger).with({
       informer: opts.name ?? qualifiedResource(opts.resource),
     });
@@ -518,6 +526,7 @@ export class Informer<T extends KubeObject> implements ObjectStore<T> {
       for (const item of page.items ?? []) {
         const obj = this.#transform(item);
         if (obj !== undefined) items.push(obj);
+        this.#onListedObject?.();
       }
       resourceVersion = page.resourceVersion;
       if (page.continue === undefined || page.continue === "") break;
@@ -620,6 +629,7 @@ export class Informer<T extends KubeObject> implements ObjectStore<T> {
       // Trimmed as it arrives, as a list page's items are.
       const obj = this.#transform(event.object);
       if (obj !== undefined) gathered.push(obj);
+      this.#onListedObject?.();
     }
     return watch.signal.aborted ? { kind: "aborted" } : { kind: "incomplete" };
   }

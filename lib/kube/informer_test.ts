@@ -739,3 +739,50 @@ Deno.test("Informer: a watch list keeps none of its initial objects once they ar
   ctl.abort();
   await done;
 });
+
+Deno.test("Informer: onListedObject is called per listed object after its transform, not for watch events", async () => {
+  const calls: string[] = [];
+  const s = setup({
+    watchList: true,
+    transform: (obj) => {
+      calls.push(`transform ${id(obj)}`);
+      return obj;
+    },
+    onListedObject: () => calls.push("listed"),
+  });
+  const w = await s.api.expectWatch();
+  w.send({ type: "ADDED", object: pv("a", "1") });
+  w.send({ type: "ADDED", object: pv("b", "2") });
+  await flushPromises();
+  assert.deepEqual(
+    calls,
+    ["transform a@1", "listed", "transform b@2", "listed"],
+    "as each initial event is read, before the end bookmark",
+  );
+  assert.equal(s.informer.hasSynced(), false);
+  w.send(initialEventsEnd("12"));
+  w.send({ type: "MODIFIED", object: pv("a", "13") });
+  await flushPromises();
+  assert.deepEqual(calls.slice(4), ["transform a@13"], "a watch event is not a listed object");
+  // A 410 lists again: those objects count as listed too.
+  w.send({ type: "ERROR", object: status(410, "Expired", "too old resource version: 13 (40)") });
+  await s.api.expectNoCall();
+  s.clock.advance(800);
+  const w2 = await s.api.expectWatch();
+  assert.equal(w2.opts.sendInitialEvents, true);
+  w2.send({ type: "ADDED", object: pv("c", "41") });
+  await flushPromises();
+  assert.deepEqual(calls.slice(5), ["transform c@41", "listed"]);
+  await s.stop();
+});
+
+Deno.test("Informer: onListedObject is called per item of a LIST, before the cache is replaced", async () => {
+  const calls: string[] = [];
+  const s = setup({ onListedObject: () => calls.push(`listed, synced=${s.informer.hasSynced()}`) });
+  const list = await s.api.expectList();
+  list.resolve([pv("a", "1"), pv("b", "2"), pv("c", "3")], "10");
+  await flushPromises();
+  assert.deepEqual(calls, Array(3).fill("listed, synced=false"));
+  assert.equal(s.informer.hasSynced(), true);
+  await s.stop();
+});
