@@ -13,14 +13,6 @@
  * at the last collection, so the controller collects once when its queues stay empty
  * (`controller.ts`, `whenIdle`).
  *
- * Between those collections the heap is not only what is live: over an attach burst of 20 000 VAs
- * each full collection left 26-35 MiB used in 50-70 MiB committed, old-generation pages that stay
- * committed while one object on them lives; by default V8 moves at most 4 MiB of objects off such
- * pages per collection (`--compaction-max-evacuated-bytes-mb`). With 16 (shipped), six runs at
- * N=20 000 peaked at 126-130 MiB against 127-133 for six without it; the committed heap that
- * `--trace-gc` printed in one run of each was about the same, so what the limit changes is not
- * settled (bench/README.md, "The delete burst at N=20 000").
- *
  * `globalThis.gc` exists only when V8 runs with `--expose-gc` (the V8 extension of
  * `src/extensions/gc-extension.cc`); the shipped V8 flags (deno.json's `compile` task) have it.
  * Called with `{ type: "major", execution: "sync", flavor: "last-resort" }` it runs V8's
