@@ -427,24 +427,27 @@ class Attacher {
     // incremental marking ends long past its limit (lib/heap.ts).
     const collect = heapCollector();
     const onListedObject = collect === undefined ? undefined : pacedCollector(collect);
-    const persistentVolumes = new Informer<PersistentVolume>(deps, {
+    const persistentVolumes: Informer<PersistentVolume> = new Informer<PersistentVolume>(deps, {
       resource: PERSISTENT_VOLUMES,
       resyncMs,
       name: "persistentvolumes",
-      transform: cachedPersistentVolume,
+      // A new version of a cached PV keeps what it shares with the version it replaces.
+      transform: (pv) => cachedPersistentVolume(pv, persistentVolumes),
+      watchList: true,
+      onListedObject,
+    });
+    const volumeAttachments: Informer<VolumeAttachment> = new Informer<VolumeAttachment>(deps, {
+      resource: VOLUME_ATTACHMENTS,
+      resyncMs,
+      name: "volumeattachments",
+      // The PV name a VA names is the cached PV's own string; a new version of a cached VA keeps
+      // what it shares with the version it replaces.
+      transform: (va) => cachedVolumeAttachment(va, persistentVolumes, volumeAttachments),
       watchList: true,
       onListedObject,
     });
     return {
-      volumeAttachments: new Informer<VolumeAttachment>(deps, {
-        resource: VOLUME_ATTACHMENTS,
-        resyncMs,
-        name: "volumeattachments",
-        // The PV name a VA names is the cached PV's own string.
-        transform: (va) => cachedVolumeAttachment(va, persistentVolumes),
-        watchList: true,
-        onListedObject,
-      }),
+      volumeAttachments,
       persistentVolumes,
       csiNodes: new Informer<CsiNode>(deps, {
         resource: CSI_NODES,

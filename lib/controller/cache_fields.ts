@@ -61,13 +61,24 @@ function shared<T extends string | undefined>(value: T): T {
   return (value === undefined ? undefined : SHARED_VALUES.intern(value)) as T;
 }
 
-/** The last timestamp kept: objects created (or deleted) in one burst share their second. */
-let lastTimestamp: string | undefined;
+/** Which timestamp of an object: its creation or its deletion. */
+type TimestampKind = "created" | "deleted";
 
-/** `value`, or the instance of the previous timestamp when they are equal. */
-function timestamp(value: string): string {
-  if (value === lastTimestamp) return lastTimestamp;
-  lastTimestamp = value;
+/**
+ * The last creation and the last deletion timestamp kept: objects created (or deleted) in one
+ * burst share their second. Apart, so that the two timestamps of each VA being deleted do not
+ * push each other out (one slot for both left every VA of a detach burst its own copy of both).
+ */
+const lastTimestamps: Record<TimestampKind, string | undefined> = {
+  created: undefined,
+  deleted: undefined,
+};
+
+/** `value`, or the instance of the previous timestamp of `kind` when they are equal. */
+function timestamp(value: string, kind: TimestampKind): string {
+  const last = lastTimestamps[kind];
+  if (value === last) return last;
+  lastTimestamps[kind] = value;
   return value;
 }
 
@@ -104,8 +115,8 @@ function keptAnnotations(
 }
 
 /** A timestamp member: strings through {@link timestamp}, anything else as it is. */
-function keptTimestamp(value: string | undefined): string | undefined {
-  return typeof value === "string" ? timestamp(value) : value;
+function keptTimestamp(value: string | undefined, kind: TimestampKind): string | undefined {
+  return typeof value === "string" ? timestamp(value, kind) : value;
 }
 
 /**
@@ -128,7 +139,7 @@ function keptMetadata(
     const uid = meta.uid;
     const resourceVersion = meta.resourceVersion;
     // The attach latency and the oldest-pending gauge count from it.
-    const creationTimestamp = keptTimestamp(meta.creationTimestamp);
+    const creationTimestamp = keptTimestamp(meta.creationTimestamp, "created");
     if (
       meta.namespace === undefined && uid !== undefined && resourceVersion !== undefined &&
       creationTimestamp !== undefined
@@ -143,7 +154,7 @@ function keptMetadata(
         if (kept === undefined) return { name, uid, resourceVersion, creationTimestamp };
       } else if (finalizers !== undefined && kept !== undefined) {
         // An attached VA being deleted: every one of them at the start of a detach burst.
-        const deletionTimestamp = keptTimestamp(meta.deletionTimestamp);
+        const deletionTimestamp = keptTimestamp(meta.deletionTimestamp, "deleted");
         return {
           name,
           uid,
@@ -165,11 +176,11 @@ function keptMetadata(
     if (meta.uid !== undefined) out.uid = meta.uid;
     if (meta.resourceVersion !== undefined) out.resourceVersion = meta.resourceVersion;
     if (meta.creationTimestamp !== undefined) {
-      out.creationTimestamp = keptTimestamp(meta.creationTimestamp);
+      out.creationTimestamp = keptTimestamp(meta.creationTimestamp, "created");
     }
   }
   if (meta.deletionTimestamp !== undefined) {
-    out.deletionTimestamp = keptTimestamp(meta.deletionTimestamp);
+    out.deletionTimestamp = keptTimestamp(meta.deletionTimestamp, "deleted");
   }
   if (finalizers !== undefined) out.finalizers = finalizers;
   if (kept !== undefined) out.annotations = kept;
@@ -187,18 +198,89 @@ function keptStatus(status: VolumeAttachment["status"]): VolumeAttachment["statu
   return status.attached ? ATTACHED : NOT_ATTACHED;
 }
 
+/** The cache an object is about to enter, to find the version it replaces; only `get` is asked. */
+export type PreviousVersions<T> = Pick<ObjectStore<T>, "get">;
+
+/**
+ * Points `meta`'s name, uid and creationTimestamp at the equal strings of `before`, the cached
+ * version it replaces, so that a new version holds new strings only for what changed. What the
+ * new version holds anew has to be promoted to V8's old generation, while the version it
+ * replaces, already there, turns to garbage; in a detach burst every VA gets a new version (its
+ * deletionTimestamp) at once.
+ */
+function reuseStrings(meta: ObjectMeta, before: ObjectMeta): void {
+  if (typeof meta.name === "string" && before.name === meta.name) meta.name = before.name;
+  if (typeof meta.uid === "string" && before.uid === meta.uid) meta.uid = before.uid;
+  const created = meta.creationTimestamp;
+  if (typeof created === "string" && before.creationTimestamp === created) {
+    meta.creationTimestamp = before.creationTimestamp;
+  }
+}
+
+/**
+ * The cached version that `obj` replaces, if any, with `obj`'s equal strings pointed at its own
+ * ({@link reuseStrings}).
+ */
+function previousVersion<T extends { metadata: ObjectMeta }>(
+  obj: T,
+  previous: PreviousVersions<T> | undefined,
+): T | undefined {
+  const name = obj.metadata?.name;
+  if (previous === undefined || typeof name !== "string") return undefined;
+  const before = previous.get(name);
+  if (before !== undefined) reuseStrings(obj.metadata, before.metadata);
+  return before;
+}
+
+/** The number of own enumerable keys of `value`. */
+function keyCount(value: object): number {
+  let keys = 0;
+  for (const _ in value) keys++;
+  return keys;
+}
+
+/**
+ * Whether two VolumeAttachment specs that name a PV are equal: attacher, node and PV name, and
+ * nothing else. The API server refuses any change of a VA's spec (kubernetes
+ * `pkg/apis/storage/validation/validation.go`, `ValidateVolumeAttachmentUpdate`: the spec is
+ * immutable), so two versions of one VA usually have equal specs; inline volume specs are not
+ * compared.
+ */
+function samePersistentVolumeSpec(
+  a: VolumeAttachment["spec"],
+  b: VolumeAttachment["spec"],
+): boolean {
+  const as = a.source;
+  const bs = b.source;
+  return a.attacher === b.attacher && a.nodeName === b.nodeName &&
+    typeof as?.persistentVolumeName === "string" &&
+    as.persistentVolumeName === bs?.persistentVolumeName &&
+    keyCount(a) === 3 && keyCount(b) === 3 && keyCount(as) === 1 && keyCount(bs) === 1;
+}
+
 /**
  * A VolumeAttachment as cached: `spec` and `status` whole, metadata name, namespace, uid,
  * resourceVersion, creationTimestamp, deletionTimestamp, finalizers and the node ID annotation;
  * not `apiVersion` and `kind` (the store says what it holds). With `persistentVolumes`, the PV
- * name in `spec.source` is the cached PV's own string when that PV is cached.
+ * name in `spec.source` is the cached PV's own string when that PV is cached. With `previous` (the
+ * VolumeAttachment cache itself), a new version of a cached VA keeps the cached version's equal
+ * name, uid and creationTimestamp strings, and its spec when equal ({@link reuseStrings}).
  */
 export function cachedVolumeAttachment(
   va: VolumeAttachment,
   persistentVolumes?: ObjectStore<PersistentVolume>,
+  previous?: PreviousVersions<VolumeAttachment>,
 ): VolumeAttachment {
-  const spec = va.spec;
-  if (spec !== undefined && spec !== null) {
+  const before = previousVersion(va, previous);
+  let spec = va.spec;
+  const beforeSpec = before?.spec;
+  if (
+    spec !== undefined && spec !== null && typeof spec === "object" &&
+    beforeSpec !== undefined && beforeSpec !== null && typeof beforeSpec === "object" &&
+    samePersistentVolumeSpec(spec, beforeSpec)
+  ) {
+    spec = beforeSpec;
+  } else if (spec !== undefined && spec !== null) {
     if (typeof spec.attacher === "string") spec.attacher = shared(spec.attacher);
     if (typeof spec.nodeName === "string") spec.nodeName = shared(spec.nodeName);
     const source = spec.source;
@@ -278,22 +360,68 @@ function keptCsiSpec(spec: PersistentVolumeSpec): PersistentVolumeSpec {
   return out;
 }
 
+/** Whether `a` and `b` have the same own keys with identical (`===`) values. */
+function sameMembers(a: object, b: object): boolean {
+  let keys = 0;
+  for (const key in a) {
+    keys++;
+    if (!Object.hasOwn(b, key)) return false;
+    if ((a as Record<string, unknown>)[key] !== (b as Record<string, unknown>)[key]) return false;
+  }
+  return keys === keyCount(b);
+}
+
+/**
+ * Whether two kept CSI PV specs are equal, compared member by member: their shared parts are
+ * pooled, so equal ones are the same instances, and the rest (the volume handle, `readOnly`) are
+ * strings and booleans. The source of a PV is immutable in the API (kubernetes
+ * `pkg/apis/core/validation/validation.go`, `ValidatePersistentVolumeUpdate`), so a new version
+ * of a PV (its finalizer added at the first attach) usually has the spec of the one it replaces.
+ */
+function sameCsiSpec(a: PersistentVolumeSpec, b: PersistentVolumeSpec): boolean {
+  const ac = a.csi;
+  const bc = b.csi;
+  if (ac === undefined || ac === null || bc === undefined || bc === null) return false;
+  if (!sameMembers(ac, bc)) return false;
+  let keys = 0;
+  for (const key in a) {
+    keys++;
+    if (key === "csi") continue;
+    if (!Object.hasOwn(b, key)) return false;
+    if ((a as Record<string, unknown>)[key] !== (b as Record<string, unknown>)[key]) return false;
+  }
+  return keys === keyCount(b);
+}
+
 /**
  * A PersistentVolume as cached. A CSI PV keeps metadata name, deletionTimestamp, finalizers and
  * the `pv.kubernetes.io/migrated-to` annotation, and the spec that attach and detach read
  * (`csi`, access modes, volume mode, mount options); nothing reads its `apiVersion`, `kind`, uid,
  * resourceVersion, labels, capacity or claim. An in-tree PV that CSI migration translates also
  * keeps its whole spec and its labels (the translation reads the zone labels, the Azure File
- * resource group annotation and the claim's namespace). No `status`.
+ * resource group annotation and the claim's namespace). No `status`. With `previous` (the
+ * PersistentVolume cache itself), a new version of a cached CSI PV keeps the cached version's
+ * equal name string, and its kept spec when equal (as {@link cachedVolumeAttachment} does).
  */
-export function cachedPersistentVolume(pv: PersistentVolume): PersistentVolume {
+export function cachedPersistentVolume(
+  pv: PersistentVolume,
+  previous?: PreviousVersions<PersistentVolume>,
+): PersistentVolume {
+  const before = previousVersion(pv, previous);
   const metadata = keptMetadata(pv.metadata, [
     MIGRATED_TO_ANNOTATION,
     AZURE_FILE_RESOURCE_GROUP_ANNOTATION,
   ], false);
   const spec = pv.spec;
   if (spec === undefined || spec === null || typeof spec !== "object") return { metadata, spec };
-  if (!isMigratablePersistentVolume(pv)) return { metadata, spec: keptCsiSpec(spec) };
+  if (!isMigratablePersistentVolume(pv)) {
+    const kept = keptCsiSpec(spec);
+    const beforeSpec = before?.spec;
+    if (beforeSpec !== undefined && sameCsiSpec(kept, beforeSpec)) {
+      return { metadata, spec: beforeSpec };
+    }
+    return { metadata, spec: kept };
+  }
   if (pv.metadata.labels !== undefined) metadata.labels = pv.metadata.labels;
   if (Array.isArray(spec.accessModes)) spec.accessModes = sharedList(spec.accessModes);
   if (typeof spec.volumeMode === "string") spec.volumeMode = shared(spec.volumeMode);

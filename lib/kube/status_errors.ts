@@ -83,16 +83,34 @@ export function statusMessage(status: Status | undefined): string | undefined {
 export function errorFromResponse(code: number, text: string): ApiError {
   const body = tryParseJson(text);
   if (isStatus(body)) {
-    return new ApiError(
+    return answerError(
       code,
       statusReason(body) ?? reasonForCode(code),
       statusMessage(body) ?? `the server responded with HTTP ${code}`,
     );
   }
   const snippet = peerText(text.trim().replace(/\s+/g, " "), BODY_SNIPPET_CHARS);
-  return new ApiError(
+  return answerError(
     code,
     reasonForCode(code),
     `the server responded with HTTP ${code}` + (snippet === "" ? "" : `: ${snippet}`),
   );
+}
+
+/**
+ * An {@link ApiError} with no stack frames. The error is the server's answer, and where in the
+ * client it was read says nothing more; nothing reads its `stack` (errors become text through
+ * `errorText`, from messages and causes). Some answers are expected in bulk: every detach's
+ * status write after the finalizer removal that let its VolumeAttachment go gets a 404 (the Go
+ * attacher's `markAsDetached` makes the same write), and V8 captures the frames of an `Error`
+ * when it is made (`Error.stackTraceLimit` of them, 10 by default), garbage for each of them.
+ */
+function answerError(code: number, reason: string, message: string): ApiError {
+  const limit = Error.stackTraceLimit;
+  Error.stackTraceLimit = 0;
+  try {
+    return new ApiError(code, reason, message);
+  } finally {
+    Error.stackTraceLimit = limit;
+  }
 }

@@ -52,3 +52,14 @@ Deno.test("a non-Status error body and a bad watch event line are quoted safe", 
       e instanceof ApiError && e.message.endsWith("invalid watch event type: BAD\\x00TYPE"),
   );
 });
+
+Deno.test("an error answer's ApiError carries no stack frames, and the stack limit is kept", () => {
+  const limit = Error.stackTraceLimit;
+  const err = errorFromResponse(404, '{"kind":"Status","reason":"NotFound","message":"gone"}');
+  assert.ok(err instanceof ApiError);
+  assert.equal(err.code, 404);
+  assert.doesNotMatch(err.stack ?? "", /\n\s+at /);
+  assert.doesNotMatch(errorFromResponse(500, "<html>oops</html>").stack ?? "", /\n\s+at /);
+  assert.equal(Error.stackTraceLimit, limit);
+  assert.match(new Error("other").stack ?? "", /\n\s+at /);
+});

@@ -540,15 +540,20 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
     const kube = new CheckingKubeApi(new KubeClient({ connection, log }, {}), checks);
     const csiClient = new CheckingCsiClient(grpcClient, checks);
 
-    // The caches keep what the shipped informers keep (lib/run.ts).
+    // The caches keep what the shipped informers keep (lib/run.ts). The seeds enter them while
+    // they are made, with no previous version to look up.
+    let pvCache: FakeInformer<PersistentVolume> | undefined;
     const pvInformer = new FakeInformer<PersistentVolume>(
       seeds.filter((o): o is PersistentVolume => o.kind === "PersistentVolume"),
-      cachedPersistentVolume,
+      (pv) => cachedPersistentVolume(pv, pvCache),
     );
+    pvCache = pvInformer;
+    let vaCache: FakeInformer<VolumeAttachment> | undefined;
     const vaInformer = new FakeInformer<VolumeAttachment>(
       seeds.filter((o): o is VolumeAttachment => o.kind === "VolumeAttachment"),
-      (va) => cachedVolumeAttachment(va, pvInformer),
+      (va) => cachedVolumeAttachment(va, pvInformer, vaCache),
     );
+    vaCache = vaInformer;
     const csiNodeInformer = new FakeInformer<CsiNode>(
       seeds.filter((o): o is CsiNode => o.kind === "CSINode"),
       cachedCsiNode(driver),
