@@ -542,18 +542,20 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
 
     // The caches keep what the shipped informers keep (lib/run.ts). The seeds enter them while
     // they are made, with no previous version to look up.
-    let pvCache: FakeInformer<PersistentVolume> | undefined;
+    const made: {
+      pv?: FakeInformer<PersistentVolume>;
+      va?: FakeInformer<VolumeAttachment>;
+    } = {};
     const pvInformer = new FakeInformer<PersistentVolume>(
       seeds.filter((o): o is PersistentVolume => o.kind === "PersistentVolume"),
-      (pv) => cachedPersistentVolume(pv, pvCache),
+      (pv) => cachedPersistentVolume(pv, made.pv),
     );
-    pvCache = pvInformer;
-    let vaCache: FakeInformer<VolumeAttachment> | undefined;
+    made.pv = pvInformer;
     const vaInformer = new FakeInformer<VolumeAttachment>(
       seeds.filter((o): o is VolumeAttachment => o.kind === "VolumeAttachment"),
-      (va) => cachedVolumeAttachment(va, pvInformer, vaCache),
+      (va) => cachedVolumeAttachment(va, pvInformer, made.va),
     );
-    vaCache = vaInformer;
+    made.va = vaInformer;
     const csiNodeInformer = new FakeInformer<CsiNode>(
       seeds.filter((o): o is CsiNode => o.kind === "CSINode"),
       cachedCsiNode(driver),
