@@ -25,7 +25,11 @@ export interface ByteStream {
   unref(): void;
 }
 
-/** Reads go into slices of one buffer of this size until less than {@link MIN_READ} is left. */
+/**
+ * Reads go into slices of one buffer of this size until less than {@link MIN_READ} is left. The
+ * image's `MALLOC_MMAP_THRESHOLD_` (Containerfile) is this size, so that these buffers, freed only
+ * when V8 collects them, are mapped on their own and not left as holes in malloc's arena.
+ */
 const READ_BUFFER = 64 * 1024;
 const MIN_READ = 8 * 1024;
 
