@@ -10,6 +10,17 @@
  * @module
  */
 
+/**
+ * Whether reading a process's `/proc` file failed because the process is gone: the directory no
+ * longer there (`ENOENT`, NotFound), or the process exited between the open and the read, which
+ * Linux answers with `ESRCH` (Deno: an `Error` "No such process (os error 3)", no class of its own).
+ */
+export function processGone(err: unknown): boolean {
+  if (err instanceof Deno.errors.NotFound) return true;
+  if (!(err instanceof Error)) return false;
+  return (err as { code?: unknown }).code === "ESRCH" || /\(os error 3\)$/.test(err.message);
+}
+
 /** One process's counters. */
 export interface ProcSample {
   pid: number;
@@ -105,7 +116,7 @@ export class ProcReader {
       stat = parseStat(Deno.readTextFileSync(`/proc/${pid}/stat`));
       status = Deno.readTextFileSync(`/proc/${pid}/status`);
     } catch (err) {
-      if (err instanceof Deno.errors.NotFound) return undefined;
+      if (processGone(err)) return undefined;
       throw err;
     }
     const ticks = stat.utime + stat.stime + stat.cutime + stat.cstime;
@@ -130,7 +141,7 @@ export class ProcReader {
       try {
         ppid = parseStat(Deno.readTextFileSync(`/proc/${child}/stat`)).ppid;
       } catch (err) {
-        if (err instanceof Deno.errors.NotFound) continue; // exited meanwhile
+        if (processGone(err)) continue; // exited meanwhile
         throw err;
       }
       children.set(ppid, [...(children.get(ppid) ?? []), child]);

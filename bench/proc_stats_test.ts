@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { parseStat, parseStatusMemory, ProcReader } from "./proc_stats.ts";
+import { parseStat, parseStatusMemory, processGone, ProcReader } from "./proc_stats.ts";
 
 Deno.test("parseStat() counts fields from the last parenthesis", () => {
   const line = "4242 (deno (worker) x) S 17 4242 17 0 -1 4194560 1 0 0 0 250 31 7 3 20 0 9 0";
@@ -37,4 +37,13 @@ Deno.test("ProcReader.sampleTree() sums a child process into its parent's tree",
     await child.status;
   }
   assert.equal(reader.sample(2 ** 22 + 12345), undefined);
+});
+
+Deno.test("processGone() takes a process that exited between the open and the read as gone", () => {
+  // What reading /proc/<pid>/stat of an exiting process threw in a benchmark run.
+  assert.equal(processGone(new Error("No such process (os error 3)")), true);
+  assert.equal(processGone(new Deno.errors.NotFound("readfile '/proc/1/stat'")), true);
+  assert.equal(processGone(new Deno.errors.PermissionDenied("/proc/1/status")), false);
+  assert.equal(processGone(new Error("Input/output error (os error 5)")), false);
+  assert.equal(processGone("gone"), false);
 });
