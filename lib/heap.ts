@@ -88,6 +88,12 @@ export interface HeapScope {
   heapSizes?: () => HeapSizes;
 }
 
+/** `scope.gc` when V8 exposes it (`--expose-gc`), else undefined. */
+function exposedGc(scope: { gc?: unknown }): ((options: GcOptions) => void) | undefined {
+  const gc = scope.gc;
+  return typeof gc === "function" ? (gc as (options: GcOptions) => void) : undefined;
+}
+
 function denoHeapSizes(): HeapSizes {
   const m = Deno.memoryUsage();
   return { committed: m.heapTotal, used: m.heapUsed };
@@ -96,16 +102,16 @@ function denoHeapSizes(): HeapSizes {
 /**
  * A function that runs full, memory-reducing garbage collections when the heap grew enough since
  * the last ({@link GROWTH_WORTH_COLLECTING}), repeated while the heap holds much more than it uses
- * and they keep returning memory ({@link SLACK_LEFT}, {@link MAX_ROUNDS}); undefined when the runtime does not expose `gc`.
- * The first call always collects.
+ * and they keep returning memory ({@link SLACK_LEFT}, {@link MAX_ROUNDS}); undefined when the
+ * runtime does not expose `gc`. The first call always collects.
  *
  * @param scope where `gc` is looked up; `globalThis` in the attacher, a stand-in in tests.
  */
 export function heapReclaimer(
   scope: HeapScope = globalThis as HeapScope,
 ): (() => void) | undefined {
-  const gc = scope.gc;
-  if (typeof gc !== "function") return undefined;
+  const gc = exposedGc(scope);
+  if (gc === undefined) return undefined;
   const sizes = scope.heapSizes ?? denoHeapSizes;
   const options: GcOptions = { type: "major", execution: "sync", flavor: "last-resort" };
   let after: number | undefined;
@@ -143,8 +149,8 @@ export function heapReclaimer(
 export function heapCollector(
   scope: { gc?: unknown } = globalThis as { gc?: unknown },
 ): (() => void) | undefined {
-  const gc = scope.gc;
-  if (typeof gc !== "function") return undefined;
+  const gc = exposedGc(scope);
+  if (gc === undefined) return undefined;
   const options: GcOptions = { type: "major", execution: "sync" };
   return () => {
     gc(options);

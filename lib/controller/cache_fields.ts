@@ -360,12 +360,16 @@ function keptCsiSpec(spec: PersistentVolumeSpec): PersistentVolumeSpec {
   return out;
 }
 
-/** Whether `a` and `b` have the same own keys with identical (`===`) values. */
-function sameMembers(a: object, b: object): boolean {
+/**
+ * Whether `a` and `b` have the same own keys with identical (`===`) values, the key `except` (when
+ * given) only required on both sides.
+ */
+function sameMembers(a: object, b: object, except?: string): boolean {
   let keys = 0;
   for (const key in a) {
     keys++;
     if (!Object.hasOwn(b, key)) return false;
+    if (key === except) continue;
     if ((a as Record<string, unknown>)[key] !== (b as Record<string, unknown>)[key]) return false;
   }
   return keys === keyCount(b);
@@ -382,15 +386,7 @@ function sameCsiSpec(a: PersistentVolumeSpec, b: PersistentVolumeSpec): boolean 
   const ac = a.csi;
   const bc = b.csi;
   if (ac === undefined || ac === null || bc === undefined || bc === null) return false;
-  if (!sameMembers(ac, bc)) return false;
-  let keys = 0;
-  for (const key in a) {
-    keys++;
-    if (key === "csi") continue;
-    if (!Object.hasOwn(b, key)) return false;
-    if ((a as Record<string, unknown>)[key] !== (b as Record<string, unknown>)[key]) return false;
-  }
-  return keys === keyCount(b);
+  return sameMembers(ac, bc) && sameMembers(a, b, "csi");
 }
 
 /**
