@@ -137,11 +137,11 @@ function summaryLine(r: RunResult): string {
     } s; Pod deleted → off volumesAttached p50 ${f(r.pods.detachLatency.p50)} s, all in ${
       f(r.pods.allDetachedSeconds)
     } s; `;
-  return `  ${flood}${pods}attached in ${f(r.attachSeconds)} s (${
-    f(r.attachesPerSecond, 1)
-  }/s), detached in ${f(r.detachSeconds)} s, CPU ${f(r.cpuSecondsTotal)} s, peak RSS ${
-    f(r.peakRssBytes / 2 ** 20, 0)
-  } MiB`;
+  return `  ${flood}${pods}attached in ${f(r.attachSeconds)} s (${f(r.attachesPerSecond, 1)}/s; ${
+    f(r.steadyAttachesPerSecond, 1)
+  }/s from 10 to 90 %), detached in ${f(r.detachSeconds)} s, CPU ${
+    f(r.cpuSecondsTotal)
+  } s, peak RSS ${f(r.peakRssBytes / 2 ** 20, 0)} MiB`;
 }
 
 async function main(args: string[]): Promise<number> {

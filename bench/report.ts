@@ -60,6 +60,7 @@ export function figureRows(scenario: Scenario, runsByAttacher: RunResult[][]): F
   }
   add("all attached (s)", 2, (r) => r.attachSeconds);
   add("attaches / s", 1, (r) => r.attachesPerSecond);
+  add("attaches / s, 10 → 90 % attached", 1, (r) => r.steadyAttachesPerSecond);
   add("attach latency p50 (s)", 2, (r) => r.attachLatency.p50);
   add("attach latency p95 (s)", 2, (r) => r.attachLatency.p95);
   add("attach latency p99 (s)", 2, (r) => r.attachLatency.p99);

@@ -15,6 +15,7 @@ function run(attacher: string, podSeconds: number[] | undefined, ok = true): Run
     startupSeconds: 1,
     attachSeconds: 2,
     attachesPerSecond: 1,
+    steadyAttachesPerSecond: 1,
     detachSeconds: 2,
     detachesPerSecond: 1,
     attachLatency: latency,

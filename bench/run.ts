@@ -108,6 +108,11 @@ export interface RunResult {
   /** First create → last attached. */
   attachSeconds: number;
   attachesPerSecond: number;
+  /**
+   * Attaches a second from the tenth to the ninetieth percent attached: the attacher's pace
+   * without the burst's creation, which every attacher waits for alike.
+   */
+  steadyAttachesPerSecond: number;
   /** First delete → last gone. */
   detachSeconds: number;
   detachesPerSecond: number;
@@ -198,6 +203,7 @@ export async function runOnce(
     startupSeconds: NaN,
     attachSeconds: NaN,
     attachesPerSecond: NaN,
+    steadyAttachesPerSecond: NaN,
     detachSeconds: NaN,
     detachesPerSecond: NaN,
     attachLatency: emptyLatency(),
@@ -353,6 +359,8 @@ export async function runOnce(
       result.attachSeconds = (timeline.lastAttachedAt - timeline.attachStartedAt) / 1000;
       result.detachSeconds = (timeline.lastGoneAt - timeline.detachStartedAt) / 1000;
       result.attachesPerSecond = scenario.count / result.attachSeconds;
+      const pace = timeline.attachPace;
+      result.steadyAttachesPerSecond = pace.attaches / ((pace.ninetiethAt - pace.tenthAt) / 1000);
       result.detachesPerSecond = scenario.count / result.detachSeconds;
       result.attachLatency = toSeconds(timeline.attachLatencyMs);
       result.detachLatency = toSeconds(timeline.detachLatencyMs);

@@ -41,6 +41,9 @@ Deno.test("runOnce() measures main.ts attaching and detaching through the fakes"
   assert.equal(result.ok, true, result.error ?? "");
   assert.ok(result.startupSeconds > 0);
   assert.ok(result.attachSeconds > 0 && result.detachSeconds > 0);
+  // Of 4, the 1st to the 4th attach: 3 attaches within the whole phase.
+  assert.equal(result.timeline?.attachPace.attaches, 3);
+  assert.ok(result.steadyAttachesPerSecond > 0, String(result.steadyAttachesPerSecond));
   assert.equal(result.attachLatency.count, 4);
   assert.equal(result.detachLatency.count, 4);
   const { attach, detach } = result.phases;

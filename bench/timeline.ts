@@ -57,6 +57,20 @@ export interface TimelineReport {
   pods?: PodTimelineReport;
   /** How many measured VAs were attached (and not yet gone) over time, for the pictures. */
   attachedSeries: AttachedSeries;
+  /**
+   * When a tenth and when nine tenths of the measured VAs were first attached (epoch ms; NaN
+   * until they were): the attacher's pace once the burst's creation is behind it (see
+   * {@link attachPace}).
+   */
+  attachPace: AttachPace;
+}
+
+/** See {@link TimelineReport.attachPace}. */
+export interface AttachPace {
+  /** Attaches counted between the two times. */
+  attaches: number;
+  tenthAt: number;
+  ninetiethAt: number;
 }
 
 /** Counts at `startAt + i * stepMs` (epoch ms) for each `i` of `counts`. */
@@ -93,6 +107,23 @@ export function attachedSeries(
     counts.push(up - down);
   }
   return { startAt, stepMs, counts };
+}
+
+/**
+ * When the `ceil(n / 10)`-th and the `ceil(9n / 10)`-th of `n` objects were attached
+ * (`attachedAt[i]`, NaN: never): NaN when fewer were. Between the two, the pace is the attacher's
+ * own; before the first, every attacher waits alike for the API server to create the burst and
+ * stream it to its watch.
+ */
+export function attachPace(attachedAt: Float64Array, n: number): AttachPace {
+  const ups = attachedAt.filter(Number.isFinite).sort();
+  const first = Math.ceil(n / 10);
+  const last = Math.ceil((9 * n) / 10);
+  return {
+    attaches: last - first,
+    tenthAt: first >= 1 && first <= ups.length ? ups[first - 1]! : NaN,
+    ninetiethAt: last >= 1 && last <= ups.length ? ups[last - 1]! : NaN,
+  };
 }
 
 /** Epoch milliseconds with sub-millisecond resolution. */
@@ -291,6 +322,7 @@ export class Timeline {
         this.#attachStartedAt,
         Number.isFinite(this.#lastGoneAt) ? this.#lastGoneAt : this.#now(),
       ),
+      attachPace: attachPace(this.#attachedAt, this.#spec.count),
     };
   }
 

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import type { VolumeAttachment } from "../lib/kube/types.ts";
 import { CANARY, type FixtureSpec, volumeAttachment } from "./fixtures.ts";
-import { attachedSeries, SERIES_POINTS, Timeline } from "./timeline.ts";
+import { attachedSeries, attachPace, SERIES_POINTS, Timeline } from "./timeline.ts";
 
 const spec: FixtureSpec = { driver: "d", count: 2, nodes: 1, prefix: "t-" };
 
@@ -54,6 +54,8 @@ Deno.test("Timeline measures create → attached and delete → gone per VolumeA
   assert.equal(r.lastGoneAt, 3300);
   assert.deepEqual([r.attachLatencyMs.p50, r.attachLatencyMs.max], [100, 400]);
   assert.deepEqual([r.detachLatencyMs.p50, r.detachLatencyMs.max], [50, 300]);
+  // Of two, the first is the tenth and the second the ninetieth percent.
+  assert.deepEqual(r.attachPace, { attaches: 1, tenthAt: 2100, ninetiethAt: 2400 });
 });
 
 Deno.test("Timeline.wait() answers not done at its timeout", async () => {
@@ -72,4 +74,21 @@ Deno.test("attachedSeries() counts what is attached and not gone at each step", 
   assert.deepEqual(attachedSeries(attachedAt, goneAt, NaN, 1500).counts, []);
   const long = attachedSeries(attachedAt, goneAt, 0, 1_000_000);
   assert.ok(long.counts.length <= SERIES_POINTS + 1, String(long.counts.length));
+});
+
+Deno.test("attachPace() times the tenth and the ninetieth percent of the attaches", () => {
+  // Attached in no particular order; one of the 20 never was.
+  const times = Array.from({ length: 20 }, (_, i) => i === 7 ? NaN : 1000 + 10 * ((i * 7) % 20));
+  const pace = attachPace(new Float64Array(times), 20);
+  // The 2nd and the 18th attach of the 19 that happened, in time order.
+  const sorted = times.filter(Number.isFinite).sort((x, y) => x - y);
+  assert.deepEqual(pace, { attaches: 16, tenthAt: sorted[1], ninetiethAt: sorted[17] });
+  // Fewer attached than nine tenths: no ninetieth percent yet.
+  const few = attachPace(new Float64Array([1000, 1100, NaN, NaN, NaN]), 5);
+  assert.deepEqual([few.tenthAt, few.ninetiethAt], [1000, NaN]);
+  assert.deepEqual(attachPace(new Float64Array(0), 0), {
+    attaches: 0,
+    tenthAt: NaN,
+    ninetiethAt: NaN,
+  });
 });
