@@ -4,7 +4,7 @@
  * @module
  */
 
-import type { RunResult, Scenario } from "./run.ts";
+import type { PhaseFigures, RunResult, Scenario } from "./run.ts";
 import { median, total } from "./stats.ts";
 import { formatNumber, formatRatio, formatTable } from "./table.ts";
 
@@ -114,6 +114,24 @@ export function figureRows(scenario: Scenario, runsByAttacher: RunResult[][]): F
     "API server CPU s, attach phase",
     2,
     (r) => r.phases.attach?.helperCpuSeconds.apiServer ?? NaN,
+  );
+  // What serving this attacher costs the control plane: kube-apiserver and, on the cluster,
+  // etcd (the in-memory server has no etcd), read from their /proc over the same phase.
+  const serverMs = (phase: PhaseFigures | undefined): number | undefined => {
+    if (phase === undefined) return undefined;
+    const { apiServer, etcd } = phase.helperCpuSeconds;
+    if (apiServer === undefined) return undefined;
+    return (apiServer + (etcd ?? 0)) * 1000;
+  };
+  add(
+    "API server + etcd CPU ms / attach",
+    2,
+    perObject(scenario, (r) => serverMs(r.phases.attach)),
+  );
+  add(
+    "API server + etcd CPU ms / detach",
+    2,
+    perObject(scenario, (r) => serverMs(r.phases.detach)),
   );
   return rows;
 }

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { figureRows, perObjectRows } from "./report.ts";
-import type { RunResult, Scenario } from "./run.ts";
+import type { PhaseFigures, RunResult, Scenario } from "./run.ts";
 import { summarize } from "./stats.ts";
 
 const base: Scenario = { name: "N=2", count: 2, nodes: 1, qps: 1, burst: 1, workers: 1 };
@@ -103,4 +103,22 @@ Deno.test("perObjectRows: the RSS slope between the two largest unthrottled size
   assert.deepEqual(rows[1]?.values, [kib(30), kib(45)]);
   assert.deepEqual(rows[2]?.values, [kib(240 - 181), kib(240)]);
   assert.deepEqual(perObjectRows([{ scenario: scenario(100), runs: [[sized(1, 1)]] }], 10_000), []);
+});
+
+Deno.test("figureRows(): kube-apiserver + etcd CPU per attach and per detach, etcd optional", () => {
+  const phase = (apiServer: number, etcd?: number): PhaseFigures => ({
+    requests: { byKey: {}, contentTypes: {}, accept: {}, userAgents: {} },
+    csiCalls: {},
+    cpuSeconds: 1,
+    helperCpuSeconds: etcd === undefined ? { apiServer } : { apiServer, etcd },
+  });
+  const cluster = {
+    ...run("A", undefined),
+    phases: { attach: phase(0.3, 0.1), detach: phase(0.2, 0.05) },
+  };
+  const fake = { ...run("B", undefined), phases: { attach: phase(0.5), detach: phase(0.1) } };
+  const rows = figureRows(base, [[cluster], [fake]]);
+  // N=2: (0.3 + 0.1) s / 2 = 200 ms per attach; the fake has no etcd.
+  assert.deepEqual(values(rows, "API server + etcd CPU ms / attach"), [200, 250]);
+  assert.deepEqual(values(rows, "API server + etcd CPU ms / detach"), [125, 50]);
 });

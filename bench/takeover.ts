@@ -90,6 +90,11 @@ export interface TakeoverResult {
   leaseToProcessedSeconds: number;
   /** B's CPU seconds from the kill of A to the end of its work. */
   cpuSeconds: number;
+  /**
+   * CPU seconds kube-apiserver and etcd (the environment's `apiServer` and `etcd` processes)
+   * spent over the same span: what serving B's takeover cost the control plane.
+   */
+  serverCpuSeconds: number;
   /** B's RSS before the kill (standby), and its peak (VmHWM) at the end. */
   standbyRssBytes: number;
   peakRssBytes: number;
@@ -193,6 +198,7 @@ export async function runTakeover(
     depthSeries: [],
     leaseToProcessedSeconds: NaN,
     cpuSeconds: NaN,
+    serverCpuSeconds: NaN,
     standbyRssBytes: NaN,
     peakRssBytes: NaN,
     csiCalls: {},
@@ -285,11 +291,19 @@ export async function runTakeover(
 
     // The kill, and at once the probe.
     const cpu = result.cpuSeries;
+    const servers = Object.entries(env.helperPids())
+      .filter(([role]) => role === "apiServer" || role === "etcd")
+      .map(([, pid]) => pid);
+    /** The servers' CPU seconds, one entry per entry of `cpu`. */
+    const serverCpu: number[] = [];
     const sample = () => {
       const s = deps.proc.sampleTree(b.pid);
       if (s === undefined) return;
       const at = nowMs();
       cpu.push([at, s.cpuSeconds]);
+      serverCpu.push(
+        servers.reduce((sum, pid) => sum + (deps.proc.sample(pid)?.cpuSeconds ?? NaN), 0),
+      );
       if (cpu.length % Math.max(1, Math.round(rssSampleMs(options.count) / CPU_SAMPLE_MS)) === 0) {
         result.rssSeries.at.push(at);
         result.rssSeries.bytes.push(s.rssBytes);
@@ -328,8 +342,10 @@ export async function runTakeover(
       at >= probe.floodAttachedAt && queuesEmpty({ "csi-attacher-va": va, "csi-attacher-pv": pv })
     );
     result.leaseToQueuesEmptySeconds = ((empty?.[0] ?? NaN) - result.leaseAt) / 1000;
-    const atEnd = cpu.find(([at]) => at >= end!) ?? cpu.at(-1)!;
-    result.cpuSeconds = atEnd[1] - cpu[0]![1];
+    const endIndex = cpu.findIndex(([at]) => at >= end!);
+    const endAt = endIndex < 0 ? cpu.length - 1 : endIndex;
+    result.cpuSeconds = cpu[endAt]![1] - cpu[0]![1];
+    result.serverCpuSeconds = servers.length === 0 ? NaN : serverCpu[endAt]! - serverCpu[0]!;
     // The first ListVolumes pass is part of the takeover too: its publishes count.
     const calls: Record<string, number> = {};
     await waitFor("replica B's first ListVolumes", async () => {
@@ -552,6 +568,7 @@ export function summary(r: TakeoverResult): Record<string, number> {
     "Lease → queues empty (s)": round(r.leaseToQueuesEmptySeconds, 2),
     "Lease → CPU quiet (s)": round(r.leaseToProcessedSeconds, 1),
     "CPU s": round(r.cpuSeconds, 2),
+    "API server + etcd CPU s": round(r.serverCpuSeconds, 2),
     "standby RSS (MiB)": round(r.standbyRssBytes / 2 ** 20, 1),
     "peak RSS (MiB)": round(r.peakRssBytes / 2 ** 20, 1),
     "publishes of attached VAs": r.publishesOfAttached,
