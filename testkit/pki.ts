@@ -1,18 +1,40 @@
 /**
  * Throwaway TLS material for tests, made with the `openssl` command: a CA, a server certificate it
  * signed for given subject alternative names, and a client certificate (CN=alice). Tests that need
- * it are skipped where {@link hasOpenssl} is false.
+ * it are skipped where {@link hasOpenssl} is false, unless `OPENSSL_REQUIRED=1` (as `.ci/run`
+ * sets): then a missing openssl fails them instead of hiding them.
  *
  * @module
  */
 
-/** True when the openssl command can run here. */
+/**
+ * True when the openssl command can run here.
+ *
+ * @throws {Error} when it cannot and the environment says `OPENSSL_REQUIRED=1`.
+ */
 export function hasOpenssl(): boolean {
+  const found = opensslRuns();
+  if (!found && opensslRequired()) {
+    throw new Error("OPENSSL_REQUIRED=1 but the openssl command cannot run here");
+  }
+  return found;
+}
+
+function opensslRuns(): boolean {
   try {
     return new Deno.Command("openssl", { args: ["version"], stdout: "null", stderr: "null" })
       .outputSync().success;
   } catch (err) {
     if (err instanceof Deno.errors.NotFound || err instanceof Deno.errors.NotCapable) return false;
+    throw err;
+  }
+}
+
+function opensslRequired(): boolean {
+  try {
+    return Deno.env.get("OPENSSL_REQUIRED") === "1";
+  } catch (err) {
+    if (err instanceof Deno.errors.NotCapable) return false;
     throw err;
   }
 }
