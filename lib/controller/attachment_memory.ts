@@ -22,6 +22,7 @@
  * @module
  */
 
+import { compareResourceVersions } from "../kube/resource_version.ts";
 import type { VolumeAttachment } from "../kube/types.ts";
 import type { OperationLatency } from "./operation_latency.ts";
 
@@ -46,17 +47,12 @@ export interface AttachmentMemoryDeps {
   latency?: OperationLatency;
 }
 
-/** A resourceVersion as an integer, or undefined when it is not one. */
-function parseResourceVersion(rv: string | undefined): bigint | undefined {
-  return rv !== undefined && /^[0-9]+$/.test(rv) ? BigInt(rv) : undefined;
-}
-
 /** What the attacher remembers per VolumeAttachment name; see the module doc. */
 export class AttachmentMemory {
   #backoff: { forget(name: string): void };
   #latency: OperationLatency | undefined;
   #outOfSync = new Set<string>();
-  #ownWrites = new Map<string, { uid: string; resourceVersion: bigint }>();
+  #ownWrites = new Map<string, { uid: string; resourceVersion: string }>();
   #unrecordedPublishes = new Map<string, UnrecordedPublish>();
   #failed = new Map<string, Operation>();
 
@@ -92,11 +88,12 @@ export class AttachmentMemory {
 
   /**
    * Remembers a write of this attacher on the VA `name`; `written` is the object the API server
-   * returned. A write without a numeric resourceVersion or a uid is not remembered.
+   * returned. A write without an orderable resourceVersion (`../kube/resource_version.ts`) or a
+   * uid is not remembered.
    */
   recordOwnWrite(name: string, written: VolumeAttachment | undefined): void {
-    const rv = parseResourceVersion(written?.metadata?.resourceVersion);
-    if (rv !== undefined && written?.metadata.uid) {
+    const rv = written?.metadata?.resourceVersion;
+    if (compareResourceVersions(rv, rv) === 0 && rv !== undefined && written?.metadata.uid) {
       this.#ownWrites.set(name, { uid: written.metadata.uid, resourceVersion: rv });
     }
   }
@@ -106,16 +103,16 @@ export class AttachmentMemory {
    * is queued again by its own metadata patch (or by the reconciler), and that sync may start
    * before the watch has delivered the write: without this check it would publish (or
    * unpublish) the volume a second time. The watch event of the write queues the VA again, so
-   * nothing is lost by skipping. Like client-go's MutationCache, resourceVersions are compared
-   * as integers; a non-numeric one is never treated as stale. A cached VA that is not older ends
-   * the record.
+   * nothing is lost by skipping. resourceVersions are ordered only by
+   * {@link compareResourceVersions}, the API's own rule; one it cannot order is never treated as
+   * stale. A cached VA that is not older ends the record.
    */
   isOlderThanOwnWrite(va: VolumeAttachment): boolean {
     const name = va.metadata.name;
     const own = this.#ownWrites.get(name);
     if (own === undefined) return false;
-    const cached = parseResourceVersion(va.metadata.resourceVersion);
-    if (own.uid === va.metadata.uid && cached !== undefined && cached < own.resourceVersion) {
+    const order = compareResourceVersions(va.metadata.resourceVersion, own.resourceVersion);
+    if (own.uid === va.metadata.uid && order !== undefined && order < 0) {
       return true;
     }
     this.#ownWrites.delete(name);

@@ -78,7 +78,7 @@ Deno.test("AttachmentMemory marks are taken once", () => {
   assert.equal(memory.takeFailure("va-1"), undefined);
 });
 
-Deno.test("AttachmentMemory.isOlderThanOwnWrite() compares resourceVersions as integers, per uid", () => {
+Deno.test("AttachmentMemory.isOlderThanOwnWrite() orders resourceVersions by the API rule, per uid", () => {
   const { memory } = setUp();
   memory.recordOwnWrite("va-1", va("va-1", "u1", "100"));
   assert.equal(memory.isOlderThanOwnWrite(va("va-1", "u1", "99")), true, "99 < 100, not as text");
@@ -92,4 +92,16 @@ Deno.test("AttachmentMemory.isOlderThanOwnWrite() compares resourceVersions as i
   assert.equal(memory.isOlderThanOwnWrite(va("va-1", "u1", "abc")), false, "never stale");
   memory.recordOwnWrite("va-2", va("va-2", "u1", "not-a-number"));
   assert.equal(memory.isOlderThanOwnWrite(va("va-2", "u1", "1")), false, "not remembered");
+  memory.recordOwnWrite("va-3", va("va-3", "u1", "9007199254740993"));
+  assert.equal(
+    memory.isOlderThanOwnWrite(va("va-3", "u1", "9007199254740992")),
+    true,
+    "beyond 2^53",
+  );
+  memory.recordOwnWrite("va-4", va("va-4", "u1", "100"));
+  assert.equal(
+    memory.isOlderThanOwnWrite(va("va-4", "u1", "099")),
+    false,
+    "leading zero: no order",
+  );
 });
