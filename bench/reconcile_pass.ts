@@ -23,11 +23,7 @@ import { parseArgs } from "node:util";
 import { GrpcCsiClient } from "../lib/csi/client.ts";
 import { ListVolumesReconciler } from "../lib/controller/reconciler.ts";
 import { AttachmentMemory } from "../lib/controller/attachment_memory.ts";
-import {
-  cachedCsiNode,
-  cachedPersistentVolume,
-  cachedVolumeAttachment,
-} from "../lib/controller/cache_fields.ts";
+import { CacheFields } from "../lib/controller/cache_fields.ts";
 import { finalizerName, NODE_ID_ANNOTATION } from "../lib/controller/names.ts";
 import { nullLogger } from "../lib/observe/logger.ts";
 import { realClock } from "../lib/clock.ts";
@@ -112,11 +108,12 @@ async function measure(spec: FixtureSpec, passes: number): Promise<void> {
   const pvs = new FakeInformer<PersistentVolume>();
   const vas = new FakeInformer<VolumeAttachment>();
   const nodes = new FakeInformer<CsiNode>();
-  const transformNode = cachedCsiNode(spec.driver);
+  const fields = new CacheFields();
+  const transformNode = fields.csiNode(spec.driver);
   for (let n = 0; n < spec.nodes; n++) nodes.set(transformNode(asSent(csiNode(spec, n), {})));
   const created = new Date().toISOString().replace(/\.\d+Z$/, "Z");
   for (let i = 0; i < spec.count; i++) {
-    pvs.set(cachedPersistentVolume(asSent(persistentVolume(spec, i), {
+    pvs.set(fields.persistentVolume(asSent(persistentVolume(spec, i), {
       uid: crypto.randomUUID(),
       resourceVersion: String(1000 + i),
       creationTimestamp: created,
@@ -132,7 +129,7 @@ async function measure(spec: FixtureSpec, passes: number): Promise<void> {
       annotations: { [NODE_ID_ANNOTATION]: nodeId(spec, nodeOf(spec, i)) },
     });
     va.status = { attached: true, attachmentMetadata: { devicePath: `/dev/${volumeId(spec, i)}` } };
-    vas.set(cachedVolumeAttachment(va, pvs));
+    vas.set(fields.volumeAttachment(va, pvs));
   }
   const csi = new GrpcCsiClient({ log: nullLogger }, { address: socket });
   const queue = testQueue(realClock, "va");

@@ -32,11 +32,7 @@ import { pendingVolumeAttachments } from "./controller/pending.ts";
 import { BacklogReporter } from "./controller/backlog.ts";
 import type { Handler, HandlerStores } from "./controller/handler.ts";
 import { Informer } from "./kube/informer.ts";
-import {
-  cachedCsiNode,
-  cachedPersistentVolume,
-  cachedVolumeAttachment,
-} from "./controller/cache_fields.ts";
+import { CacheFields } from "./controller/cache_fields.ts";
 import type { KubeApi } from "./kube/api.ts";
 import { CSI_NODES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "./kube/api.ts";
 import type { KubeRequestObserver } from "./kube/request_reports.ts";
@@ -427,12 +423,14 @@ class Attacher {
     // incremental marking ends long past its limit (lib/heap.ts).
     const collect = heapCollector();
     const onListedObject = collect === undefined ? undefined : pacedCollector(collect);
+    // The pools the cached objects of this attacher share, and nobody else's.
+    const fields = new CacheFields();
     const persistentVolumes: Informer<PersistentVolume> = new Informer<PersistentVolume>(deps, {
       resource: PERSISTENT_VOLUMES,
       resyncMs,
       name: "persistentvolumes",
       // A new version of a cached PV keeps what it shares with the version it replaces.
-      transform: (pv) => cachedPersistentVolume(pv, persistentVolumes),
+      transform: (pv) => fields.persistentVolume(pv, persistentVolumes),
       watchList: true,
       onListedObject,
     });
@@ -442,7 +440,7 @@ class Attacher {
       name: "volumeattachments",
       // The PV name a VA names is the cached PV's own string; a new version of a cached VA keeps
       // what it shares with the version it replaces.
-      transform: (va) => cachedVolumeAttachment(va, persistentVolumes, volumeAttachments),
+      transform: (va) => fields.volumeAttachment(va, persistentVolumes, volumeAttachments),
       watchList: true,
       onListedObject,
     });
@@ -453,7 +451,7 @@ class Attacher {
         resource: CSI_NODES,
         resyncMs,
         name: "csinodes",
-        transform: cachedCsiNode(driverName),
+        transform: fields.csiNode(driverName),
         watchList: true,
         onListedObject,
       }),

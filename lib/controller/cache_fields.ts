@@ -17,8 +17,8 @@
  *   `/metadata/finalizers` (or one index of it): kept whole. No other PV field is written.
  * - CSINodes are only read.
  *
- * Values many objects repeat are kept once ({@link SHARED_VALUES}): strings, and the lists and
- * records made of them, frozen. Cached objects are shared with every reader and must not be
+ * Values many objects repeat are kept once (the pools of {@link CacheFields}, one per attacher):
+ * strings, and the lists and records made of them, frozen. Cached objects are shared with every reader and must not be
  * changed; a shared part that someone tries to change throws instead of changing every object
  * that holds it. What each byte of a cached pair is: bench/README.md, "What a cached pair is".
  *
@@ -45,46 +45,48 @@ import { StringPool } from "./string_pool.ts";
  * (finalizer lists, node ID annotations). Two per node (its name and node ID) and a few dozen
  * more: room for the 5000 nodes of Kubernetes' scalability envelope.
  */
-export const SHARED_VALUES: StringPool = new StringPool(16_384);
+const SHARED_VALUES_CAPACITY = 16_384;
 
 /**
  * The PVs' `spec.csi.volumeAttributes`, which the volumes of one StorageClass usually share;
- * apart from {@link SHARED_VALUES} so that a driver whose attributes are unique per volume fills
- * only this pool.
+ * apart from the other values so that a driver whose attributes are unique per volume fills only
+ * this pool.
  */
-export const SHARED_ATTRIBUTES: StringPool = new StringPool(1024);
-
-const ATTACHED: NonNullable<VolumeAttachment["status"]> = Object.freeze({ attached: true });
-const NOT_ATTACHED: NonNullable<VolumeAttachment["status"]> = Object.freeze({ attached: false });
-
-function shared<T extends string | undefined>(value: T): T {
-  return (value === undefined ? undefined : SHARED_VALUES.intern(value)) as T;
-}
+const SHARED_ATTRIBUTES_CAPACITY = 1024;
 
 /** Which timestamp of an object: its creation or its deletion. */
 type TimestampKind = "created" | "deleted";
 
-/**
- * The last creation and the last deletion timestamp kept: objects created (or deleted) in one
- * burst share their second. Apart, so that the two timestamps of each VA being deleted do not
- * push each other out (one slot for both left every VA of a detach burst its own copy of both).
- */
-const lastTimestamps: Record<TimestampKind, string | undefined> = {
-  created: undefined,
-  deleted: undefined,
-};
+/** What the caches of one attacher share (see {@link CacheFields}). */
+interface Pools {
+  values: StringPool;
+  attributes: StringPool;
+  /**
+   * The last creation and the last deletion timestamp kept: objects created (or deleted) in one
+   * burst share their second. Apart, so that the two timestamps of each VA being deleted do not
+   * push each other out (one slot for both left every VA of a detach burst its own copy of both).
+   */
+  timestamps: Record<TimestampKind, string | undefined>;
+}
+
+const ATTACHED: NonNullable<VolumeAttachment["status"]> = Object.freeze({ attached: true });
+const NOT_ATTACHED: NonNullable<VolumeAttachment["status"]> = Object.freeze({ attached: false });
+
+function shared<T extends string | undefined>(p: Pools, value: T): T {
+  return (value === undefined ? undefined : p.values.intern(value)) as T;
+}
 
 /** `value`, or the instance of the previous timestamp of `kind` when they are equal. */
-function timestamp(value: string, kind: TimestampKind): string {
-  const last = lastTimestamps[kind];
+function timestamp(p: Pools, value: string, kind: TimestampKind): string {
+  const last = p.timestamps[kind];
   if (value === last) return last;
-  lastTimestamps[kind] = value;
+  p.timestamps[kind] = value;
   return value;
 }
 
 /** `finalizers` as a pooled frozen list (null and other values as they are). */
-function sharedList<T>(values: T): T {
-  return (Array.isArray(values) ? SHARED_VALUES.internList(values) : values) as T;
+function sharedList<T>(p: Pools, values: T): T {
+  return (Array.isArray(values) ? p.values.internList(values) : values) as T;
 }
 
 /**
@@ -92,6 +94,7 @@ function sharedList<T>(values: T): T {
  * node ID annotation of a VA is its node's), undefined when there is none.
  */
 function keptAnnotations(
+  p: Pools,
   meta: ObjectMeta,
   keys: readonly string[],
 ): Record<string, string> | undefined {
@@ -106,17 +109,21 @@ function keptAnnotations(
       only = key;
       continue;
     }
-    out ??= { [only!]: shared(all[only!]!) };
-    out[key] = shared(value);
+    out ??= { [only!]: shared(p, all[only!]!) };
+    out[key] = shared(p, value);
   }
   if (out !== undefined || only === undefined) return out;
   const value = all[only]!;
-  return SHARED_VALUES.internRecord(`${only}\n${value}`, () => ({ [only!]: shared(value) }));
+  return p.values.internRecord(`${only}\n${value}`, () => ({ [only!]: shared(p, value) }));
 }
 
 /** A timestamp member: strings through {@link timestamp}, anything else as it is. */
-function keptTimestamp(value: string | undefined, kind: TimestampKind): string | undefined {
-  return typeof value === "string" ? timestamp(value, kind) : value;
+function keptTimestamp(
+  p: Pools,
+  value: string | undefined,
+  kind: TimestampKind,
+): string | undefined {
+  return typeof value === "string" ? timestamp(p, value, kind) : value;
 }
 
 /**
@@ -128,18 +135,19 @@ function keptTimestamp(value: string | undefined, kind: TimestampKind): string |
  * array (V8's out-of-object properties, 16 bytes and a slot per member more, in steps of three).
  */
 function keptMetadata(
+  p: Pools,
   meta: ObjectMeta,
   annotations: readonly string[],
   identity: boolean,
 ): ObjectMeta {
   const name = meta.name;
-  const finalizers = meta.finalizers === undefined ? undefined : sharedList(meta.finalizers);
-  const kept = keptAnnotations(meta, annotations);
+  const finalizers = meta.finalizers === undefined ? undefined : sharedList(p, meta.finalizers);
+  const kept = keptAnnotations(p, meta, annotations);
   if (identity) {
     const uid = meta.uid;
     const resourceVersion = meta.resourceVersion;
     // The attach latency and the oldest-pending gauge count from it.
-    const creationTimestamp = keptTimestamp(meta.creationTimestamp, "created");
+    const creationTimestamp = keptTimestamp(p, meta.creationTimestamp, "created");
     if (
       meta.namespace === undefined && uid !== undefined && resourceVersion !== undefined &&
       creationTimestamp !== undefined
@@ -154,7 +162,7 @@ function keptMetadata(
         if (kept === undefined) return { name, uid, resourceVersion, creationTimestamp };
       } else if (finalizers !== undefined && kept !== undefined) {
         // An attached VA being deleted: every one of them at the start of a detach burst.
-        const deletionTimestamp = keptTimestamp(meta.deletionTimestamp, "deleted");
+        const deletionTimestamp = keptTimestamp(p, meta.deletionTimestamp, "deleted");
         return {
           name,
           uid,
@@ -171,16 +179,16 @@ function keptMetadata(
     if (finalizers === undefined && kept === undefined) return { name };
   }
   const out: ObjectMeta = { name };
-  if (meta.namespace !== undefined) out.namespace = shared(meta.namespace);
+  if (meta.namespace !== undefined) out.namespace = shared(p, meta.namespace);
   if (identity) {
     if (meta.uid !== undefined) out.uid = meta.uid;
     if (meta.resourceVersion !== undefined) out.resourceVersion = meta.resourceVersion;
     if (meta.creationTimestamp !== undefined) {
-      out.creationTimestamp = keptTimestamp(meta.creationTimestamp, "created");
+      out.creationTimestamp = keptTimestamp(p, meta.creationTimestamp, "created");
     }
   }
   if (meta.deletionTimestamp !== undefined) {
-    out.deletionTimestamp = keptTimestamp(meta.deletionTimestamp, "deleted");
+    out.deletionTimestamp = keptTimestamp(p, meta.deletionTimestamp, "deleted");
   }
   if (finalizers !== undefined) out.finalizers = finalizers;
   if (kept !== undefined) out.annotations = kept;
@@ -266,7 +274,8 @@ function samePersistentVolumeSpec(
  * VolumeAttachment cache itself), a new version of a cached VA keeps the cached version's equal
  * name, uid and creationTimestamp strings, and its spec when equal ({@link reuseStrings}).
  */
-export function cachedVolumeAttachment(
+function cachedVolumeAttachment(
+  p: Pools,
   va: VolumeAttachment,
   persistentVolumes?: ObjectStore<PersistentVolume>,
   previous?: PreviousVersions<VolumeAttachment>,
@@ -281,8 +290,8 @@ export function cachedVolumeAttachment(
   ) {
     spec = beforeSpec;
   } else if (spec !== undefined && spec !== null) {
-    if (typeof spec.attacher === "string") spec.attacher = shared(spec.attacher);
-    if (typeof spec.nodeName === "string") spec.nodeName = shared(spec.nodeName);
+    if (typeof spec.attacher === "string") spec.attacher = shared(p, spec.attacher);
+    if (typeof spec.nodeName === "string") spec.nodeName = shared(p, spec.nodeName);
     const source = spec.source;
     const pvName = source?.persistentVolumeName;
     if (typeof pvName === "string" && persistentVolumes !== undefined) {
@@ -290,50 +299,50 @@ export function cachedVolumeAttachment(
       if (cachedName === pvName) source!.persistentVolumeName = cachedName;
     }
   }
-  const metadata = keptMetadata(va.metadata, [NODE_ID_ANNOTATION], true);
+  const metadata = keptMetadata(p, va.metadata, [NODE_ID_ANNOTATION], true);
   // One literal per case: every member in the object itself.
   if (va.status === undefined) return { metadata, spec };
   return { metadata, spec, status: keptStatus(va.status) };
 }
 
 /** A secret reference as a pooled record (the PVs of a StorageClass share theirs). */
-function sharedSecretRef<T extends SecretReference | null | undefined>(ref: T): T {
+function sharedSecretRef<T extends SecretReference | null | undefined>(p: Pools, ref: T): T {
   if (ref === undefined || ref === null || typeof ref !== "object") return ref;
   const { name, namespace } = ref;
   let keys = 0;
   for (const _ in ref) keys++;
   if (typeof name !== "string" || typeof namespace !== "string" || keys !== 2) return ref;
-  return SHARED_VALUES.internRecord(
+  return p.values.internRecord(
     `secret\n${namespace}\n${name}`,
-    () => ({ name: shared(name), namespace: shared(namespace) }),
+    () => ({ name: shared(p, name), namespace: shared(p, namespace) }),
   ) as T;
 }
 
 /** `spec.csi` with its shared parts pooled, in place. */
-function keptCsiSource(csi: CsiPersistentVolumeSource): CsiPersistentVolumeSource {
-  if (typeof csi.driver === "string") csi.driver = shared(csi.driver);
-  if (typeof csi.fsType === "string") csi.fsType = shared(csi.fsType);
+function keptCsiSource(p: Pools, csi: CsiPersistentVolumeSource): CsiPersistentVolumeSource {
+  if (typeof csi.driver === "string") csi.driver = shared(p, csi.driver);
+  if (typeof csi.fsType === "string") csi.fsType = shared(p, csi.fsType);
   const attributes = csi.volumeAttributes;
   if (attributes !== undefined && attributes !== null && typeof attributes === "object") {
-    csi.volumeAttributes = SHARED_ATTRIBUTES.internRecord(
+    csi.volumeAttributes = p.attributes.internRecord(
       JSON.stringify(attributes),
       () => attributes,
     );
   }
   if (csi.controllerPublishSecretRef !== undefined) {
-    csi.controllerPublishSecretRef = sharedSecretRef(csi.controllerPublishSecretRef);
+    csi.controllerPublishSecretRef = sharedSecretRef(p, csi.controllerPublishSecretRef);
   }
   if (csi.nodeStageSecretRef !== undefined) {
-    csi.nodeStageSecretRef = sharedSecretRef(csi.nodeStageSecretRef);
+    csi.nodeStageSecretRef = sharedSecretRef(p, csi.nodeStageSecretRef);
   }
   if (csi.nodePublishSecretRef !== undefined) {
-    csi.nodePublishSecretRef = sharedSecretRef(csi.nodePublishSecretRef);
+    csi.nodePublishSecretRef = sharedSecretRef(p, csi.nodePublishSecretRef);
   }
   if (csi.controllerExpandSecretRef !== undefined) {
-    csi.controllerExpandSecretRef = sharedSecretRef(csi.controllerExpandSecretRef);
+    csi.controllerExpandSecretRef = sharedSecretRef(p, csi.controllerExpandSecretRef);
   }
   if (csi.nodeExpandSecretRef !== undefined) {
-    csi.nodeExpandSecretRef = sharedSecretRef(csi.nodeExpandSecretRef);
+    csi.nodeExpandSecretRef = sharedSecretRef(p, csi.nodeExpandSecretRef);
   }
   return csi;
 }
@@ -343,11 +352,11 @@ function keptCsiSource(csi: CsiPersistentVolumeSource): CsiPersistentVolumeSourc
  * modes, the volume mode, the mount options), not capacity, claim, reclaim policy, class or node
  * affinity.
  */
-function keptCsiSpec(spec: PersistentVolumeSpec): PersistentVolumeSpec {
-  const accessModes = spec.accessModes === undefined ? undefined : sharedList(spec.accessModes);
+function keptCsiSpec(p: Pools, spec: PersistentVolumeSpec): PersistentVolumeSpec {
+  const accessModes = spec.accessModes === undefined ? undefined : sharedList(p, spec.accessModes);
   const csi = spec.csi === undefined || spec.csi === null || typeof spec.csi !== "object"
     ? spec.csi
-    : keptCsiSource(spec.csi);
+    : keptCsiSource(p, spec.csi);
   if (spec.volumeMode === undefined && spec.mountOptions === undefined) {
     // The usual shape as one literal (see keptMetadata).
     if (accessModes !== undefined && csi !== undefined) return { accessModes, csi };
@@ -355,8 +364,8 @@ function keptCsiSpec(spec: PersistentVolumeSpec): PersistentVolumeSpec {
   const out: PersistentVolumeSpec = {};
   if (accessModes !== undefined) out.accessModes = accessModes;
   if (csi !== undefined) out.csi = csi;
-  if (spec.volumeMode !== undefined) out.volumeMode = shared(spec.volumeMode);
-  if (spec.mountOptions !== undefined) out.mountOptions = sharedList(spec.mountOptions);
+  if (spec.volumeMode !== undefined) out.volumeMode = shared(p, spec.volumeMode);
+  if (spec.mountOptions !== undefined) out.mountOptions = sharedList(p, spec.mountOptions);
   return out;
 }
 
@@ -399,19 +408,20 @@ function sameCsiSpec(a: PersistentVolumeSpec, b: PersistentVolumeSpec): boolean 
  * PersistentVolume cache itself), a new version of a cached CSI PV keeps the cached version's
  * equal name string, and its kept spec when equal (as {@link cachedVolumeAttachment} does).
  */
-export function cachedPersistentVolume(
+function cachedPersistentVolume(
+  p: Pools,
   pv: PersistentVolume,
   previous?: PreviousVersions<PersistentVolume>,
 ): PersistentVolume {
   const before = previousVersion(pv, previous);
-  const metadata = keptMetadata(pv.metadata, [
+  const metadata = keptMetadata(p, pv.metadata, [
     MIGRATED_TO_ANNOTATION,
     AZURE_FILE_RESOURCE_GROUP_ANNOTATION,
   ], false);
   const spec = pv.spec;
   if (spec === undefined || spec === null || typeof spec !== "object") return { metadata, spec };
   if (!isMigratablePersistentVolume(pv)) {
-    const kept = keptCsiSpec(spec);
+    const kept = keptCsiSpec(p, spec);
     const beforeSpec = before?.spec;
     if (beforeSpec !== undefined && sameCsiSpec(kept, beforeSpec)) {
       return { metadata, spec: beforeSpec };
@@ -419,13 +429,13 @@ export function cachedPersistentVolume(
     return { metadata, spec: kept };
   }
   if (pv.metadata.labels !== undefined) metadata.labels = pv.metadata.labels;
-  if (Array.isArray(spec.accessModes)) spec.accessModes = sharedList(spec.accessModes);
-  if (typeof spec.volumeMode === "string") spec.volumeMode = shared(spec.volumeMode);
+  if (Array.isArray(spec.accessModes)) spec.accessModes = sharedList(p, spec.accessModes);
+  if (typeof spec.volumeMode === "string") spec.volumeMode = shared(p, spec.volumeMode);
   return { metadata, spec };
 }
 
 /** A CSINode as cached: only the entry of `driverName` in `spec.drivers`, name and node ID. */
-export function cachedCsiNode(driverName: string): (node: CsiNode) => CsiNode {
+function cachedCsiNode(p: Pools, driverName: string): (node: CsiNode) => CsiNode {
   return (node) => {
     const drivers = (node.spec?.drivers ?? [])
       .filter((d) => d.name === driverName)
@@ -433,8 +443,72 @@ export function cachedCsiNode(driverName: string): (node: CsiNode) => CsiNode {
     return {
       apiVersion: node.apiVersion,
       kind: node.kind,
-      metadata: keptMetadata(node.metadata, [], true),
+      metadata: keptMetadata(p, node.metadata, [], true),
       spec: { drivers },
     };
   };
+}
+
+/**
+ * The transforms of one attacher's informers, with the pools their cached objects share: every
+ * attacher makes its own, so that attachers in one process (the chaos simulation, the scenario
+ * harness) share nothing.
+ *
+ * @example
+ * ```ts
+ * import { CacheFields } from "./cache_fields.ts";
+ *
+ * const fields = new CacheFields();
+ * const va = fields.volumeAttachment({
+ *   metadata: { name: "va-1", uid: "u1", resourceVersion: "7" },
+ *   spec: { attacher: "csi.example.com", nodeName: "node-1", source: { persistentVolumeName: "pv-1" } },
+ * });
+ * ```
+ */
+export class CacheFields {
+  #pools: Pools = {
+    values: new StringPool(SHARED_VALUES_CAPACITY),
+    attributes: new StringPool(SHARED_ATTRIBUTES_CAPACITY),
+    timestamps: { created: undefined, deleted: undefined },
+  };
+
+  /**
+   * A VolumeAttachment as cached: `spec` and `status` whole, metadata name, namespace, uid,
+   * resourceVersion, creationTimestamp, deletionTimestamp, finalizers and the node ID annotation;
+   * not `apiVersion` and `kind` (the store says what it holds). With `persistentVolumes`, the PV
+   * name in `spec.source` is the cached PV's own string when that PV is cached. With `previous`
+   * (the VolumeAttachment cache itself), a new version of a cached VA keeps the cached version's
+   * equal name, uid and creationTimestamp strings, and its spec when equal.
+   */
+  volumeAttachment(
+    va: VolumeAttachment,
+    persistentVolumes?: ObjectStore<PersistentVolume>,
+    previous?: PreviousVersions<VolumeAttachment>,
+  ): VolumeAttachment {
+    return cachedVolumeAttachment(this.#pools, va, persistentVolumes, previous);
+  }
+
+  /**
+   * A PersistentVolume as cached: for a CSI PV metadata name, deletionTimestamp, finalizers and
+   * the migration annotations, and the spec attach and detach read; an in-tree PV that CSI
+   * migration translates keeps its whole spec and its labels. With `previous` (the
+   * PersistentVolume cache itself), a new version keeps the cached version's equal strings and
+   * spec.
+   */
+  persistentVolume(
+    pv: PersistentVolume,
+    previous?: PreviousVersions<PersistentVolume>,
+  ): PersistentVolume {
+    return cachedPersistentVolume(this.#pools, pv, previous);
+  }
+
+  /** The CSINode transform for `driverName`: only its entry of `spec.drivers`, name and node ID. */
+  csiNode(driverName: string): (node: CsiNode) => CsiNode {
+    return cachedCsiNode(this.#pools, driverName);
+  }
+
+  /** How many values the shared pool holds (for tests and memory reports). */
+  get sharedValueCount(): number {
+    return this.#pools.values.size;
+  }
 }

@@ -18,7 +18,7 @@ export class FakeInformer<T extends KubeObject> implements InformerLike<T> {
 
   /**
    * @param transform applied to a copy of every object entering the cache, as the informer's
-   *   `transform` option is (e.g. `cachedVolumeAttachment`); none by default.
+   *   `transform` option is (e.g. `CacheFields.volumeAttachment`); none by default.
    */
   constructor(objects: T[] = [], transform?: (obj: T) => T) {
     this.#transform = transform === undefined

@@ -67,11 +67,7 @@ import { FakeCsiDriver } from "../csi/fake_driver.ts";
 import type { Action } from "./fixtures.ts";
 import { DRIVER } from "./fixtures.ts";
 import { FakeInformer } from "../fakes/fake_informer.ts";
-import {
-  cachedCsiNode,
-  cachedPersistentVolume,
-  cachedVolumeAttachment,
-} from "../../lib/controller/cache_fields.ts";
+import { CacheFields } from "../../lib/controller/cache_fields.ts";
 import { processReadyPersistentVolume, processReadyVolumeAttachment } from "./ready_work.ts";
 
 /** Controller capabilities the fake driver reports unless a scenario sets its own. */
@@ -542,23 +538,24 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
 
     // The caches keep what the shipped informers keep (lib/run.ts). The seeds enter them while
     // they are made, with no previous version to look up.
+    const fields = new CacheFields();
     const made: {
       pv?: FakeInformer<PersistentVolume>;
       va?: FakeInformer<VolumeAttachment>;
     } = {};
     const pvInformer = new FakeInformer<PersistentVolume>(
       seeds.filter((o): o is PersistentVolume => o.kind === "PersistentVolume"),
-      (pv) => cachedPersistentVolume(pv, made.pv),
+      (pv) => fields.persistentVolume(pv, made.pv),
     );
     made.pv = pvInformer;
     const vaInformer = new FakeInformer<VolumeAttachment>(
       seeds.filter((o): o is VolumeAttachment => o.kind === "VolumeAttachment"),
-      (va) => cachedVolumeAttachment(va, pvInformer, made.va),
+      (va) => fields.volumeAttachment(va, pvInformer, made.va),
     );
     made.va = vaInformer;
     const csiNodeInformer = new FakeInformer<CsiNode>(
       seeds.filter((o): o is CsiNode => o.kind === "CSINode"),
-      cachedCsiNode(driver),
+      fields.csiNode(driver),
     );
 
     const options: CsiHandlerOptions = {
