@@ -67,6 +67,7 @@ import { FakeCsiDriver } from "../csi/fake_driver.ts";
 import type { Action } from "./fixtures.ts";
 import { DRIVER } from "./fixtures.ts";
 import { FakeInformer } from "../fakes/fake_informer.ts";
+import { type LeaseFence, SOLE_REPLICA } from "../../lib/lease_fence.ts";
 import {
   cachedCsiNode,
   cachedPersistentVolume,
@@ -129,6 +130,8 @@ export interface HandlerFactoryDeps {
   stores: HandlerStores;
   memory: AttachmentMemory;
   options: CsiHandlerOptions;
+  /** The one replica's fence: a scenario runs without leader election. */
+  fence: LeaseFence;
 }
 
 /** One scenario. */
@@ -588,11 +591,15 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
         stores,
         memory,
         options,
+        fence: SOLE_REPLICA,
       });
     } else if (scenario.handler === "trivial") {
-      handler = new TrivialHandler({ kube, log });
+      handler = new TrivialHandler({ kube, log, fence: SOLE_REPLICA });
     } else {
-      handler = new CsiHandler({ kube, csi: csiClient, log, clock, stores, memory }, options);
+      handler = new CsiHandler(
+        { kube, csi: csiClient, log, clock, stores, memory, fence: SOLE_REPLICA },
+        options,
+      );
     }
     const reconciler = new ListVolumesReconciler({
       csi: csiClient,
@@ -601,6 +608,7 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
       stores,
       memory,
       queue: vaQueue,
+      fence: SOLE_REPLICA,
     }, {
       driverName: driver,
       timeoutMs: SCENARIO_TIMEOUT_MS,
