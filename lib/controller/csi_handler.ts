@@ -13,9 +13,11 @@
  *   always has a VA that cannot disappear before its detach.
  * - The VA finalizer is removed only after a successful ControllerUnpublishVolume.
  * - The PV finalizer is removed only when no VolumeAttachment names the PV.
- * - With leader election, the lease fence ({@link CsiHandlerDeps.fence}) is asked synchronously
- *   right before every write and driver call (for a driver call, inside the CSI client, right
- *   before the request's bytes are written to the connection). When it says no, the sync stops
+ * - The lease fence of the term ({@link CsiHandlerDeps.fence}) is asked synchronously before
+ *   every write and driver call, and again at the last synchronous moment before the request's
+ *   bytes are written to the connection (for a driver call by the HTTP/2 frame writer, for an API
+ *   write by the Kubernetes client after its rate limiter and by the HTTP/1.1 transport, before
+ *   every retry too). When it says no, the sync stops
  *   there as on SIGTERM (`stopped`: nothing more is written, the key is left for the next leader),
  *   also after a driver call: the next leader repeats the call (publish and unpublish are
  *   idempotent) and records it.
@@ -28,7 +30,8 @@ import { errorText } from "../errors.ts";
 import { realClock } from "../clock.ts";
 import type { CsiClient } from "../csi/api.ts";
 import { CsiError } from "../csi/api.ts";
-import { type LeaseFence, UNFENCED } from "../lease_fence.ts";
+import { FENCE_REFUSED_MESSAGE, type LeaseFence } from "../lease_fence.ts";
+import { fencedIn, FencedWrites } from "./fenced_writes.ts";
 import type { EventSink } from "../events/recorder.ts";
 import type { Handler, HandlerStores, SyncOutcome } from "./handler.ts";
 import type { AttachmentMemory } from "./attachment_memory.ts";
@@ -70,8 +73,12 @@ export interface CsiHandlerDeps {
   memory: AttachmentMemory;
   /** Events on VolumeAttachments (beyond the Go attacher, which records none); none if unset. */
   events?: EventSink;
-  /** The leader's lease fence; {@link UNFENCED} (always open) without leader election. */
-  fence?: LeaseFence;
+  /**
+   * The lease fence of the term this handler works in (`LeaderElector`'s `onStartedLeading`), or
+   * `SOLE_REPLICA` without leader election; required, so that no handler acts unfenced by
+   * omission.
+   */
+  fence: LeaseFence;
 }
 
 /** The line logged when a sync failed and its key is retried with backoff. */
@@ -91,18 +98,17 @@ export class CsiHandler implements Handler {
   #log: Logger;
 
   constructor(deps: CsiHandlerDeps, opts: CsiHandlerOptions) {
-    const fence = deps.fence ?? UNFENCED;
     this.#ctx = Object.freeze({
-      kube: deps.kube,
+      // Every write of this handler carries the term's fence, down to the transport.
+      kube: new FencedWrites(deps.kube, deps.fence),
       csi: deps.csi,
       clock: deps.clock ?? realClock,
       stores: deps.stores,
       memory: deps.memory,
       events: deps.events,
-      fence,
+      fence: deps.fence,
       opts,
       finalizer: finalizerName(opts.driverName),
-      callFence: () => fence.valid(),
     });
     this.#log = deps.log;
   }
@@ -125,7 +131,7 @@ export class CsiHandler implements Handler {
     const result = va.metadata.deletionTimestamp
       ? await syncDetach(this.#ctx, va, log, signal)
       : await syncAttach(this.#ctx, va, log, signal);
-    return await this.#conclude(result, va, log);
+    return await this.#conclude(result, va, log, signal);
   }
 
   /**
@@ -133,12 +139,22 @@ export class CsiHandler implements Handler {
    * resets its backoff, `retry` re-queues it with exponential backoff, `stopped` leaves it as it
    * is. A failure is first recorded (see {@link #recordFailure}).
    */
-  async #conclude(result: SyncResult, va: VolumeAttachment, log: Logger): Promise<SyncOutcome> {
+  async #conclude(
+    result: SyncResult,
+    va: VolumeAttachment,
+    log: Logger,
+    signal: AbortSignal,
+  ): Promise<SyncOutcome> {
+    if ((result.kind === "failed" || result.kind === "unrecorded") && fencedIn(result.error)) {
+      // A write the fence refused after the rate limiter or at the connection: not sent.
+      log.info(FENCE_REFUSED_MESSAGE);
+      return stopped(log, "fence");
+    }
     switch (result.kind) {
       case "done":
         return "done";
       case "stopped":
-        return stopped(log);
+        return stopped(log, signal.aborted ? "shutdown" : "fence");
       case "unrecorded":
         log.error(result.error, RETRY_MESSAGE);
         return "retry";
@@ -165,7 +181,7 @@ export class CsiHandler implements Handler {
     log: Logger,
   ): Promise<SyncOutcome> {
     const saved = await this.#saveError(failure, uid, log);
-    if (saved.kind === "stopped") return stopped(log);
+    if (saved.kind === "stopped") return stopped(log, "fence");
     recordFailure(this.#ctx, failure.va, failure.op, failure.error);
     const error = new Error(`failed to ${failure.op}: ${errorText(failure.error)}`, {
       cause: failure.error,
@@ -201,6 +217,10 @@ export class CsiHandler implements Handler {
         body,
       }, { subresource: "status" });
     } catch (saveErr) {
+      if (fencedIn(saveErr)) {
+        log.info(FENCE_REFUSED_MESSAGE);
+        return STOPPED;
+      }
       return failed(
         new Error(`failed to save ${field}: ${errorText(saveErr)}`, { cause: saveErr }),
       );
@@ -234,6 +254,10 @@ export class CsiHandler implements Handler {
         body: removeFinalizerPatch(pv.metadata.finalizers, this.#ctx.finalizer),
       });
     } catch (err) {
+      if (fencedIn(err)) {
+        log.info(FENCE_REFUSED_MESSAGE);
+        return "stopped";
+      }
       log.error(err, "Failed to remove PersistentVolume finalizer, will retry");
       return "retry";
     }
@@ -242,8 +266,16 @@ export class CsiHandler implements Handler {
   }
 }
 
-/** Logs that the sync stopped; the key is left as it is. */
-function stopped(log: Logger): SyncOutcome {
-  log.v(2).info("Stopping before the driver was called; the VolumeAttachment is left as is");
+/**
+ * Logs that the sync stopped; the key is left as it is. `why`: the attacher is stopping (a sync
+ * that had not called the driver ends where it waits; one that had completes and is not
+ * stopped), or the lease fence closed, which may be after the driver was called: the result is
+ * then not written, and the next leader calls again and records it.
+ */
+function stopped(log: Logger, why: "shutdown" | "fence"): SyncOutcome {
+  log.v(2).info(
+    "Sync stopped before its next write or driver call; the VolumeAttachment is left for the next leader",
+    { reason: why === "shutdown" ? "attacher stopping" : "lease fence closed" },
+  );
   return "stopped";
 }

@@ -11,7 +11,8 @@ import type { KubeApi } from "../kube/api.ts";
 import type { Logger } from "../observe/logger.ts";
 import { createMergePatch } from "../kube/patches.ts";
 import type { PersistentVolume, VolumeAttachment } from "../kube/types.ts";
-import { FENCE_REFUSED_MESSAGE, type LeaseFence, UNFENCED } from "../lease_fence.ts";
+import { FENCE_REFUSED_MESSAGE, type LeaseFence } from "../lease_fence.ts";
+import { fencedIn, FencedWrites } from "./fenced_writes.ts";
 
 /** Marks VolumeAttachments attached without talking to a driver. */
 export class TrivialHandler implements Handler {
@@ -19,11 +20,14 @@ export class TrivialHandler implements Handler {
   #log: Logger;
   #fence: LeaseFence;
 
-  /** `fence`: the leader's lease fence, asked right before the status write. */
-  constructor(deps: { kube: KubeApi; log: Logger; fence?: LeaseFence }) {
-    this.#kube = deps.kube;
+  /**
+   * `fence`: the lease fence of the term (`SOLE_REPLICA` without leader election), asked before
+   * the status write; required, so that the handler never acts unfenced by omission.
+   */
+  constructor(deps: { kube: KubeApi; log: Logger; fence: LeaseFence }) {
+    this.#kube = new FencedWrites(deps.kube, deps.fence);
     this.#log = deps.log;
-    this.#fence = deps.fence ?? UNFENCED;
+    this.#fence = deps.fence;
   }
 
   /** Marks `va` attached; the write completes even when the attacher is stopping. */
@@ -51,6 +55,10 @@ export class TrivialHandler implements Handler {
         body: createMergePatch({ status: oldStatus }, { status: newStatus }),
       }, { subresource: "status" });
     } catch (err) {
+      if (fencedIn(err)) {
+        log.info(FENCE_REFUSED_MESSAGE);
+        return "stopped";
+      }
       log.error(err, "Failed to mark as attached");
       return "retry";
     }
