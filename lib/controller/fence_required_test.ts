@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { CsiHandler, type CsiHandlerDeps } from "./csi_handler.ts";
 import { TrivialHandler } from "./trivial_handler.ts";
-import { ListVolumesReconciler, type ListVolumesReconcilerDeps } from "./reconciler.ts";
+import type { ListVolumesReconcilerDeps } from "./reconciler.ts";
 import { AttachmentMemory } from "./attachment_memory.ts";
 import type { LeaderCallbacks } from "../leaderelection/elector.ts";
 import type { LeaseFence } from "../lease_fence.ts";
