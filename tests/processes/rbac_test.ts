@@ -9,7 +9,11 @@
 
 import assert from "node:assert/strict";
 import yaml from "js-yaml";
-import { LEADER_ELECTION_HEALTH_PATH, parseListenAddress } from "../../lib/observe/http_server.ts";
+import {
+  HEALTH_PATH,
+  LEADER_ELECTION_HEALTH_PATH,
+  parseListenAddress,
+} from "../../lib/observe/http_server.ts";
 import type { RecordedRequest } from "../../testkit/apiserver/server.ts";
 import { parseOptions, validateOptions } from "../../lib/cli/options.ts";
 import { componentSettings } from "../../lib/cli/settings.ts";
@@ -324,6 +328,9 @@ Deno.test("deployment.yaml runs the attacher with valid flags beside the driver 
     p.name === probe.port || p.containerPort === probe.port
   );
   assert.equal(port?.containerPort, parseListenAddress(options.httpEndpoint).port);
+  // Readiness on /healthz (ok on a standby too) of the same port.
+  assert.equal(attacher.readinessProbe.httpGet.path, HEALTH_PATH);
+  assert.equal(attacher.readinessProbe.httpGet.port, probe.port);
 
   // The Lease namespace comes from the downward API.
   // deno-lint-ignore no-explicit-any
