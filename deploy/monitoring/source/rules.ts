@@ -196,8 +196,8 @@ export function ruleGroups(settings: Partial<RuleSettings> = {}): RuleGroup[] {
     labels: { severity },
     annotations: { summary, description, runbook_url: runbook(name) },
   });
-  // The Go csi-attacher v4.13 reports `name=""` (csi-lib-utils sets no LeaderElectionConfig.Name),
-  // this one the Lease name: both are grouped by it, and the selector keeps other programs out.
+  // Both attachers report `name=""` (csi-lib-utils sets no LeaderElectionConfig.Name); grouped by
+  // it all the same, for other programs' series, and the selector keeps those out.
   const leaseSeries = `leader_election_master_status{${sel}}`;
   return [
     {
