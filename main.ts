@@ -15,7 +15,6 @@ import { ThrottledLogger } from "./lib/kube/throttle_log.ts";
 import { loadConnection } from "./lib/kube/config.ts";
 import { SERVICE_ACCOUNT_NAMESPACE_FILE } from "./lib/leaderelection/config.ts";
 import { createLogger } from "./lib/observe/log.ts";
-import { errorText } from "./lib/errors.ts";
 import type { Logger } from "./lib/observe/logger.ts";
 import { parseOptions, validateOptions } from "./lib/cli/options.ts";
 import { componentSettings, type KubeClientSettings } from "./lib/cli/settings.ts";
@@ -146,7 +145,7 @@ async function main(argv: string[]): Promise<number> {
       },
     });
   } catch (err) {
-    log.error(err, "Attacher failed", { reason: errorText(err) });
+    log.error(err, "Attacher failed");
     return 1;
   } finally {
     stop.dispose();

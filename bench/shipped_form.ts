@@ -77,21 +77,27 @@ function shellWord(word: string): string {
 }
 
 /**
- * The two commands of the compile task: the release bundle (`deno bundle … --outdir DIR
- * main.ts`) and `deno compile` of that bundle's `main.js`, as argument lists without `deno`.
+ * The commands of the compile task: the release bundle (`deno bundle … --outdir DIR main.ts`),
+ * the version stamp of that bundle (`deno run … stamp_version.ts DIR`) and `deno compile` of its
+ * `main.js`, as argument lists without `deno`.
  *
- * @throws {Error} when the task is not `deno bundle … && deno compile …`.
+ * @throws {Error} when the task is not `deno bundle … && deno run … && deno compile …`.
  */
-export function compileSteps(task: string): { bundle: string[]; compile: string[] } {
+export function compileSteps(
+  task: string,
+): { bundle: string[]; stamp: string[]; compile: string[] } {
   const steps = task.split("&&").map((step) => step.trim().split(/\s+/));
-  const [bundle, compile] = steps;
+  const [bundle, stamp, compile] = steps;
   if (
-    steps.length !== 2 || bundle?.[0] !== "deno" || bundle[1] !== "bundle" ||
+    steps.length !== 3 || bundle?.[0] !== "deno" || bundle[1] !== "bundle" ||
+    stamp?.[0] !== "deno" || stamp[1] !== "run" ||
     compile?.[0] !== "deno" || compile[1] !== "compile"
   ) {
-    throw new Error(`the compile task is not "deno bundle … && deno compile …": ${task}`);
+    throw new Error(
+      `the compile task is not "deno bundle … && deno run … && deno compile …": ${task}`,
+    );
   }
-  return { bundle: bundle.slice(1), compile: compile.slice(1) };
+  return { bundle: bundle.slice(1), stamp: stamp.slice(1), compile: compile.slice(1) };
 }
 
 /** `args` with the value after `flag` replaced. */

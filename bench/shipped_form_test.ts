@@ -16,6 +16,8 @@ Deno.test("compileSteps() splits the compile task into the release bundle and it
   assert.equal(steps.bundle[0], "bundle");
   assert.ok(steps.bundle.includes("--minify") && steps.bundle.includes("--keep-names"));
   const outdir = steps.bundle[steps.bundle.indexOf("--outdir") + 1];
+  assert.equal(steps.stamp.at(-2), "deploy/build/stamp_version.ts");
+  assert.equal(steps.stamp.at(-1), outdir, "the version is stamped into the release bundle");
   assert.equal(steps.compile[0], "compile");
   assert.equal(steps.compile.at(-1), `${outdir}/main.js`, "the binary is built from the bundle");
   assert.ok(runtimeFlags(steps.compile.join(" ")).some((f) => f.startsWith("--v8-flags=")));

@@ -76,3 +76,35 @@ export const realClock: Clock = {
     return sleepOn(realClock, ms, signal);
   },
 };
+
+/** The bounds of `Date.now() - monotonic` (none at first), see {@link preciseWallNow}. */
+const wallOffset = { low: Infinity, high: -Infinity };
+
+/**
+ * The wall time in milliseconds with a fraction (microseconds), for log line timestamps:
+ * `Date.now()` has whole milliseconds. The offset between the wall clock and the monotonic one
+ * (`performance`) is narrowed from each reading: `Date.now()` is the true time rounded down, so
+ * the true offset lies in `[d, d + 1)` for each reading `d`. A reading outside those bounds means
+ * the wall clock was stepped: the bounds start again, from the moment `Date.now()` next ticks
+ * (at most 1 ms of waiting, at the first call and after a step), where `d` is the offset itself.
+ * Between steps the result never goes back.
+ */
+export function preciseWallNow(): number {
+  const monotonic = performance.timeOrigin + performance.now();
+  const wall = Date.now();
+  const d = wall - monotonic;
+  if (d > wallOffset.high || d + 1 < wallOffset.low) {
+    let tick = wall;
+    let at = monotonic;
+    while (tick === wall) {
+      at = performance.timeOrigin + performance.now();
+      tick = Date.now();
+    }
+    wallOffset.low = tick - at;
+    wallOffset.high = tick - at + 1;
+  } else {
+    if (d > wallOffset.low) wallOffset.low = d;
+    if (d + 1 < wallOffset.high) wallOffset.high = d + 1;
+  }
+  return monotonic + wallOffset.low;
+}

@@ -216,7 +216,10 @@ class Attacher {
   readonly #log: Logger;
   readonly #clock: Clock;
   readonly #metrics: Metrics;
-  #ready = false;
+  /** Set when the connection to the driver, once made, is lost (the process exits next). */
+  #csiLost = false;
+  /** The controller's term while it runs: whether its caches synced, which informer stopped. */
+  #term: { synced: boolean; stopped?: string } | undefined;
 
   constructor(parts: AttacherParts, settings: ComponentSettings) {
     this.#parts = parts;
@@ -267,6 +270,7 @@ class Attacher {
       maxGrpcLogLength: settings.maxGrpcLogLength,
       observer: this.#metrics,
       onConnectionLoss: () => {
+        this.#csiLost = true;
         env.writeTerminationMessage(CONNECTION_LOST_MESSAGE);
         log.error(new Error("connection lost"), CONNECTION_LOST_MESSAGE);
         env.exit(1);
@@ -334,7 +338,7 @@ class Attacher {
       metricsPath: settings.metricsPath,
       metrics: this.#metrics,
       leaderHealth: settings.leaderHealth && elector ? () => elector.healthCheck() : undefined,
-      ready: () => this.#ready,
+      health: () => this.#unhealthy(),
       zpages: {
         component: "csi-attacher",
         binaryVersion: VERSION,
@@ -346,6 +350,23 @@ class Attacher {
       },
       log: this.#log,
     });
+  }
+
+  /**
+   * Why the process is not healthy, for `/healthz`; undefined when it is. A standby is healthy:
+   * it has the driver and waits for the Lease (`/healthz/leader-election` tells a leader that
+   * cannot renew). A leader, or the attacher without leader election, is healthy once its caches
+   * have synced and while its informers run. Losing the driver's connection is unhealthy on both.
+   */
+  #unhealthy(): string | undefined {
+    if (this.#csiLost) return "the connection to the CSI driver was lost";
+    const term = this.#term;
+    if (term === undefined) {
+      return this.#settings.elector === undefined ? "the controller is not running" : undefined;
+    }
+    if (term.stopped !== undefined) return `the ${term.stopped} informer is not running`;
+    if (!term.synced) return "the informers' caches have not synced yet";
+    return undefined;
   }
 
   /** Competes for the Lease and runs `work` in each term; losing it ends the process. */
@@ -402,9 +423,18 @@ class Attacher {
       laneWorkers: { [ATTACH_LANE]: settings.attachWorkers, [DETACH_LANE]: settings.detachWorkers },
       reconcileSyncMs: settings.reconcileSyncMs,
     });
-    const running = [informers.volumeAttachments, informers.persistentVolumes, informers.csiNodes]
-      .map((informer) => informer.run(signal));
-    const synced = this.#whenSynced(informers, signal);
+    const term: { synced: boolean; stopped?: string } = { synced: false };
+    this.#term = term;
+    const running = ([
+      ["volumeattachments", informers.volumeAttachments],
+      ["persistentvolumes", informers.persistentVolumes],
+      ["csinodes", informers.csiNodes],
+    ] as const).map(([name, informer]) =>
+      informer.run(signal).finally(() => {
+        term.stopped ??= name;
+      })
+    );
+    const synced = this.#whenSynced(informers, term, signal);
     // Beyond the Go attacher: the backlog as gauges and as a periodic log line.
     this.#metrics.setPendingSource(() =>
       pendingVolumeAttachments(informers.volumeAttachments.list(), {
@@ -417,6 +447,7 @@ class Attacher {
       await Promise.all([controller.run(signal), ...running, synced, backlog]);
     } finally {
       this.#metrics.setPendingSource(undefined);
+      if (this.#term === term) this.#term = undefined;
     }
   }
 
@@ -472,8 +503,12 @@ class Attacher {
     }, { name, lanes });
   }
 
-  /** Marks the attacher ready once the VolumeAttachment and PersistentVolume caches synced. */
-  async #whenSynced(informers: Informers, signal: AbortSignal): Promise<void> {
+  /** Marks the term synced once the VolumeAttachment and PersistentVolume caches synced. */
+  async #whenSynced(
+    informers: Informers,
+    term: { synced: boolean },
+    signal: AbortSignal,
+  ): Promise<void> {
     try {
       await Promise.all([
         informers.volumeAttachments.waitForSync(signal),
@@ -482,7 +517,7 @@ class Attacher {
     } catch {
       return; // stopped before the caches synced
     }
-    this.#ready = true;
+    term.synced = true;
     this.#parts.onReady?.();
   }
 

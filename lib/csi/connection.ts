@@ -17,6 +17,7 @@ import { type Clock, realClock } from "../clock.ts";
 import type { Logger } from "../observe/logger.ts";
 import type { GrpcChannel } from "../wire/grpc/channel.ts";
 import { GrpcCode } from "../wire/grpc/status.ts";
+import { parseAddress } from "../wire/grpc/address.ts";
 
 /** Options of {@link connect}. */
 export interface ConnectOptions {
@@ -95,17 +96,22 @@ function waitForReady(
       else resolve();
     };
     const seconds = opts.timeoutMs / 1000;
+    // The cause of the last failed attempt: logged when it first appears or changes, carried by
+    // every "Still connecting" line and by the final error, so that an unreadable socket says
+    // "permission denied" at once instead of a bare timeout 30 s later.
+    let cause: string | undefined;
     const timeout = opts.clock.setTimer(opts.timeoutMs, () => {
-      finish(
-        new Error(
-          `timed out after ${seconds}s waiting to connect to the CSI driver at ${opts.address}`,
-        ),
-      );
+      const message =
+        `timed out after ${seconds}s waiting to connect to the CSI driver at ${opts.address}`;
+      finish(new Error(cause === undefined ? message : `${message}: last error: ${cause}`));
     });
     let ticker = { cancel() {} };
     const scheduleLog = () => {
       ticker = opts.clock.setTimer(opts.logIntervalMs, () => {
-        opts.log.info("Still connecting to CSI driver", { address: opts.address });
+        opts.log.info("Still connecting to CSI driver", {
+          address: opts.address,
+          ...(cause === undefined ? {} : { err: cause }),
+        });
         scheduleLog();
       });
     };
@@ -121,11 +127,66 @@ function waitForReady(
         finish(new Error(`the connection to the CSI driver at ${opts.address} was closed`));
       } else if (state === "IDLE") {
         channel.connect();
+      } else if (state === "TRANSIENT_FAILURE") {
+        const failure = channel.lastError;
+        if (failure === undefined) return;
+        const text = dialFailureText(failure.details, opts.address);
+        if (text === cause) return;
+        cause = text;
+        opts.log.info("Failed to connect to CSI driver, retrying", {
+          address: opts.address,
+          err: text,
+          ...hintFor(text),
+        });
       }
     };
     const unsubscribe = channel.onStateChange(check);
     check();
   });
+}
+
+/**
+ * The cause of a failed attempt, from the channel's status details (`connection error: desc =
+ * "transport: Error while dialing: dial unix /csi/csi.sock: connect: permission denied"`, as
+ * grpc-go words it) without the gRPC wrapping. A unix path that exists but is not a socket is
+ * refused by the kernel (ECONNREFUSED, as for a socket nobody listens on); the path's type is
+ * added then, since that is a deployment mistake rather than a driver not yet up.
+ */
+function dialFailureText(details: string, address: string): string {
+  const match = /^connection error: desc = "transport: (?:Error while dialing: )?(.*)"$/s.exec(
+    details,
+  );
+  const text = match?.[1] ?? details;
+  if (!text.endsWith("connection refused")) return text;
+  let path: string;
+  try {
+    const parsed = parseAddress(address);
+    if (parsed.transport !== "unix") return text;
+    path = parsed.path;
+  } catch {
+    return text;
+  }
+  try {
+    const info = Deno.statSync(path);
+    if (info.isSocket) return text;
+    const kind = info.isDirectory ? "a directory" : info.isFile ? "a regular file" : "not a file";
+    return `${text} (${path} is ${kind}, not a socket)`;
+  } catch {
+    return text;
+  }
+}
+
+/**
+ * What to do about a permission error: the image runs as a non-root user, while most drivers
+ * create their socket as root with mode 0755 (README, "Replacing the Go sidecar").
+ */
+function hintFor(cause: string): Record<string, string> {
+  if (!cause.endsWith("permission denied")) return {};
+  return {
+    hint: "the socket is not writable by this container's user: run the container as the " +
+      "socket's owner (securityContext.runAsUser: 0, as the Go sidecar's image runs), or have " +
+      "the driver make the socket writable by a group the container runs in (runAsGroup)",
+  };
 }
 
 /**

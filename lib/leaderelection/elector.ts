@@ -48,7 +48,7 @@ export const LEASE_TAKEN_MESSAGE = "Lease is held by another replica, stopping l
 
 /** The leader-election metrics, as client-go reports them (`leader_election_*{name}`). */
 export interface LeaderElectionMetrics {
-  /** `leader_election_master_status{name}`: 1 while leading, 0 after stopping. */
+  /** `leader_election_master_status{name}`: 0 from the start (a standby), 1 while leading. */
   setLeader(name: string, leading: boolean): void;
   /** `leader_election_slowpath_total{name}`: a renewal that had to re-read the Lease. */
   slowpathExercised?(name: string): void;
@@ -316,6 +316,9 @@ export class LeaderElector {
   async run(signal: AbortSignal, callbacks: LeaderCallbacks): Promise<void> {
     if (this.#running) throw new Error("Cannot run leader elector: it is already running");
     this.#running = true;
+    // A standby reports 0 from the start, as the Go sidecar's /metrics does (client-go's
+    // leaderelection metrics, one series per elector from its creation).
+    this.#metrics?.setLeader(this.#name, false);
     try {
       if (await this.#acquire(signal, callbacks)) await this.#lead(signal, callbacks);
     } finally {

@@ -218,8 +218,9 @@ Deno.test("LeaderElector: of two replicas started together exactly one leads", a
   const standbyVerbs = standby.api.requests.map((r) => r.verb);
   assert.deepEqual(standbyVerbs.slice(0, 2), ["get", "create"]);
   assert.ok(standbyVerbs.slice(2).every((v) => v === "get"));
-  assert.deepEqual(leader.metrics.calls, [`setLeader(${NAME},true)`]);
-  assert.deepEqual(standby.metrics.calls, []);
+  // Both report 0 from the start (a standby's series, as the Go sidecar's); the leader then 1.
+  assert.deepEqual(leader.metrics.calls, [`setLeader(${NAME},false)`, `setLeader(${NAME},true)`]);
+  assert.deepEqual(standby.metrics.calls, [`setLeader(${NAME},false)`]);
   await stopAll(clock, a, b);
   assert.equal(a.stopped + b.stopped, 0, "cancellation is not a loss");
 });
@@ -304,6 +305,7 @@ Deno.test("LeaderElector: a leader whose writes fail stops leading before its le
   await flush();
   assert.equal(a.result, "resolved");
   assert.deepEqual(a.metrics.calls.filter((c) => c.startsWith("setLeader")), [
+    `setLeader(${NAME},false)`,
     `setLeader(${NAME},true)`,
     `setLeader(${NAME},false)`,
   ]);
@@ -354,7 +356,11 @@ Deno.test("LeaderElector: release on cancel lets the standby acquire at its next
     leaseTransitions: before.spec.leaseTransitions,
   });
   assert.equal(a.elector.isLeader(), false);
-  assert.deepEqual(a.metrics.calls, [`setLeader(${NAME},true)`, `setLeader(${NAME},false)`]);
+  assert.deepEqual(a.metrics.calls, [
+    `setLeader(${NAME},false)`,
+    `setLeader(${NAME},true)`,
+    `setLeader(${NAME},false)`,
+  ]);
   // B's next attempt is at +10 s.
   await advanceTo(clock, T0 + 9_999);
   assert.equal(b.elector.isLeader(), false);
@@ -742,6 +748,7 @@ Deno.test("LeaderElector: after a pause past the lease the fence is closed befor
   assert.equal(a.result, "resolved");
   assert.deepEqual(a.api.takeRequests().filter((r) => r.includes("leases/")), []);
   assert.deepEqual(a.metrics.calls.filter((c) => c.startsWith("setLeader")), [
+    `setLeader(${NAME},false)`,
     `setLeader(${NAME},true)`,
     `setLeader(${NAME},false)`,
   ]);

@@ -1,7 +1,7 @@
 /**
  * The sidecar's HTTP endpoint (`--http-endpoint`, or the deprecated `--metrics-address`) on
  * `Deno.serve`: Prometheus metrics at `--metrics-path`, csi-lib-utils' leader-election health
- * check at `/healthz/leader-election`, a plain readiness check at `/healthz`, and the z-pages
+ * check at `/healthz/leader-election`, a health check at `/healthz`, and the z-pages
  * `/statusz` and `/flagz` (`./zpages.ts`).
  *
  * @module
@@ -14,7 +14,7 @@ import { acceptsPlainText, flagzText, statuszText } from "./zpages.ts";
 /** The path of the leader-election health check (csi-lib-utils' `HealthCheckerAddress`). */
 export const LEADER_ELECTION_HEALTH_PATH = "/healthz/leader-election";
 
-/** The path of the readiness check (an addition: the Go attacher has none). */
+/** The path of the health check (an addition: the Go attacher has none). */
 export const HEALTH_PATH = "/healthz";
 
 /** The path of the status page (KEP-4827). */
@@ -62,8 +62,11 @@ export interface HttpServerOptions {
    * (`--leader-election` with `--http-endpoint`).
    */
   leaderHealth?: () => Error | undefined;
-  /** Readiness for {@link HEALTH_PATH}; always ready when absent. */
-  ready?: () => boolean;
+  /**
+   * The health check of {@link HEALTH_PATH}: undefined when healthy, else why not. Always
+   * healthy when absent.
+   */
+  health?: () => string | undefined;
   /** The z-pages: {@link STATUSZ_PATH} and {@link FLAGZ_PATH} are served only when given. */
   zpages?: ZPagesSource;
   log: Logger;
@@ -125,7 +128,7 @@ export function parseListenAddress(address: string): ListenAddress {
  * - `metricsPath`: the metrics' text exposition (500 if producing it fails);
  * - `/healthz/leader-election` (only with `leaderHealth`): 200 `ok`, or 500
  *   `internal server error: <message>` and a newline, as csi-lib-utils' handler writes it;
- * - `/healthz`: 200 `ok` when ready, else 500 `not ready`;
+ * - `/healthz`: 200 `ok` when healthy, else 500 `unhealthy: <why>` and a newline;
  * - `/statusz`, `/flagz` (only with `zpages`): the z-pages as text, or 406 when the `Accept`
  *   header excludes `text/plain`, as component-base answers;
  * - anything else: 404 `404 page not found`, as Go's `ServeMux`.
@@ -223,7 +226,8 @@ async function route(opts: HttpServerOptions, req: Request): Promise<Response> {
     return text(200, "ok");
   }
   if (path === HEALTH_PATH) {
-    return (opts.ready?.() ?? true) ? text(200, "ok") : text(500, "not ready");
+    const why = opts.health?.();
+    return why === undefined ? text(200, "ok") : text(500, `unhealthy: ${why}\n`);
   }
   if (opts.zpages && (path === STATUSZ_PATH || path === FLAGZ_PATH)) {
     if (!acceptsPlainText(req.headers.get("accept"))) {

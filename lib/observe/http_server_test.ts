@@ -29,13 +29,13 @@ Deno.test("startHttpServer() serves metrics, the leader-election check and /heal
     seconds: 1,
   });
   let leaderError: Error | undefined;
-  let ready = false;
+  let unhealthy: string | undefined = "the informers' caches have not synced yet";
   const server = await startHttpServer({
     address: "127.0.0.1:0",
     metricsPath: "/custom/metrics",
     metrics,
     leaderHealth: () => leaderError,
-    ready: () => ready,
+    health: () => unhealthy,
     log: nullLogger,
   });
   try {
@@ -65,10 +65,10 @@ Deno.test("startHttpServer() serves metrics, the leader-election check and /heal
 
     assert.deepEqual(await get(server.port, "/healthz"), {
       status: 500,
-      body: "not ready",
+      body: "unhealthy: the informers' caches have not synced yet\n",
       contentType: "text/plain; charset=utf-8",
     });
-    ready = true;
+    unhealthy = undefined;
     assert.deepEqual(await get(server.port, "/healthz"), {
       status: 200,
       body: "ok",

@@ -6,9 +6,11 @@
  *   — severity `I`/`E`, month and day, local wall time with microseconds, the pid padded to 7
  *   columns, a component name where klog prints `file:line`, then the quoted message, `err="..."`
  *   on error lines and the fields as `key=value` (strings quoted, everything else compact JSON).
- * - json (component-base / logr): one object per line,
- *   `{"ts":1700000000.123,"v":2,"msg":"Attached","volumeAttachment":"va1"}`; error lines carry
- *   `"err"` instead of `"v"`.
+ * - json (component-base / logr, `k8s.io/component-base/logs/json/json.go`): one object per
+ *   line, `{"ts":1700000000123.456,"caller":"attacher","msg":"Attached","v":2,"node":"n1"}`:
+ *   `ts` in epoch milliseconds with a fraction (component-base's `epochMillisTimeEncoder`),
+ *   `caller` (the component, where zap writes `file:line`), then the `with()` fields, `v`, and
+ *   the call's fields, in zapr's order; error lines carry no `v` and end with `"err"`.
  *
  * Like klog and component-base, every line goes to stderr by default (neither splits info and
  * errors unless the alpha split-stream options are on, which this attacher accepts and ignores).
@@ -17,7 +19,7 @@
  * @module
  */
 
-import { type Clock, realClock } from "../clock.ts";
+import { type Clock, preciseWallNow, realClock } from "../clock.ts";
 import { errorText } from "../errors.ts";
 import type { Fields, Logger } from "./logger.ts";
 
@@ -137,6 +139,11 @@ interface Entry {
   msg: string;
   /** Present on error lines that carry an error value. */
   err?: unknown;
+  /** The fields of `with()`. */
+  with: Fields;
+  /** The fields of `with()` without those the call overrides (JSON lines). */
+  context: Fields;
+  /** The call's fields. */
   fields: Fields;
 }
 
@@ -151,27 +158,45 @@ interface Sink {
   utc: boolean;
 }
 
+/**
+ * The wall time of a line in milliseconds: with microseconds from the real clock (klog writes
+ * them, component-base's JSON a fraction of a millisecond), the injected clock's otherwise.
+ */
+function lineTime(sink: Sink): number {
+  return sink.clock === realClock ? preciseWallNow() : sink.clock.wallNow();
+}
+
 function formatText(sink: Sink, entry: Entry): string {
   const pid = String(sink.pid).padStart(7, " ");
-  let line = `${entry.severity}${
-    klogTime(sink.clock.wallNow(), sink.utc)
-  } ${pid} ${sink.component}] ${JSON.stringify(entry.msg)}`;
+  let line = `${entry.severity}${klogTime(lineTime(sink), sink.utc)} ${pid} ${sink.component}] ${
+    JSON.stringify(entry.msg)
+  }`;
   if (entry.err !== undefined && entry.err !== null) {
     line += ` err=${JSON.stringify(errorText(entry.err))}`;
   }
-  for (const [key, value] of Object.entries(entry.fields)) line += ` ${key}=${textValue(value)}`;
+  // klog's order: a call field that overrides a with() field takes the with() field's place.
+  const all = Object.keys(entry.fields).length === 0
+    ? entry.with
+    : Object.keys(entry.with).length === 0
+    ? entry.fields
+    : { ...entry.with, ...entry.fields };
+  for (const [key, value] of Object.entries(all)) line += ` ${key}=${textValue(value)}`;
   return line;
 }
 
 function formatJson(sink: Sink, entry: Entry): string {
-  let line = `{"ts":${sink.clock.wallNow() / 1000}`;
-  if (entry.severity === "I") line += `,"v":${entry.level}`;
-  line += `,"msg":${JSON.stringify(entry.msg)}`;
-  if (entry.err !== undefined && entry.err !== null) {
-    line += `,"err":${JSON.stringify(errorText(entry.err))}`;
+  let line = `{"ts":${lineTime(sink)},"caller":${JSON.stringify(sink.component)},"msg":${
+    JSON.stringify(entry.msg)
+  }`;
+  for (const [key, value] of Object.entries(entry.context)) {
+    line += `,${JSON.stringify(key)}:${toJson(value)}`;
   }
+  if (entry.severity === "I") line += `,"v":${entry.level}`;
   for (const [key, value] of Object.entries(entry.fields)) {
     line += `,${JSON.stringify(key)}:${toJson(value)}`;
+  }
+  if (entry.err !== undefined && entry.err !== null) {
+    line += `,"err":${JSON.stringify(errorText(entry.err))}`;
   }
   return `${line}}`;
 }
@@ -189,9 +214,18 @@ class KlogLogger implements Logger {
     this.#fields = fields;
   }
 
-  #emit(entry: Omit<Entry, "fields">, fields: Fields | undefined): void {
-    const all = fields === undefined ? this.#fields : { ...this.#fields, ...fields };
-    const full = { ...entry, fields: all };
+  #emit(entry: Omit<Entry, "fields" | "context" | "with">, fields: Fields | undefined): void {
+    let context = this.#fields;
+    if (fields !== undefined) {
+      for (const key of Object.keys(fields)) {
+        if (!Object.hasOwn(context, key)) continue;
+        // A call field overrides a with() field of the same key, in the call's place.
+        context = { ...context };
+        for (const k of Object.keys(fields)) delete context[k];
+        break;
+      }
+    }
+    const full = { ...entry, with: this.#fields, context, fields: fields ?? {} };
     const line = this.#sink.format === "json"
       ? formatJson(this.#sink, full)
       : formatText(this.#sink, full);
@@ -256,7 +290,7 @@ function stderrWriter(): (line: string) => void {
  * const lines: string[] = [];
  * const log = createLogger({ verbosity: 2, format: "json", write: (l) => lines.push(l) });
  * log.with({ volumeAttachment: "va1" }).v(2).info("Attached", { node: "n1" });
- * // {"ts":...,"v":2,"msg":"Attached","volumeAttachment":"va1","node":"n1"}
+ * // {"ts":...,"caller":"attacher","msg":"Attached","volumeAttachment":"va1","v":2,"node":"n1"}
  * ```
  * @throws {RangeError} when `verbosity` is not a number or `format` is unknown
  */

@@ -87,28 +87,55 @@ Deno.test("createLogger() text time is local by default", () => {
   assert.ok(lines[0]!.startsWith(expected), `${lines[0]} !~ ${expected}`);
 });
 
-Deno.test("createLogger() json info line has ts, v, msg then fields", () => {
+Deno.test("createLogger() json info line has ts in epoch ms, caller, msg, v then fields", () => {
   const { log, lines } = recorder({ format: "json", verbosity: 4 });
   log.info("Started");
   log.with({ volumeAttachment: "va1" }).v(4).info("Attached", { attached: true });
   assert.deepEqual(lines.map((l) => JSON.parse(l)), [
-    { ts: T0 / 1000, v: 0, msg: "Started" },
-    { ts: T0 / 1000, v: 4, msg: "Attached", volumeAttachment: "va1", attached: true },
+    { ts: T0, caller: "attacher", msg: "Started", v: 0 },
+    { ts: T0, caller: "attacher", msg: "Attached", volumeAttachment: "va1", v: 4, attached: true },
   ]);
-  assert.ok(lines[1]!.startsWith(`{"ts":${T0 / 1000},"v":4,"msg":"Attached",`), lines[1]!);
+  // component-base's order (zapr): the with() fields before v, the call's after it.
+  assert.equal(
+    lines[1]!,
+    `{"ts":${T0},"caller":"attacher","msg":"Attached","volumeAttachment":"va1","v":4,"attached":true}`,
+  );
 });
 
-Deno.test("createLogger() json error line has err and no v", () => {
+Deno.test("createLogger() json error line has no v and ends with err", () => {
   const { log, lines } = recorder({ format: "json" });
   log.error(new Error("rpc error: code = DeadlineExceeded"), "Attach failed", { node: "n1" });
-  assert.deepEqual(JSON.parse(lines[0]!), {
-    ts: T0 / 1000,
-    msg: "Attach failed",
-    err: "rpc error: code = DeadlineExceeded",
-    node: "n1",
-  });
+  assert.equal(
+    lines[0]!,
+    `{"ts":${T0},"caller":"attacher","msg":"Attach failed","node":"n1","err":"rpc error: code = DeadlineExceeded"}`,
+  );
   log.error(undefined, "No error value");
-  assert.deepEqual(JSON.parse(lines[1]!), { ts: T0 / 1000, msg: "No error value" });
+  assert.deepEqual(JSON.parse(lines[1]!), { ts: T0, caller: "attacher", msg: "No error value" });
+});
+
+Deno.test("createLogger() a call field overrides a with() field in the call's place", () => {
+  const { log, lines } = recorder({ format: "json" });
+  log.with({ a: 1, b: 2 }).info("M", { a: 3 });
+  assert.equal(lines[0]!, `{"ts":${T0},"caller":"attacher","msg":"M","b":2,"v":0,"a":3}`);
+});
+
+Deno.test("createLogger() on the real clock writes microseconds, in both formats", () => {
+  const text: string[] = [];
+  const json: string[] = [];
+  const textLog = createLogger({ verbosity: 0, format: "text", write: (l) => text.push(l) });
+  const jsonLog = createLogger({ verbosity: 0, format: "json", write: (l) => json.push(l) });
+  for (let i = 0; i < 20; i++) {
+    textLog.info("tick");
+    jsonLog.info("tick");
+  }
+  // Date.now() alone gives whole milliseconds: `.123000` in every text line.
+  const micros = text.map((l) => /^I\d{4} \d\d:\d\d:\d\d\.\d{3}(\d{3}) /.exec(l)![1]);
+  assert.ok(micros.some((m) => m !== "000"), text.join("\n"));
+  const ts = json.map((l) => JSON.parse(l).ts as number);
+  assert.ok(ts.some((t) => !Number.isInteger(t)), json.join("\n"));
+  // Epoch milliseconds, not seconds: within a minute of Date.now().
+  assert.ok(Math.abs(ts[0]! - Date.now()) < 60_000, String(ts[0]));
+  for (let i = 1; i < ts.length; i++) assert.ok(ts[i]! >= ts[i - 1]!, "went back");
 });
 
 Deno.test("createLogger() json keeps objects nested and values whole", () => {
@@ -195,7 +222,8 @@ Deno.test("createLogger() never throws on cyclic or odd values", () => {
     bytes: new Uint8Array(3),
   });
   assert.deepEqual(JSON.parse(lines[0]!), {
-    ts: T0 / 1000,
+    ts: T0,
+    caller: "attacher",
     v: 0,
     msg: "Odd",
     cyclic: { name: "c", self: "[Circular]" },

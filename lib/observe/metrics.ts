@@ -244,10 +244,15 @@ export interface Metrics {
    * they read 0 (e.g. while not leading).
    */
   setPendingSource(source: (() => PendingVolumeAttachments) | undefined): void;
-  /** Sets `leader_election_master_status{name}` to 1 (leading) or 0. */
-  setLeader(name: string, leading: boolean): void;
-  /** Counts a renewal that took the slow path in `leader_election_slowpath_total{name}`. */
-  slowpathExercised(name: string): void;
+  /**
+   * Sets `leader_election_master_status{name=""}` to 1 (leading) or 0. The label is client-go's
+   * `LeaderElectionConfig.Name`, which csi-lib-utils leaves empty (`leaderelection.go`), so the Go
+   * sidecar's series is `name=""`: the Lease name given here is not written, for dashboards and
+   * rules that select the Go series.
+   */
+  setLeader(leaseName: string, leading: boolean): void;
+  /** Counts a renewal that took the slow path in `leader_election_slowpath_total{name=""}`. */
+  slowpathExercised(leaseName: string): void;
   /** Counts one try of an API request in `rest_client_requests_total`. */
   observeApiRequest(req: ApiRequestObservation): void;
   /** Counts one retry of an API request in `rest_client_request_retries_total`. */
@@ -281,6 +286,12 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
 }
 
 /** The one implementation of {@link Metrics}: every family made once, in one registry. */
+/**
+ * The `name` of the leader-election series: client-go's `LeaderElectionConfig.Name`, which
+ * csi-lib-utils' `leaderelection.go` never sets, so the Go sidecar writes `name=""`.
+ */
+export const LEADER_ELECTION_METRIC_NAME = "";
+
 class AttacherMetrics implements Metrics {
   readonly registry: Registry = new Registry();
   readonly contentType: string = this.registry.contentType;
@@ -361,12 +372,12 @@ class AttacherMetrics implements Metrics {
     this.#pendingSource = source;
   }
 
-  setLeader(name: string, leading: boolean): void {
-    this.#leaderStatus.set({ name }, leading ? 1 : 0);
+  setLeader(_leaseName: string, leading: boolean): void {
+    this.#leaderStatus.set({ name: LEADER_ELECTION_METRIC_NAME }, leading ? 1 : 0);
   }
 
-  slowpathExercised(name: string): void {
-    this.#leaderSlowpath.inc({ name });
+  slowpathExercised(_leaseName: string): void {
+    this.#leaderSlowpath.inc({ name: LEADER_ELECTION_METRIC_NAME });
   }
 
   observeApiRequest(req: ApiRequestObservation): void {

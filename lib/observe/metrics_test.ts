@@ -157,20 +157,22 @@ Deno.test("observeCsiCall() rejects durations that are not seconds", () => {
   );
 });
 
-Deno.test("createMetrics() exposes the leader-election metrics per lease name", async () => {
+Deno.test('createMetrics() exposes the leader-election metrics as the Go sidecar: name=""', async () => {
   const metrics = createMetrics();
   // Like client_golang, a family without series is not written at all.
   assert.ok(!(await metrics.metricsText()).includes("leader_election_master_status"));
-  metrics.setLeader("lease-a", true);
-  metrics.setLeader("lease-b", true);
-  metrics.setLeader("lease-b", false);
-  metrics.slowpathExercised("lease-a");
-  metrics.slowpathExercised("lease-a");
+  // csi-lib-utils sets no LeaderElectionConfig.Name: whatever the Lease, the series is name="".
+  metrics.setLeader("external-attacher-leader-csi-example-com", false);
+  let s = samples(await metrics.metricsText());
+  assert.equal(s.get(series("leader_election_master_status", { name: "" })), 0);
+  metrics.setLeader("external-attacher-leader-csi-example-com", true);
+  metrics.slowpathExercised("external-attacher-leader-csi-example-com");
+  metrics.slowpathExercised("external-attacher-leader-csi-example-com");
   const text = await metrics.metricsText();
-  const s = samples(text);
-  assert.equal(s.get(series("leader_election_master_status", { name: "lease-a" })), 1);
-  assert.equal(s.get(series("leader_election_master_status", { name: "lease-b" })), 0);
-  assert.equal(s.get(series("leader_election_slowpath_total", { name: "lease-a" })), 2);
+  s = samples(text);
+  assert.equal(s.get(series("leader_election_master_status", { name: "" })), 1);
+  assert.equal(s.get(series("leader_election_slowpath_total", { name: "" })), 2);
+  assert.ok(!text.includes("csi-example-com"), "no Lease name in a label");
   assert.deepEqual(header(text, "leader_election_master_status"), [
     `# HELP leader_election_master_status ${METRIC_HELP.leader_election_master_status}`,
     "# TYPE leader_election_master_status gauge",

@@ -10,6 +10,9 @@
  * | `process_open_fds` | gauge | entries of `/proc/self/fd` |
  * | `process_max_fds` | gauge | soft limit of "Max open files" in `/proc/self/limits` |
  * | `process_virtual_memory_bytes` | gauge | `/proc/self/stat` vsize |
+ * | `process_virtual_memory_max_bytes` | gauge | soft limit of "Max address space" in `/proc/self/limits` |
+ * | `process_network_receive_bytes_total` | counter | `InOctets` of the `IpExt` lines of `/proc/self/net/netstat` (the network namespace's, procfs `proc_netstat.go`) |
+ * | `process_network_transmit_bytes_total` | counter | `OutOctets` of the same lines |
  * | `process_resident_memory_bytes` | gauge | `VmRSS` of `/proc/self/status` (the kernel's rss pages, in kB: procfs' rss × page size) |
  * | `process_start_time_seconds` | gauge | the runtime's time origin (set once) |
  *
@@ -33,6 +36,9 @@ export const PROCESS_METRIC_HELP: Readonly<Record<string, string>> = Object.free
   process_open_fds: "Number of open file descriptors.",
   process_max_fds: "Maximum number of open file descriptors.",
   process_virtual_memory_bytes: "Virtual memory size in bytes.",
+  process_virtual_memory_max_bytes: "Maximum amount of virtual memory available in bytes.",
+  process_network_receive_bytes_total: "Number of bytes received by the process over the network.",
+  process_network_transmit_bytes_total: "Number of bytes sent by the process over the network.",
   process_resident_memory_bytes: "Resident memory size in bytes.",
   process_start_time_seconds: "Start time of the process since unix epoch in seconds.",
   deno_heap_used_bytes:
@@ -61,6 +67,10 @@ export interface ProcessStats {
   virtualMemoryBytes: number;
   /** `process_resident_memory_bytes`. */
   residentMemoryBytes: number;
+  /** `process_virtual_memory_max_bytes`. */
+  virtualMemoryMaxBytes: number;
+  /** `process_network_{receive,transmit}_bytes_total`; absent where netstat cannot be read. */
+  network?: { receiveBytes: number; transmitBytes: number };
 }
 
 /** The fields of `/proc/<pid>/stat` the process metrics use. */
@@ -112,6 +122,52 @@ export function parseMaxOpenFiles(text: string): number {
 }
 
 /**
+ * The soft limit of `label` (e.g. "Max address space") in `/proc/<pid>/limits`; {@link UNLIMITED}
+ * for `unlimited`.
+ *
+ * @throws {SyntaxError} when the line is missing
+ */
+export function parseLimit(text: string, label: string): number {
+  const line = text.split("\n").find((l) => l.startsWith(label));
+  const soft = line?.slice(label.length).trim().split(/\s+/)[0];
+  if (soft === "unlimited") return UNLIMITED;
+  const value = Number(soft);
+  if (soft === undefined || !Number.isFinite(value)) {
+    throw new SyntaxError(`Cannot read ${label} of /proc/self/limits`);
+  }
+  return value;
+}
+
+/**
+ * `InOctets` and `OutOctets` of `/proc/<pid>/net/netstat`: the `IpExt:` line of names and the
+ * `IpExt:` line of values after it.
+ *
+ * @throws {SyntaxError} when the lines or the fields are missing
+ */
+export function parseNetstatOctets(text: string): { receiveBytes: number; transmitBytes: number } {
+  const lines = text.split("\n").filter((l) => l.startsWith("IpExt:"));
+  const names = lines[0]?.split(/\s+/) ?? [];
+  const values = lines[1]?.split(/\s+/) ?? [];
+  const field = (name: string) => {
+    const value = Number(values[names.indexOf(name)]);
+    if (names.indexOf(name) < 1 || !Number.isFinite(value)) {
+      throw new SyntaxError(`Cannot read IpExt ${name} of /proc/self/net/netstat`);
+    }
+    return value;
+  };
+  return { receiveBytes: field("InOctets"), transmitBytes: field("OutOctets") };
+}
+
+/** The network counters, or undefined where netstat cannot be read (client_golang skips them). */
+function readNetwork(): { receiveBytes: number; transmitBytes: number } | undefined {
+  try {
+    return parseNetstatOctets(Deno.readTextFileSync("/proc/self/net/netstat"));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * `VmRSS` of `/proc/<pid>/status`, in bytes.
  *
  * @throws {SyntaxError} when the line is missing
@@ -128,10 +184,14 @@ export function readProcessStats(): ProcessStats | undefined {
     const stat = parseStat(Deno.readTextFileSync("/proc/self/stat"));
     let openFds = 0;
     for (const _ of Deno.readDirSync("/proc/self/fd")) openFds++;
+    const limits = Deno.readTextFileSync("/proc/self/limits");
+    const network = readNetwork();
     return {
       cpuSeconds: stat.cpuTicks / USER_HZ,
       openFds,
-      maxFds: parseMaxOpenFiles(Deno.readTextFileSync("/proc/self/limits")),
+      maxFds: parseMaxOpenFiles(limits),
+      virtualMemoryMaxBytes: parseLimit(limits, "Max address space"),
+      ...(network === undefined ? {} : { network }),
       virtualMemoryBytes: stat.virtualMemoryBytes,
       residentMemoryBytes: parseResidentBytes(Deno.readTextFileSync("/proc/self/status")),
     };
@@ -173,25 +233,33 @@ export function registerProcessMetrics(
   const openFds = gauge("process_open_fds");
   const maxFds = gauge("process_max_fds");
   const virtualMemory = gauge("process_virtual_memory_bytes");
+  const virtualMemoryMax = gauge("process_virtual_memory_max_bytes");
   const residentMemory = gauge("process_resident_memory_bytes");
   gauge("process_start_time_seconds").set(startTimeSeconds);
   const heapUsed = gauge("deno_heap_used_bytes");
   const heapTotal = gauge("deno_heap_total_bytes");
   const heapExternal = gauge("deno_heap_external_bytes");
-  // The registry's counters only go up by increments; the CPU time is read whole, so its family
-  // is written here, in the registry's text layout.
+  // The registry's counters only go up by increments; the CPU time and the network octets are
+  // read whole, so their families are written here, in the registry's text layout.
+  const wholeCounter = (name: string, read: () => number | undefined) => {
+    registry.register({
+      name,
+      write(out: string[]): void {
+        const value = read();
+        if (value === undefined) return;
+        out.push(
+          `# HELP ${name} ${PROCESS_METRIC_HELP[name]}`,
+          `# TYPE ${name} counter`,
+          `${name} ${formatNumber(value)}`,
+        );
+      },
+    });
+  };
   let cpuSeconds: number | undefined;
-  registry.register({
-    name: "process_cpu_seconds_total",
-    write(out: string[]): void {
-      if (cpuSeconds === undefined) return;
-      out.push(
-        `# HELP process_cpu_seconds_total ${PROCESS_METRIC_HELP.process_cpu_seconds_total}`,
-        "# TYPE process_cpu_seconds_total counter",
-        `process_cpu_seconds_total ${formatNumber(cpuSeconds)}`,
-      );
-    },
-  });
+  let network: ProcessStats["network"];
+  wholeCounter("process_cpu_seconds_total", () => cpuSeconds);
+  wholeCounter("process_network_receive_bytes_total", () => network?.receiveBytes);
+  wholeCounter("process_network_transmit_bytes_total", () => network?.transmitBytes);
   return {
     refresh(): void {
       const memory = readMemory();
@@ -201,6 +269,8 @@ export function registerProcessMetrics(
       const stats = readStats();
       if (stats === undefined) return;
       cpuSeconds = stats.cpuSeconds;
+      network = stats.network;
+      virtualMemoryMax.set(stats.virtualMemoryMaxBytes);
       openFds.set(stats.openFds);
       maxFds.set(stats.maxFds);
       virtualMemory.set(stats.virtualMemoryBytes);

@@ -1,7 +1,9 @@
 import assert from "node:assert/strict";
 import { Registry } from "../wire/prometheus/registry.ts";
 import {
+  parseLimit,
   parseMaxOpenFiles,
+  parseNetstatOctets,
   parseResidentBytes,
   parseStat,
   PROCESS_METRIC_HELP,
@@ -41,6 +43,28 @@ Deno.test("parseMaxOpenFiles() reads the soft limit; unlimited is procfs' larges
   assert.throws(() => parseMaxOpenFiles("Limit Soft Limit\n"), SyntaxError);
 });
 
+Deno.test("parseLimit() reads a soft limit, unlimited as the largest uint64", () => {
+  const limits =
+    "Limit                     Soft Limit           Hard Limit           Units     \n" +
+    "Max open files            1024                 524288               files     \n" +
+    "Max address space         unlimited            unlimited            bytes     \n" +
+    "Max locked memory         8388608              8388608              bytes     \n";
+  assert.equal(parseLimit(limits, "Max address space"), UNLIMITED);
+  assert.equal(parseLimit(limits, "Max locked memory"), 8388608);
+  assert.throws(() => parseLimit(limits, "Max nice priority"), SyntaxError);
+});
+
+Deno.test("parseNetstatOctets() reads InOctets and OutOctets of the IpExt lines", () => {
+  const netstat = "TcpExt: SyncookiesSent SyncookiesRecv\nTcpExt: 0 0\n" +
+    "IpExt: InNoRoutes InTruncatedPkts InMcastPkts OutMcastPkts InBcastPkts OutBcastPkts " +
+    "InOctets OutOctets InMcastOctets\nIpExt: 0 0 0 0 0 0 2442656919 2056591362 0\n";
+  assert.deepEqual(parseNetstatOctets(netstat), {
+    receiveBytes: 2442656919,
+    transmitBytes: 2056591362,
+  });
+  assert.throws(() => parseNetstatOctets("TcpExt: A\nTcpExt: 1\n"), SyntaxError);
+});
+
 Deno.test("parseResidentBytes() reads VmRSS in kB", () => {
   const status = "Name:\tdeno\nVmPeak:\t  900000 kB\nVmRSS:\t   51200 kB\nRssAnon:\t 40000 kB\n";
   assert.equal(parseResidentBytes(status), 51200 * 1024);
@@ -57,6 +81,8 @@ Deno.test("registerProcessMetrics() writes client_golang's families and the heap
       maxFds: 1024,
       virtualMemoryBytes: 2_000_000_000,
       residentMemoryBytes: 50_000_000,
+      virtualMemoryMaxBytes: UNLIMITED,
+      network: { receiveBytes: 2_442_656_919, transmitBytes: 2_056_591_362 },
     }),
     memory: () => ({ heapUsed: 5_000_000, heapTotal: 8_000_000, external: 300_000 }),
   });
@@ -73,10 +99,15 @@ Deno.test("registerProcessMetrics() writes client_golang's families and the heap
     ...family("deno_heap_used_bytes", "gauge", "5000000"),
     ...family("process_cpu_seconds_total", "counter", "1.25"),
     ...family("process_max_fds", "gauge", "1024"),
+    ...family("process_network_receive_bytes_total", "counter", "2442656919"),
+    ...family("process_network_transmit_bytes_total", "counter", "2056591362"),
     ...family("process_open_fds", "gauge", "17"),
     ...family("process_resident_memory_bytes", "gauge", "50000000"),
     ...family("process_start_time_seconds", "gauge", "1700000000.5"),
     ...family("process_virtual_memory_bytes", "gauge", "2000000000"),
+    // An unlimited address space, read as the largest uint64 as procfs reads it (the Go sidecar
+    // writes the same float64 as 1.8446744073709552e+19).
+    ...family("process_virtual_memory_max_bytes", "gauge", "18446744073709552000"),
     "",
   ]);
   assert.equal(
@@ -114,6 +145,8 @@ Deno.test({
     assert.ok(stats.openFds >= 3 && stats.openFds <= stats.maxFds, `fds ${stats.openFds}`);
     assert.ok(stats.residentMemoryBytes > 1024 * 1024, `rss ${stats.residentMemoryBytes}`);
     assert.ok(stats.virtualMemoryBytes >= stats.residentMemoryBytes);
+    assert.ok(stats.virtualMemoryMaxBytes >= stats.virtualMemoryBytes);
+    assert.ok(stats.network !== undefined && stats.network.receiveBytes >= 0);
     const rss = Deno.memoryUsage().rss;
     assert.ok(
       Math.abs(stats.residentMemoryBytes - rss) < rss / 2,

@@ -20,6 +20,11 @@ export interface PrometheusOptions {
   job: string;
   /** `host:port` targets of the job, scraped at `/metrics`. */
   targets: readonly string[];
+  /**
+   * Target labels, as the Prometheus Operator's PodMonitor sets them from the pod (`container`,
+   * `namespace`, `pod`).
+   */
+  labels?: Record<string, string>;
   /** Kill it once this process is gone. */
   ownerPid?: number;
   /** The program; default `prometheus` on the PATH. */
@@ -95,6 +100,9 @@ export class PrometheusServer {
         `  - job_name: ${options.job}`,
         "    static_configs:",
         `      - targets: [${options.targets.map((t) => JSON.stringify(t)).join(", ")}]`,
+        ...(options.labels === undefined
+          ? []
+          : [`        labels: ${JSON.stringify(options.labels)}`]),
         "",
       ].join("\n"),
     );

@@ -15,6 +15,8 @@ import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import { finalizerName, leaseName } from "../../lib/controller/names.ts";
 import type { Lease, PersistentVolume, VolumeAttachment } from "../../lib/kube/types.ts";
 import { imageEnvironment } from "../../bench/shipped_form.ts";
+import { repositoryVersion, stampDir } from "../../deploy/build/stamp_version.ts";
+import { BASE_VERSION } from "../../lib/version.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
 const TASKS: Record<string, string> = JSON.parse(Deno.readTextFileSync(`${ROOT}deno.json`)).tasks;
@@ -26,10 +28,10 @@ const IMAGE_ENV = Object.fromEntries(
 /** Upper bound of the whole bundle test; it normally takes a few seconds. */
 const GUARD_MS = 180_000;
 
-/** The permission flags of a task command. */
+/** The permission flags of a task command's last step (the compile task's `deno compile`). */
 function permissionFlags(task: string | undefined): string[] {
   assert.ok(task, "task defined in deno.json");
-  return task.split(/\s+/).filter((arg) =>
+  return task.split("&&").at(-1)!.split(/\s+/).filter((arg) =>
     arg === "-A" || arg.startsWith("--allow-") || arg.startsWith("--deny-")
   );
 }
@@ -75,7 +77,7 @@ Deno.test("compile, dev and demo tasks use the same V8 heap flags", () => {
  * the `compile` task compiles (its first step, minified).
  */
 function bundleCommand(kind: "bundle" | "release"): string[] {
-  const command = kind === "bundle" ? TASKS.bundle! : TASKS.compile!.split("&&")[0]!;
+  const command = (kind === "bundle" ? TASKS.bundle! : TASKS.compile!).split("&&")[0]!;
   return command.trim().split(/\s+/).slice(1);
 }
 
@@ -161,6 +163,54 @@ Deno.test({
       all.filter((f) => !closure.has(f)).map((f) => Deno.readTextFile(`${dir}/${f}`)),
     );
     assert.ok(rest.some((t) => t.includes("@kubernetes/client-node")), "client-node chunk");
+  },
+});
+
+Deno.test({
+  name: "the bundle and compile tasks stamp the repository's version: --version of two builds",
+  ignore: !BUNDLE_AVAILABLE,
+  fn: async () => {
+    for (const task of [TASKS.bundle!, TASKS.compile!]) {
+      assert.match(
+        task,
+        / && deno run [^&]* deploy\/build\/stamp_version\.ts dist\/(bundle|release)( |$)/,
+      );
+    }
+    const built = await builtBundle("bundle");
+    const version = async (dir: string) => {
+      const out = await new Deno.Command(Deno.execPath(), {
+        args: ["run", "--no-prompt", "--allow-env", "--allow-read", `${dir}/main.js`, "--version"],
+        env: { NO_COLOR: "1" },
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      assert.ok(out.success, new TextDecoder().decode(out.stderr));
+      return new TextDecoder().decode(out.stdout).trim();
+    };
+    // Two builds: the repository's version, and one given as a container build gives it.
+    const stamped = [];
+    for (const given of [await repositoryVersion(ROOT), "v9.8.7"]) {
+      assert.ok(given !== undefined, "this checkout is a git repository");
+      const dir = await Deno.makeTempDir({ prefix: "stamped-bundle-" });
+      try {
+        await Deno.copyFile(`${built}/main.js`, `${dir}/main.js`);
+        for (const f of await filesUnder(built)) {
+          if (f.includes("/")) {
+            await Deno.mkdir(`${dir}/${f.slice(0, f.lastIndexOf("/"))}`, {
+              recursive: true,
+            });
+          }
+          await Deno.copyFile(`${built}/${f}`, `${dir}/${f}`);
+        }
+        assert.equal(await version(dir), `csi-attacher ${BASE_VERSION}-dev`, "before the stamp");
+        assert.ok(await stampDir(dir, given) >= 1);
+        stamped.push(await version(dir));
+      } finally {
+        await Deno.remove(dir, { recursive: true });
+      }
+    }
+    assert.match(stamped[0]!, /^csi-attacher v\d+\.\d+\.\d+-(\d+-)?g[0-9a-f]{7,}(-dirty)?$/);
+    assert.equal(stamped[1], "csi-attacher v9.8.7");
   },
 });
 

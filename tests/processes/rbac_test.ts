@@ -9,12 +9,16 @@
 
 import assert from "node:assert/strict";
 import yaml from "js-yaml";
-import { LEADER_ELECTION_HEALTH_PATH, parseListenAddress } from "../../lib/observe/http_server.ts";
+import {
+  HEALTH_PATH,
+  LEADER_ELECTION_HEALTH_PATH,
+  parseListenAddress,
+} from "../../lib/observe/http_server.ts";
 import type { RecordedRequest } from "../../testkit/apiserver/server.ts";
 import { parseOptions, validateOptions } from "../../lib/cli/options.ts";
 import { componentSettings } from "../../lib/cli/settings.ts";
 import { runScenario, SANDBOX_NAMESPACE } from "../../sandbox/scenario.ts";
-import { VERSION } from "../../lib/version.ts";
+import { BASE_VERSION } from "../../lib/version.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import { ExampleDriver } from "../../testkit/csi/example_driver.ts";
 import { KubeClient } from "../../lib/kube/client.ts";
@@ -306,7 +310,11 @@ Deno.test("deployment.yaml runs the attacher with valid flags beside the driver 
   const attacher = containers.find((c) => c.name === "csi-attacher");
   const driver = containers.find((c) => c.name !== "csi-attacher");
   assert.ok(attacher && driver, "an attacher and a driver container");
-  assert.equal(attacher.image.split(":").at(-1), VERSION, "image tag is the attacher's version");
+  assert.equal(
+    attacher.image.split(":").at(-1),
+    BASE_VERSION,
+    "image tag is the attacher's version",
+  );
 
   // The arguments are a valid attacher command line.
   const parsed = parseOptions(attacher.args);
@@ -324,6 +332,9 @@ Deno.test("deployment.yaml runs the attacher with valid flags beside the driver 
     p.name === probe.port || p.containerPort === probe.port
   );
   assert.equal(port?.containerPort, parseListenAddress(options.httpEndpoint).port);
+  // Readiness on /healthz (ok on a standby too) of the same port.
+  assert.equal(attacher.readinessProbe.httpGet.path, HEALTH_PATH);
+  assert.equal(attacher.readinessProbe.httpGet.port, probe.port);
 
   // The Lease namespace comes from the downward API.
   // deno-lint-ignore no-explicit-any

@@ -36,8 +36,12 @@ export interface RowSpec {
   panels: PanelSpec[];
 }
 
-/** The selector of every query: the variables. */
-const T = 'job=~"$job", instance=~"$instance"';
+/**
+ * The selector of every query: the variables. `$container` (a text box, `csi-attacher` unless
+ * generated with `--container`) picks the attacher's targets in any layout: its own Deployment or
+ * a container of the driver's controller pod, whose job and pod it shares with other sidecars.
+ */
+const T = 'container=~"$container", job=~"$job", instance=~"$instance"';
 /** The selector of the queries of CSI calls, which carry the driver's name. */
 const D = `${T}, driver_name=~"$driver"`;
 const PUBLISH = 'method_name=~"/csi.v1.Controller/Controller(Un)?PublishVolume"';
@@ -290,27 +294,35 @@ export const VARIABLES: readonly VariableSpec[] = [
   {
     name: "job",
     label: "Job",
-    query: 'label_values(workqueue_depth{name="csi-attacher-va"}, job)',
+    query: 'label_values(workqueue_depth{container=~"$container", name="csi-attacher-va"}, job)',
     all: false,
   },
   {
     name: "driver",
     label: "Driver",
-    query: 'label_values(csi_sidecar_operations_seconds_count{job=~"$job"}, driver_name)',
+    query:
+      'label_values(csi_sidecar_operations_seconds_count{container=~"$container", job=~"$job"}, driver_name)',
     all: true,
   },
   {
     name: "instance",
     label: "Instance",
-    query: 'label_values(workqueue_depth{job=~"$job", name="csi-attacher-va"}, instance)',
+    query:
+      'label_values(workqueue_depth{container=~"$container", job=~"$job", name="csi-attacher-va"}, instance)',
     all: true,
   },
 ];
 
 const DATASOURCE = { type: "prometheus", uid: "${datasource}" };
 
-/** The dashboard as Grafana's JSON model (schema version 39). */
-export function dashboard(): Record<string, unknown> {
+/** The default of the dashboard's `$container` variable. */
+export const DEFAULT_CONTAINER = "csi-attacher";
+
+/**
+ * The dashboard as Grafana's JSON model (schema version 39); `container` is the default of its
+ * `$container` text box, which users change in Grafana.
+ */
+export function dashboard(container: string = DEFAULT_CONTAINER): Record<string, unknown> {
   const panels: Record<string, unknown>[] = [];
   let id = 1;
   let y = 0;
@@ -358,6 +370,16 @@ export function dashboard(): Record<string, unknown> {
           options: [],
           refresh: 1,
           regex: "",
+        },
+        {
+          name: "container",
+          label: "Container",
+          description: "The attacher's container name (the Prometheus target label container)",
+          type: "textbox",
+          query: container,
+          current: { text: container, value: container },
+          options: [{ selected: true, text: container, value: container }],
+          hide: 0,
         },
         ...VARIABLES.map((v) => ({
           name: v.name,

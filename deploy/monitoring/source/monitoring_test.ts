@@ -11,12 +11,30 @@
 
 import assert from "node:assert/strict";
 import yaml from "js-yaml";
-import { FILES, generatedFiles, MONITORING_DIR, parseArgs } from "./generate.ts";
+import {
+  FILES,
+  generatedFiles,
+  LAYOUTS,
+  MONITORING_DIR,
+  parseArgs,
+  parseGenerateArgs,
+  SIDECAR_JOB,
+  SIDECAR_UNIT_TESTS,
+  sidecarUnitTestsText,
+} from "./generate.ts";
 import { ALERT_ORIGINS, ALERTS, type RuleGroup, ruleGroups } from "./rules.ts";
 import { dashboard, panelQueries, VARIABLES } from "./dashboard.ts";
 
 const UNIT_TESTS = new URL("alerts.promtool.yaml", import.meta.url);
-const RULES = new URL(FILES.rules, MONITORING_DIR);
+/** The alerts' unit tests and the rule file of each layout. */
+const LAYOUT_TESTS = [
+  { layout: "deployment", tests: UNIT_TESTS, rules: new URL(FILES.rules, MONITORING_DIR) },
+  {
+    layout: "sidecar",
+    tests: new URL(SIDECAR_UNIT_TESTS, MONITORING_DIR),
+    rules: new URL(LAYOUTS.sidecar.dir + FILES.rules, MONITORING_DIR),
+  },
+] as const;
 
 function read(name: string): string {
   return Deno.readTextFileSync(new URL(name, MONITORING_DIR));
@@ -63,26 +81,87 @@ interface UnitTestFile {
   }[];
 }
 
-Deno.test("monitoring: the committed files are what generate.ts writes", () => {
-  for (const [name, text] of Object.entries(generatedFiles())) {
+Deno.test("monitoring: the committed files are what generate.ts writes, both layouts", () => {
+  const files: Record<string, string> = {
+    ...generatedFiles(),
+    [SIDECAR_UNIT_TESTS]: sidecarUnitTestsText(Deno.readTextFileSync(UNIT_TESTS)),
+  };
+  assert.ok(files["sidecar/podmonitor.yaml"] !== undefined);
+  for (const [name, text] of Object.entries(files)) {
     assert.equal(read(name), text, `deploy/monitoring/${name} is stale: run deno task monitoring`);
   }
 });
 
-Deno.test("monitoring: the PrometheusRule holds exactly the groups of the rule file", () => {
-  const plain = yaml.load(read(FILES.rules)) as { groups: RuleGroup[] };
-  const crd = yaml.load(read(FILES.prometheusRule)) as {
-    apiVersion: string;
-    kind: string;
-    spec: { groups: RuleGroup[] };
-  };
-  assert.equal(crd.apiVersion, "monitoring.coreos.com/v1");
-  assert.equal(crd.kind, "PrometheusRule");
-  assert.deepEqual(crd.spec.groups, plain.groups);
-  assert.deepEqual(plain.groups, ruleGroups());
+Deno.test("monitoring: each layout's PrometheusRule holds exactly the groups of its rule file", () => {
+  for (const layout of Object.values(LAYOUTS)) {
+    const plain = yaml.load(read(layout.dir + FILES.rules)) as { groups: RuleGroup[] };
+    const crd = yaml.load(read(layout.dir + FILES.prometheusRule)) as {
+      apiVersion: string;
+      kind: string;
+      metadata: { labels: Record<string, string> };
+      spec: { groups: RuleGroup[] };
+    };
+    assert.equal(crd.apiVersion, "monitoring.coreos.com/v1");
+    assert.equal(crd.kind, "PrometheusRule");
+    // What kube-prometheus-stack's Prometheus selects by default.
+    assert.equal(crd.metadata.labels.release, "kube-prometheus-stack");
+    assert.deepEqual(crd.spec.groups, plain.groups);
+    assert.deepEqual(plain.groups, ruleGroups());
+  }
+});
+
+Deno.test("monitoring: the rules find the attacher by its container, its runbook on the web", () => {
+  for (const r of ruleGroups().flatMap((g) => g.rules)) {
+    assert.doesNotMatch(r.expr, /job=/, "no job is assumed");
+    if ("alert" in r) {
+      assert.match(
+        r.annotations.runbook_url,
+        /^https:\/\/github\.com\/[^/]+\/[^/]+\/blob\/main\/deploy\/monitoring\/RUNBOOK\.md#csiattacher/,
+      );
+    }
+  }
+  const selects = (groups: RuleGroup[], m: string) =>
+    groups.flatMap((g) => g.rules).filter((r) => r.expr.includes(m)).length;
+  assert.ok(selects(ruleGroups(), 'container="csi-attacher"') >= 8);
+  assert.ok(selects(ruleGroups({ container: "attacher" }), 'container="attacher"') >= 8);
+  const stuck = ruleGroups({ runbookBaseUrl: "https://git.example.com/x/blob/v1" })
+    .flatMap((g) => g.rules).find((r) => "alert" in r);
+  assert.ok(stuck !== undefined && "alert" in stuck);
+  assert.equal(
+    stuck.annotations.runbook_url,
+    "https://git.example.com/x/blob/v1/deploy/monitoring/RUNBOOK.md#csiattachernoleader",
+  );
+  // The layouts differ in what the PodMonitor scrapes; the labels, the selector and the port are
+  // settable.
+  const pm = (dir: string) =>
+    yaml.load(read(dir + FILES.podMonitor)) as {
+      metadata: { labels: Record<string, string> };
+      spec: { selector: { matchLabels: Record<string, string> }; podMetricsEndpoints: unknown[] };
+    };
+  assert.deepEqual(pm("").spec.selector.matchLabels, { app: "csi-attacher" });
+  assert.deepEqual(pm("sidecar/").spec.selector.matchLabels, { app: "csi-driver-controller" });
+  assert.equal(pm("sidecar/").metadata.labels.release, "kube-prometheus-stack");
+  const args = parseGenerateArgs([
+    "--layout=sidecar",
+    "--labels=prometheus=main",
+    "--pod-selector=app=my-driver",
+    "--port=metrics",
+    "--container=attacher",
+  ]);
+  assert.deepEqual(Object.keys(args.layouts), ["sidecar"]);
+  assert.deepEqual(args.layouts.sidecar!.labels, { prometheus: "main" });
+  assert.deepEqual(args.layouts.sidecar!.podSelector, { app: "my-driver" });
+  assert.equal(args.layouts.sidecar!.port, "metrics");
+  assert.deepEqual(args.settings, { container: "attacher" });
+  assert.throws(() => parseGenerateArgs(["--layout=daemonset"]), /deployment or sidecar/);
+  // The sidecar layout's unit tests put the attacher and the other sidecars in one job.
+  const sidecarTests = read(SIDECAR_UNIT_TESTS);
+  assert.match(sidecarTests, new RegExp(`job="${SIDECAR_JOB}", container="csi-provisioner"`));
+  assert.doesNotMatch(sidecarTests, /job="csi-attacher"/);
 });
 
 Deno.test("monitoring: settings change thresholds, for and the selector everywhere", () => {
+  // An explicit selector replaces the container's.
   const groups = ruleGroups({
     selector: 'job="e2e"',
     attachPendingSeconds: 5,
@@ -103,7 +182,7 @@ Deno.test("monitoring: settings change thresholds, for and the selector everywhe
     if ("alert" in r && r.alert === "CSIAttacherDriverErrors") continue;
     if ("alert" in r && r.alert === "CSIAttacherClientThrottled") continue;
     assert.match(r.expr, /job="e2e"/, `${"alert" in r ? r.alert : r.record} selects the targets`);
-    assert.doesNotMatch(r.expr, /job="csi-attacher"/);
+    assert.doesNotMatch(r.expr, /\{container="csi-attacher"/);
   }
   assert.deepEqual(parseArgs(['--selector=job="x"', "--set=attachPendingSeconds=60"]), {
     selector: 'job="x"',
@@ -140,6 +219,8 @@ Deno.test("monitoring: every alert has a runbook section, an origin and a README
 Deno.test("monitoring: every alert has a unit test where it fires and one where it does not", () => {
   const file = yaml.load(Deno.readTextFileSync(UNIT_TESTS)) as UnitTestFile;
   assert.deepEqual(file.rule_files, [`../${FILES.rules}`]);
+  const sidecar = yaml.load(read(SIDECAR_UNIT_TESTS)) as UnitTestFile;
+  assert.deepEqual(sidecar.rule_files, [`../${LAYOUTS.sidecar.dir}${FILES.rules}`]);
   const checks = file.tests.flatMap((t) => t.alert_rule_test ?? []);
   for (const alert of ALERTS) {
     const mine = checks.filter((c) => c.alertname === alert);
@@ -151,14 +232,18 @@ Deno.test("monitoring: every alert has a unit test where it fires and one where 
 Deno.test("monitoring: the dashboard's data source is a variable and every query is narrowed", () => {
   const board = dashboard();
   const vars = (board.templating as { list: { name: string; type: string }[] }).list;
-  assert.deepEqual(vars.map((v) => v.name), ["datasource", ...VARIABLES.map((v) => v.name)]);
+  assert.deepEqual(vars.map((v) => v.name), [
+    "datasource",
+    "container",
+    ...VARIABLES.map((v) => v.name),
+  ]);
   assert.equal(vars[0]!.type, "datasource");
   const text = JSON.stringify(board);
   assert.doesNotMatch(text, /"uid":"(?!\$\{datasource\})[^"]*"(?=[^}]*"type":"prometheus")/);
   const queries = panelQueries();
   assert.ok(queries.length >= 15, `only ${queries.length} queries`);
   for (const q of queries) {
-    assert.match(q.expr, /job=~"\$job", instance=~"\$instance"/, q.panel);
+    assert.match(q.expr, /container=~"\$container", job=~"\$job", instance=~"\$instance"/, q.panel);
   }
   for (
     const q of queries.filter((q) => /csi_sidecar_operations|csi_attacher_.*_duration/.test(q.expr))
@@ -167,23 +252,25 @@ Deno.test("monitoring: the dashboard's data source is a variable and every query
   }
 });
 
-Deno.test({
-  name: `monitoring: promtool check rules accepts the rule file${IGNORE_NOTE}`,
-  ignore: PROMTOOL_IGNORED,
-  async fn() {
-    const { ok, text } = await promtool(["check", "rules", RULES.pathname]);
-    assert.ok(ok, text);
-    const count = ruleGroups().flatMap((g) => g.rules).length;
-    assert.match(text, new RegExp(`SUCCESS: ${count} rules found`), text);
-  },
-});
+for (const { layout, tests, rules } of LAYOUT_TESTS) {
+  Deno.test({
+    name: `monitoring: promtool check rules accepts the ${layout} layout's rule file${IGNORE_NOTE}`,
+    ignore: PROMTOOL_IGNORED,
+    async fn() {
+      const { ok, text } = await promtool(["check", "rules", rules.pathname]);
+      assert.ok(ok, text);
+      const count = ruleGroups().flatMap((g) => g.rules).length;
+      assert.match(text, new RegExp(`SUCCESS: ${count} rules found`), text);
+    },
+  });
 
-Deno.test({
-  name: `monitoring: promtool test rules passes the alerts' unit tests${IGNORE_NOTE}`,
-  ignore: PROMTOOL_IGNORED,
-  async fn() {
-    const { ok, text } = await promtool(["test", "rules", UNIT_TESTS.pathname]);
-    assert.ok(ok, text);
-    assert.match(text, /SUCCESS/);
-  },
-});
+  Deno.test({
+    name: `monitoring: promtool test rules passes the ${layout} layout's unit tests${IGNORE_NOTE}`,
+    ignore: PROMTOOL_IGNORED,
+    async fn() {
+      const { ok, text } = await promtool(["test", "rules", tests.pathname]);
+      assert.ok(ok, text);
+      assert.match(text, /SUCCESS/);
+    },
+  });
+}

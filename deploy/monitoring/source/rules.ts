@@ -16,13 +16,20 @@
 /** What the rules can be tuned with; durations are Prometheus durations (`5m`, `30s`). */
 export interface RuleSettings {
   /**
-   * Label matchers that select the attacher's scrape targets, e.g. `job="csi-attacher"` (the
-   * job name of `podmonitor.yaml` and of the README's scrape configuration). Generic metrics
+   * Label matchers that select the attacher's scrape targets; "" (the default):
+   * `container="<container>"`, the target label the Prometheus Operator's PodMonitor sets, which
+   * finds the attacher as its own Deployment and as a container of the driver's controller pod
+   * alike (where job and pod are shared with the driver and other sidecars). Generic metrics
    * (`up`, `process_*`, `rest_client_*`) are exported by every Kubernetes component, so every
    * expression carries these matchers.
    */
   selector: string;
-  /** The runbook's address; each alert links `<runbookUrl>#<alert name in lower case>`. */
+  /**
+   * Where this repository's files are read on the web, e.g. `https://github.com/<org>/<repo>/blob/v0.1.0`;
+   * the runbook is `<runbookBaseUrl>/deploy/monitoring/RUNBOOK.md`.
+   */
+  runbookBaseUrl: string;
+  /** The runbook's whole address, when it is not under {@link runbookBaseUrl}; "": there. */
   runbookUrl: string;
   /** Range of the `rate()` windows. */
   rateWindow: string;
@@ -50,14 +57,24 @@ export interface RuleSettings {
   /** Resident memory as a share (0-1) of the container's memory limit that alerts. */
   memoryRatio: number;
   memoryFor: string;
-  /** The attacher's container name, to find its memory limit in kube-state-metrics. */
+  /**
+   * The attacher's container name: the target label `container` the default selector matches,
+   * and its memory limit in kube-state-metrics.
+   */
   container: string;
 }
 
+/**
+ * The project's repository on the web. A placeholder: the project has no public address yet;
+ * generate with `--runbook-base-url` where your readers open this repository.
+ */
+export const REPOSITORY_URL = "https://github.com/csi-attacher-deno/csi-attacher";
+
 /** The settings of the shipped rule files. */
 export const DEFAULT_RULE_SETTINGS: Readonly<RuleSettings> = Object.freeze({
-  selector: 'job="csi-attacher"',
-  runbookUrl: "deploy/monitoring/RUNBOOK.md",
+  selector: "",
+  runbookBaseUrl: `${REPOSITORY_URL}/blob/main`,
+  runbookUrl: "",
   rateWindow: "5m",
   noLeaderFor: "5m",
   leaderMemory: "1h",
@@ -161,9 +178,10 @@ function seconds(n: number): string {
 /** The rule groups for `settings` (default: the shipped ones). */
 export function ruleGroups(settings: Partial<RuleSettings> = {}): RuleGroup[] {
   const s: RuleSettings = { ...DEFAULT_RULE_SETTINGS, ...settings };
-  const sel = s.selector;
+  const sel = s.selector || `container="${s.container}"`;
   const rec = recordNames(s);
-  const runbook = (alert: AlertName) => `${s.runbookUrl}#${alert.toLowerCase()}`;
+  const runbookUrl = s.runbookUrl || `${s.runbookBaseUrl}/deploy/monitoring/RUNBOOK.md`;
+  const runbook = (alert: AlertName) => `${runbookUrl}#${alert.toLowerCase()}`;
   const alert = (
     name: AlertName,
     expr: string,
@@ -178,8 +196,8 @@ export function ruleGroups(settings: Partial<RuleSettings> = {}): RuleGroup[] {
     labels: { severity },
     annotations: { summary, description, runbook_url: runbook(name) },
   });
-  // The Go csi-attacher v4.13 reports `name=""` (csi-lib-utils sets no LeaderElectionConfig.Name),
-  // this one the Lease name: both are grouped by it, and the selector keeps other programs out.
+  // Both attachers report `name=""` (csi-lib-utils sets no LeaderElectionConfig.Name); grouped by
+  // it all the same, for other programs' series, and the selector keeps those out.
   const leaseSeries = `leader_election_master_status{${sel}}`;
   return [
     {

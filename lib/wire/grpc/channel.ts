@@ -95,6 +95,14 @@ export class GrpcChannel {
     return this.#state;
   }
 
+  /**
+   * The error of the last failed connection attempt (the dial's cause as grpc-go words it, e.g.
+   * `connect: permission denied`), until a connection is made.
+   */
+  get lastError(): GrpcStatusError | undefined {
+    return this.#lastError;
+  }
+
   /** Calls `listener` on every state change until the returned function is called. */
   onStateChange(listener: (state: ChannelState, previous: ChannelState) => void): () => void {
     this.#listeners.add(listener);

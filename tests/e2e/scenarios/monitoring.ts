@@ -1,7 +1,11 @@
 /**
  * Scenario 21: the alerts and the dashboard of `deploy/monitoring/` against a real Prometheus that
  * scrapes the attacher's `--http-endpoint`. The rules are the shipped ones with short thresholds
- * and `for` durations ({@link E2E_RULE_SETTINGS}).
+ * and `for` durations ({@link E2E_RULE_SETTINGS}), in the sidecar layout
+ * (`deploy/monitoring/sidecar/`): the target is labelled as the Prometheus Operator labels the
+ * attacher container of a driver's controller pod (`container`, `namespace`, `pod`, and the
+ * PodMonitor's job `<namespace>/<name>`, which names no attacher), and rules and dashboard find it
+ * by its container.
  *
  * A VolumeAttachment on a node whose CSINode names a node ID the driver does not know fails every
  * ControllerPublishVolume (NotFound): `CSIAttacherAttachStuck` goes pending, then firing, and
@@ -20,12 +24,19 @@ import { csiNode, node, PATHS } from "../objects.ts";
 import { READY_LINE } from "./round_trip.ts";
 import { LEASE_FLAGS } from "./leader_failover.ts";
 import { type ActiveAlert, PrometheusServer, type QuerySeries } from "../prometheus.ts";
-import { rulesFileText } from "../../../deploy/monitoring/source/generate.ts";
+import { rulesFileText, SIDECAR_JOB } from "../../../deploy/monitoring/source/generate.ts";
 import type { RuleSettings } from "../../../deploy/monitoring/source/rules.ts";
 import { panelQueries, VARIABLES } from "../../../deploy/monitoring/source/dashboard.ts";
 
-/** The job name the shipped rules select. */
-const JOB = "csi-attacher";
+/** The job of the sidecar layout's PodMonitor. */
+const JOB = SIDECAR_JOB;
+
+/** The target labels of the attacher container in the driver's controller pod. */
+const TARGET_LABELS = {
+  container: "csi-attacher",
+  namespace: "kube-system",
+  pod: "csi-driver-controller-0",
+};
 
 /** Thresholds and durations short enough for a scenario of under a minute. */
 export const E2E_RULE_SETTINGS: Partial<RuleSettings> = {
@@ -41,9 +52,10 @@ const RATE_INTERVAL = "20s";
 /** A dashboard expression with its variables replaced. */
 export function substitute(
   expr: string,
-  vars: { job: string; instance: string; driver: string },
+  vars: { container: string; job: string; instance: string; driver: string },
 ): string {
   return expr.replaceAll("$__rate_interval", RATE_INTERVAL).replaceAll("$job", vars.job)
+    .replaceAll("$container", vars.container)
     .replaceAll("$instance", vars.instance).replaceAll("$driver", vars.driver);
 }
 
@@ -82,6 +94,7 @@ export async function monitoring(ctx: ScenarioContext): Promise<void> {
     rules: rulesFileText(E2E_RULE_SETTINGS),
     job: JOB,
     targets: [instance],
+    labels: TARGET_LABELS,
     ownerPid: ctx.cluster.ownerPid,
   });
   try {
@@ -142,6 +155,7 @@ export async function monitoring(ctx: ScenarioContext): Promise<void> {
     );
     assert.equal(stuck.labels.operation, "attach");
     assert.equal(stuck.labels.job, JOB);
+    assert.equal(stuck.labels.pod, TARGET_LABELS.pod);
     assert.match(stuck.annotations.runbook_url ?? "", /RUNBOOK\.md#csiattacherattachstuck$/);
     assert.match(stuck.annotations.description ?? "", new RegExp(`target ${instance} \\(job`));
     await waitUntil(
@@ -205,7 +219,12 @@ export async function monitoring(ctx: ScenarioContext): Promise<void> {
     await sleep(2_000);
 
     // Every dashboard query and variable, over the scenario's time range.
-    const vars = { job: JOB, instance, driver: ctx.cluster.info.driverName };
+    const vars = {
+      container: TARGET_LABELS.container,
+      job: JOB,
+      instance,
+      driver: ctx.cluster.info.driverName,
+    };
     const end = Date.now();
     const failures: string[] = [];
     const checked = [

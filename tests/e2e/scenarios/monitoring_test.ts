@@ -11,7 +11,12 @@ Deno.test("labelValuesQuery() turns Grafana's label_values() into PromQL", () =>
 });
 
 Deno.test("substitute() leaves no dashboard variable in any query scenario 21 runs", () => {
-  const vars = { job: "csi-attacher", instance: "127.0.0.1:8080", driver: "csi.example.com" };
+  const vars = {
+    container: "csi-attacher",
+    job: "kube-system/csi-attacher",
+    instance: "127.0.0.1:8080",
+    driver: "csi.example.com",
+  };
   const all = [
     ...panelQueries().map((q) => q.expr),
     ...VARIABLES.map((v) => labelValuesQuery(v.query)),

@@ -4,7 +4,11 @@
  * runs them for a while.
  *
  * 1. The Go csi-attacher leads and attaches; ours, started next, waits for the Lease and makes no
- *    call to the driver beyond the start-up ones (Probe, GetPluginInfo, the capabilities).
+ *    call to the driver beyond the start-up ones (Probe, GetPluginInfo, the capabilities). As a
+ *    Deployment's rolling update (maxUnavailable 0) waits for the new pod's readiness probe before
+ *    it stops an old one, the Go replica is stopped only once ours' `/healthz` answers ok as a
+ *    standby (`/healthz/leader-election` too). The Go sidecar serves no `/healthz`: its
+ *    replacement in step 3 is waited for by its log line instead.
  * 2. The Go replica gets SIGTERM. v4.13.0 keeps its Lease unless its `ReleaseLeaderElectionOnExit`
  *    gate is on (external-attacher `cmd/csi-attacher/main.go`; it is off by default), so ours takes
  *    over once the lease has expired. Meanwhile work piles up: some of the Go replica's
@@ -95,8 +99,29 @@ export async function rollingUpdate(
   // 1. Go leads, ours waits.
   const go = ctx.startAttacher("go", { entry: options.goAttacher, args: LEASE_FLAGS });
   const goId = await waitHolder("the Go csi-attacher to take the Lease", (id) => id !== "");
-  const ours = ctx.startAttacher("ours", { args: [...LEASE_FLAGS, RELEASE_GATE] });
+  const probe = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const oursHttp = `127.0.0.1:${(probe.addr as Deno.NetAddr).port}`;
+  probe.close();
+  const ours = ctx.startAttacher("ours", {
+    args: [...LEASE_FLAGS, RELEASE_GATE, `--http-endpoint=${oursHttp}`],
+  });
   await waitForLog(ours, /"Attempting to acquire leader lease"/);
+  // The readiness probe: a standby that has its driver is ready.
+  const readiness = (path: string) =>
+    fetch(`http://${oursHttp}${path}`).then(
+      async (res) => `${res.status} ${await res.text()}`,
+      (err: Error) => `no answer: ${err.message}`,
+    );
+  await waitUntil(
+    "ours' readiness probe (/healthz) as a standby",
+    async () => {
+      const answer = await readiness("/healthz");
+      return answer === "200 ok" ? answer : undefined;
+    },
+    30_000,
+    100,
+  );
+  assert.equal(await readiness("/healthz/leader-election"), "200 ok");
   const oursId = `${kit.prefix}-ours`;
   assert.notEqual(goId, oursId);
   const phase1 = await createVas(8);
