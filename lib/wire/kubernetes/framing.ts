@@ -52,13 +52,13 @@ export class LengthFrameSplitter {
   }
 
   /**
-   * The frames that `chunk` completes, in order.
+   * The frames that `chunk` completes, in order, appended to `frames` (which is returned).
    *
    * @throws {FrameError} (client-go's "object to decode was longer than maximum allowed size")
-   *   for a length over the limit; nothing more is kept.
+   *   for a length over the limit; nothing more is kept, the frames completed before it are in
+   *   `frames`.
    */
-  push(chunk: Uint8Array): Uint8Array[] {
-    const frames: Uint8Array[] = [];
+  push(chunk: Uint8Array, frames: Uint8Array[] = []): Uint8Array[] {
     let at = 0;
     const n = chunk.length;
     while (at < n) {
