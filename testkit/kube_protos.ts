@@ -159,9 +159,18 @@ export function loadKubeProtos(
     return undefined;
   }
   const dirs = kubeProtoDirs(version);
+  // Read here rather than with protobufjs' loadSync, which needs node's fs (absent in a bundle).
   const root = new protobuf.Root();
-  root.resolvePath = (_origin, target) => filePath(dirs, target);
-  root.loadSync(FILES.map((f) => filePath(dirs, f)), { keepCase: true });
+  const seen = new Set<string>();
+  const load = (importPath: string) => {
+    if (seen.has(importPath)) return;
+    seen.add(importPath);
+    const parsed = protobuf.parse(Deno.readTextFileSync(filePath(dirs, importPath)), root, {
+      keepCase: true,
+    });
+    for (const dep of parsed.imports ?? []) load(dep);
+  };
+  for (const f of FILES) load(f);
   root.resolveAll();
   const codec = new KubeProtos(root, version);
   loaded.set(version, codec);
