@@ -205,6 +205,30 @@ const INLINE_FIELDS = new Set([
   "k8s.io.api.core.v1.SecretProjection.localObjectReference",
 ]);
 
+/** The types whose JSON form is not their message. */
+const SPECIAL_TYPES = new Set([
+  TIME,
+  MICRO_TIME,
+  FIELDS_V1,
+  DURATION,
+  QUANTITY,
+  INT_OR_STRING,
+  RAW_EXTENSION,
+]);
+
+/** How one field is converted. */
+interface FieldPlan {
+  name: string;
+  field: protobuf.Field;
+  /** The message type of the field (of the values, for a map). */
+  message: protobuf.Type | undefined;
+  /** Go embeds the field with `json:""`: its members are the parent's in JSON. */
+  inline: boolean;
+  /** One of {@link SPECIAL_TYPES}. */
+  special: string | undefined;
+  bytes: boolean;
+}
+
 /** The proto package of an apiVersion's group. */
 function packageOf(apiVersion: string): string {
   const [group, version] = apiVersion.includes("/")
@@ -274,12 +298,20 @@ export class KubeProtos {
    * @throws {Error} for a kind the files do not have.
    */
   typeOf(apiVersion: string, kind: string): protobuf.Type {
+    const key = `${apiVersion} ${kind}`;
+    const cached = this.#types.get(key);
+    if (cached !== undefined) return cached;
     for (const pkg of [packageOf(apiVersion), META]) {
       const found = this.root.lookup(`${pkg}.${kind}`);
-      if (found instanceof protobuf.Type) return found;
+      if (found instanceof protobuf.Type) {
+        this.#types.set(key, found);
+        return found;
+      }
     }
     throw new Error(`no protobuf message for ${apiVersion} ${kind}`);
   }
+
+  readonly #types = new Map<string, protobuf.Type>();
 
   /** True when the files have a message for the kind. */
   hasKind(apiVersion: string, kind: string): boolean {
@@ -293,7 +325,8 @@ export class KubeProtos {
 
   /** The message bytes of `value` (JSON form, without kind and apiVersion) as `type`. */
   encodeMessage(type: protobuf.Type, value: JsonObject): Uint8Array {
-    return plain(type.encode(type.fromObject(this.#toProto(type, value, type.fullName))).finish());
+    // encode() takes plain objects whose members have the wire types #toProto gives them.
+    return plain(type.encode(this.#toProto(type, value, type.fullName)).finish());
   }
 
   /** The JSON form of message bytes of `type`. */
@@ -338,58 +371,90 @@ export class KubeProtos {
     return { type: m.type ?? "", object: this.decode(raw) };
   }
 
+  /** How each field of `type` is converted, computed once per type. */
+  #plan(type: protobuf.Type): FieldPlan[] {
+    let plan = this.#plans.get(type);
+    if (plan !== undefined) return plan;
+    plan = type.fieldsArray.map((field): FieldPlan => {
+      field.resolve();
+      const t = field.resolvedType instanceof protobuf.Type ? field.resolvedType : undefined;
+      const inline = t !== undefined &&
+        INLINE_FIELDS.has(`${type.fullName.slice(1)}.${field.name}`);
+      const name = t?.fullName.slice(1) ?? "";
+      return {
+        name: field.name,
+        field,
+        message: t,
+        inline,
+        special: SPECIAL_TYPES.has(name) ? name : undefined,
+        bytes: field.type === "bytes",
+      };
+    });
+    this.#plans.set(type, plan);
+    return plan;
+  }
+
+  readonly #plans = new Map<protobuf.Type, FieldPlan[]>();
+
   #toProto(type: protobuf.Type, value: JsonObject, where: string): Record<string, unknown> {
     const out: Record<string, unknown> = {};
-    const consumed = new Set<string>();
-    for (const field of type.fieldsArray) {
-      field.resolve();
-      const key = `${type.fullName.slice(1)}.${field.name}`;
-      if (INLINE_FIELDS.has(key) && field.resolvedType instanceof protobuf.Type) {
-        const inner = field.resolvedType;
+    let consumed = 0;
+    for (const p of this.#plan(type)) {
+      if (p.inline) {
+        const inner = p.message!;
         const part: JsonObject = {};
+        let any = false;
         for (const f of inner.fieldsArray) {
           if (f.name in value) {
             part[f.name] = value[f.name];
-            consumed.add(f.name);
+            consumed++;
+            any = true;
           }
         }
-        if (Object.keys(part).length > 0) out[field.name] = this.#toProto(inner, part, key);
+        if (any) out[p.name] = this.#toProto(inner, part, where);
         continue;
       }
-      if (!(field.name in value)) continue;
-      consumed.add(field.name);
-      const v = value[field.name];
+      if (!(p.name in value)) continue;
+      consumed++;
+      const v = value[p.name];
       if (v === null || v === undefined) continue;
-      const at = `${where}.${field.name}`;
-      if (field.map) {
+      if (p.field.map) {
         const m: Record<string, unknown> = {};
-        for (const [k, e] of Object.entries(v as JsonObject)) {
-          m[k] = this.#valueToProto(field, e, at);
+        for (const k in v as JsonObject) {
+          m[k] = this.#valueToProto(p, (v as JsonObject)[k], where);
         }
-        out[field.name] = m;
-      } else if (field.repeated) {
-        if (!Array.isArray(v)) throw new TypeError(`${at}: not an array`);
-        out[field.name] = v.map((e) => this.#valueToProto(field, e, at));
+        out[p.name] = m;
+      } else if (p.field.repeated) {
+        if (!Array.isArray(v)) throw new TypeError(`${where}.${p.name}: not an array`);
+        out[p.name] = v.map((e) => this.#valueToProto(p, e, where));
       } else {
-        out[field.name] = this.#valueToProto(field, v, at);
+        out[p.name] = this.#valueToProto(p, v, where);
       }
     }
-    for (const k of Object.keys(value)) {
-      if (!consumed.has(k)) throw new TypeError(`${where}: no field ${k} in ${type.fullName}`);
+    if (consumed !== Object.keys(value).length) {
+      const known = new Set<string>();
+      for (const p of this.#plan(type)) {
+        if (p.inline) p.message!.fieldsArray.forEach((f) => known.add(f.name));
+        else known.add(p.name);
+      }
+      const extra = Object.keys(value).find((k) => !known.has(k));
+      throw new TypeError(`${where}: no field ${extra} in ${type.fullName}`);
     }
     return out;
   }
 
-  #valueToProto(field: protobuf.Field, v: unknown, at: string): unknown {
-    const t = field.resolvedType;
-    if (!(t instanceof protobuf.Type)) {
-      if (field.type === "bytes") {
-        if (typeof v !== "string") throw new TypeError(`${at}: bytes not as base64`);
+  #valueToProto(p: FieldPlan, v: unknown, where: string): unknown {
+    const t = p.message;
+    if (t === undefined) {
+      if (p.bytes) {
+        if (typeof v !== "string") throw new TypeError(`${where}.${p.name}: bytes not as base64`);
         return fromBase64(v);
       }
       return v;
     }
-    switch (t.fullName.slice(1)) {
+    switch (p.special) {
+      case undefined:
+        break;
       case TIME:
         return { seconds: parseRfc3339(String(v)).seconds };
       case MICRO_TIME: {
@@ -403,11 +468,13 @@ export class KubeProtos {
       case FIELDS_V1:
       case RAW_EXTENSION:
         return { [t.fieldsArray[0]!.name]: utf8.encode(JSON.stringify(v)) };
-      case DURATION:
-        throw new TypeError(`${at}: metav1.Duration is not converted`);
+      default:
+        throw new TypeError(`${where}.${p.name}: ${p.special} is not converted`);
     }
-    if (typeof v !== "object" || Array.isArray(v)) throw new TypeError(`${at}: not an object`);
-    return this.#toProto(t, v as JsonObject, at);
+    if (typeof v !== "object" || Array.isArray(v)) {
+      throw new TypeError(`${where}.${p.name}: not an object`);
+    }
+    return this.#toProto(t, v as JsonObject, `${where}.${p.name}`);
   }
 
   #fromProto(type: protobuf.Type, m: Record<string, unknown>): JsonObject {

@@ -88,10 +88,64 @@ export class ServerMedia {
   /** The bytes of one watch event in `m`'s stream form; undefined for JSON lines. */
   watchEncoder(m: MediaType): ((line: WatchLine) => Uint8Array) | undefined {
     if (m !== KUBE_PROTOBUF) return undefined;
-    const codec = this.codec;
-    return (line) =>
-      watchFrame(codec.encodeWatchEvent(line.type, line.object as Record<string, unknown>));
+    return (line) => {
+      const object = line.object as Record<string, unknown>;
+      const envelope = wrapUnknown(
+        object.apiVersion as string,
+        object.kind as string,
+        this.#raw(object),
+      );
+      // metav1.WatchEvent: type = 1, object = 2 (RawExtension: raw = 1).
+      return watchFrame(concat([
+        lengthDelimited(1, utf8.encode(line.type)),
+        lengthDelimited(2, lengthDelimited(1, envelope)),
+      ]));
+    };
   }
+
+  /**
+   * A list of `items` (stored objects, with their kind) in `m`: in JSON without each item's kind
+   * and apiVersion, as the real server writes them.
+   */
+  respondList(
+    m: MediaType,
+    list: { kind: string; apiVersion: string; metadata: Record<string, unknown> },
+    items: readonly Record<string, unknown>[],
+  ): Response {
+    if (m !== KUBE_PROTOBUF) {
+      return this.respond(m, 200, {
+        ...list,
+        items: items.map(({ kind: _k, apiVersion: _a, ...item }) => item),
+      });
+    }
+    const type = this.codec.typeOf(list.apiVersion, list.kind);
+    const parts = [this.codec.encodeMessage(type, { metadata: list.metadata })];
+    for (const item of items) parts.push(lengthDelimited(2, this.#raw(item)));
+    const data = wrapUnknown(list.apiVersion, list.kind, concat(parts));
+    return new Response(data as Uint8Array<ArrayBuffer>, {
+      status: 200,
+      headers: { "content-type": m },
+    });
+  }
+
+  /**
+   * The message bytes of an object (without kind and apiVersion), kept per stored object while
+   * its resourceVersion stays: a list and every watch of it encode each object once.
+   */
+  #raw(object: Record<string, unknown>): Uint8Array {
+    const { apiVersion, kind, ...rest } = object;
+    const rv = (rest.metadata as { resourceVersion?: string } | undefined)?.resourceVersion;
+    const cached = this.#cache.get(object);
+    if (cached !== undefined && cached.rv === rv) return cached.raw;
+    const raw = this.codec.encodeMessage(
+      this.codec.typeOf(apiVersion as string, kind as string),
+      rest,
+    );
+    this.#cache.set(object, { rv, raw });
+    return raw;
+  }
+
+  readonly #cache = new WeakMap<object, { rv: string | undefined; raw: Uint8Array }>();
 
   /**
    * A protobuf create or update body as its JSON form. ObjectMeta's zero values, which a Go
@@ -115,25 +169,11 @@ export class ServerMedia {
   }
 
   #encode(body: Record<string, unknown>): Uint8Array {
-    const codec = this.codec;
-    const { apiVersion, kind, items, metadata } = body;
-    if (
-      typeof kind === "string" && kind.endsWith("List") && Array.isArray(items) &&
-      typeof apiVersion === "string"
-    ) {
-      // A list's items carry no kind: each is encoded as the list's item type.
-      const list = codec.typeOf(apiVersion, kind);
-      const itemType = codec.typeOf(apiVersion, kind.slice(0, -"List".length));
-      const parts = [codec.encodeMessage(list, { metadata })];
-      for (const item of items) {
-        const raw = codec.encodeMessage(itemType, item as Record<string, unknown>);
-        parts.push(lengthDelimited(2, raw));
-      }
-      return wrapUnknown(apiVersion, kind, concat(parts));
-    }
-    return codec.encode(body);
+    return this.codec.encode(body);
   }
 }
+
+const utf8 = new TextEncoder();
 
 function varint(n: number): number[] {
   const out: number[] = [];

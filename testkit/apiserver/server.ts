@@ -921,13 +921,12 @@ export class MemoryApiServer {
       metadata.continue = encodeContinue(rv, objectKey(page.at(-1)!) + "\u0000");
       metadata.remainingItemCount = rest;
     }
-    return this.#media.respond(out, 200, {
-      kind: res.listKind,
-      apiVersion: apiVersionOf(res),
-      metadata,
-      // The real server's list items carry no kind or apiVersion (only the list does).
-      items: page.map(({ kind: _k, apiVersion: _a, ...item }) => item),
-    });
+    // The real server's list items carry no kind or apiVersion (only the list does).
+    return this.#media.respondList(
+      out,
+      { kind: res.listKind, apiVersion: apiVersionOf(res), metadata },
+      page,
+    );
   }
 
   /** Forgets the list snapshots a compaction made unreachable. */
