@@ -180,6 +180,7 @@ export function csiNode(name = "node-1"): Record<string, unknown> {
         { name: "other.csi", nodeID: "x", topologyKeys: null },
       ],
     },
+    status: {},
   };
 }
 

@@ -52,13 +52,16 @@ for (const version of KUBE_PROTO_VERSIONS) {
       for (const make of FIXTURES) {
         const json = make();
         const name = `${json.kind} ${(json.metadata as { name?: string }).name ?? ""}`;
-        assert.deepStrictEqual(decodeObject(kp.encode(json)), withoutManagedFields(json), name);
-        const event = decodeWatchEvent(kp.encodeWatchEvent("MODIFIED", json));
+        // CSINode.status is new in v0.37; the decoder gives its `{}` whatever the release.
+        const sent = structuredClone(json);
+        if (json.kind === "CSINode" && version < "v0.37") delete sent.status;
+        assert.deepStrictEqual(decodeObject(kp.encode(sent)), withoutManagedFields(json), name);
+        const event = decodeWatchEvent(kp.encodeWatchEvent("MODIFIED", sent));
         assert.deepStrictEqual(event, { type: "MODIFIED", object: withoutManagedFields(json) });
         // The test kit's writer agrees with protobufjs on the bytes' meaning.
         assert.deepStrictEqual(
-          withoutZeroValues(kp.decode(writeObject(json))),
-          withoutZeroValues(withoutManagedFields(json)),
+          withoutZeroValues(kp.decode(writeObject(sent))),
+          withoutZeroValues(withoutManagedFields(sent)),
           `${name}: testkit writer`,
         );
       }

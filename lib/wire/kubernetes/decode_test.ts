@@ -80,7 +80,13 @@ Deno.test("decodeObject: fields absent on the wire take Go's JSON presence", () 
   });
   assert.deepStrictEqual(
     decodeObject(envelope("storage.k8s.io/v1", "CSINode", new Uint8Array(0))),
-    { kind: "CSINode", apiVersion: "storage.k8s.io/v1", metadata: {}, spec: { drivers: null } },
+    {
+      kind: "CSINode",
+      apiVersion: "storage.k8s.io/v1",
+      metadata: {},
+      spec: { drivers: null },
+      status: {},
+    },
   );
   assert.deepStrictEqual(
     decodeObject(envelope("coordination.k8s.io/v1", "Lease", new Uint8Array(0))),

@@ -24,8 +24,8 @@
  *
  * What is read: every field of ObjectMeta but `managedFields` (about half of each object the
  * API server sends) and `selfLink` (never set since Kubernetes 1.20); all of VolumeAttachment,
- * Lease, metav1.Status, ListMeta; CSINode's spec (not `status`, new in v0.37 and read by
- * nothing); of a PersistentVolume's spec the CSI source and the in-tree sources CSI migration
+ * Lease, metav1.Status, ListMeta; CSINode's spec, and its `status` (new in v0.37, read by
+ * nothing) as the `{}` that the JSON of a v1.37 server always has, without `storageHealth`; of a PersistentVolume's spec the CSI source and the in-tree sources CSI migration
  * translates (`lib/controller/migration.ts`), capacity, access modes, claim, reclaim policy,
  * class, mount options, volume mode and attributes class, not `nodeAffinity` nor the volume
  * sources that the attacher never handles (NFS, host path, iSCSI, ...), and the PV's status.
@@ -69,6 +69,8 @@ export interface FieldTable {
   readonly presence: Presence;
   /** The message of a `message`, `messages` or `inline` field. */
   readonly message?: MessageTable;
+  /** The first `k8s.io/api` release that has the field, when newer than v0.35.4. */
+  readonly since?: string;
 }
 
 /** One message: its fully qualified proto name and the fields read. */
@@ -84,14 +86,15 @@ type FieldArgs = [number: number, name: string, kind: FieldKind, presence: Prese
 
 function message(
   proto: string,
-  fields: (FieldArgs | [...FieldArgs, MessageTable])[],
+  fields: (FieldArgs | [...FieldArgs, MessageTable] | [...FieldArgs, MessageTable, string])[],
 ): MessageTable {
-  const list: FieldTable[] = fields.map(([number, name, kind, presence, sub]) => ({
+  const list: FieldTable[] = fields.map(([number, name, kind, presence, sub, since]) => ({
     number,
     name,
     kind,
     presence,
     ...(sub === undefined ? {} : { message: sub }),
+    ...(since === undefined ? {} : { since }),
   }));
   const byNumber: (FieldTable | undefined)[] = [];
   for (const f of list) byNumber[f.number] = f;
@@ -330,10 +333,14 @@ const CSI_NODE_SPEC = message(`${STORAGE}.CSINodeSpec`, [
   [1, "drivers", "messages", "always", CSI_NODE_DRIVER],
 ]);
 
-/** `storage.k8s.io/v1` CSINode without `status` (3, v0.37). */
+/** `CSINodeStatus` (v0.37) without `storageHealth` (1): `{}` as JSON always has it. */
+const CSI_NODE_STATUS = message(`${STORAGE}.CSINodeStatus`, []);
+
+/** `storage.k8s.io/v1` CSINode. */
 export const CSI_NODE: MessageTable = message(`${STORAGE}.CSINode`, [
   [1, "metadata", "message", "always", OBJECT_META],
   [2, "spec", "message", "always", CSI_NODE_SPEC],
+  [3, "status", "message", "always", CSI_NODE_STATUS, "v0.37.2"],
 ]);
 
 const LEASE_SPEC = message(`${COORDINATION}.LeaseSpec`, [
