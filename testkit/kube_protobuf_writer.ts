@@ -103,6 +103,11 @@ function writeField(
     return;
   }
   const v = value[f.name];
+  if (v === null && (f.kind === "time" || f.kind === "microTime")) {
+    // A zero Time present on the wire (a pointer to it): an empty message, as gogo writes it.
+    w.bytes(f.number, new Uint8Array(0));
+    return;
+  }
   if (v === undefined || v === null) return;
   switch (f.kind) {
     case "string":
