@@ -101,6 +101,11 @@ export interface RecordedRequest {
   userAgent: string;
   /** The `Accept` header, or "". */
   accept: string;
+  /**
+   * The media type negotiated for the answer (`application/vnd.kubernetes.protobuf;stream=watch`
+   * for a protobuf watch); "" when negotiation failed or the path is not served.
+   */
+  responseType: string;
 }
 
 /**
@@ -710,6 +715,7 @@ export class MemoryApiServer {
       watch,
       userAgent: req.headers.get("user-agent") ?? "",
       accept: req.headers.get("accept") ?? "",
+      responseType: "",
     };
     this.#requests.push(record);
 
@@ -720,6 +726,7 @@ export class MemoryApiServer {
     let out: MediaType = "application/json";
     try {
       out = this.#media.negotiate(record.accept).mediaType;
+      record.responseType = out;
     } catch (err) {
       if (err instanceof StatusError) return this.#media.error(out, err);
       throw err;
@@ -748,7 +755,7 @@ export class MemoryApiServer {
       if (protobufError !== undefined && (req.method === "POST" || req.method === "PUT")) {
         throw protobufError;
       }
-      const response = watch ? this.#watch(route, query, record.accept) : await this.#serve(
+      const response = watch ? this.#watch(route, query, record) : await this.#serve(
         out,
         req.method,
         route,
@@ -974,7 +981,7 @@ export class MemoryApiServer {
     return decoded;
   }
 
-  #watch(route: Route, query: Record<string, string>, accept: string): Response {
+  #watch(route: Route, query: Record<string, string>, record: RecordedRequest): Response {
     if (route.name !== "") throw methodNotAllowed();
     const parseError = query.timeoutSeconds === undefined
       ? undefined
@@ -989,7 +996,8 @@ export class MemoryApiServer {
     if (causes.length > 0) throw invalidListOptions(causes);
     // serveWatch (apiserver endpoints/handlers/watch.go) negotiates the stream form after the
     // options are checked: YAML has none.
-    const format = this.#media.negotiate(accept, true).mediaType;
+    const format = this.#media.negotiate(record.accept, true).mediaType;
+    record.responseType = watchContentType(format);
     const encodeLine = this.#media.watchEncoder(format);
     const stream = this.#hub.open({
       resource: route.resource,

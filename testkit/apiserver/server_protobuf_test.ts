@@ -89,6 +89,11 @@ test("a get and a list answer protobuf to the Go client's Accept, JSON to */*", 
   const star = await get(server, `${VA_PATH}/a`, "*/*");
   assert.equal(star.type, "application/json");
 
+  assert.deepEqual(server.requests.map((r) => r.responseType), [
+    "application/json",
+    KUBE_PROTOBUF,
+    "application/json",
+  ]);
   const list = await get(server, `${VA_PATH}?limit=1`, `${KUBE_PROTOBUF},application/json`);
   assert.equal(list.type, KUBE_PROTOBUF);
   const decoded = codec().decode(list.bytes) as {
@@ -155,6 +160,7 @@ test("a watch list streams length-prefixed WatchEvents, the end bookmark annotat
     { headers: { accept: `${KUBE_PROTOBUF};stream=watch, application/json;stream=watch` } },
   );
   assert.equal(res.headers.get("content-type"), `${KUBE_PROTOBUF};stream=watch`);
+  assert.equal(server.requests.at(-1)?.responseType, `${KUBE_PROTOBUF};stream=watch`);
   const it = frames(res);
   const initial = await take(it, 2);
   assert.deepEqual(initial.map((e) => e.type), ["ADDED", "BOOKMARK"]);
