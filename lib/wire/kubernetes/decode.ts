@@ -187,8 +187,8 @@ function readEnveloped(bytes: Uint8Array, from: number, to: number): Json {
     );
   }
   const out: Json = { kind, apiVersion };
-  readMessage(table, bytes, raw?.[0] ?? 0, raw?.[1] ?? 0, 1, out);
-  return out;
+  if (raw === undefined) return readMessage(table, EMPTY, 0, 1, out);
+  return readMessage(table, new Reader(bytes, raw[0], raw[1]), raw[1], 1, out);
 }
 
 /** Skips the field whose tag was just read. */
@@ -197,62 +197,44 @@ function skipField(r: Reader, tag: number, depth: number): void {
   r.skip(tag & 7, tag >>> 3, depth);
 }
 
-/** The wire type a field of `kind` must have. */
-function wireTypeOf(f: FieldTable): number {
-  switch (f.kind) {
-    case "bool":
-    case "int32":
-    case "int64":
-      return WIRE_VARINT;
-    default:
-      return WIRE_LEN;
-  }
-}
+/** A reader of nothing: the defaults of a message absent on the wire. */
+const EMPTY = new Reader(new Uint8Array(0), 0, 0);
 
 /**
- * Reads the message `bytes[from, to)` of `table` into `out` (a fresh object, or the one a
+ * Reads the message from `r.pos` to `end` of `table` into `out` (a fresh object, or the one a
  * repeated singular field merges into), then gives the fields absent on the wire their JSON
- * presence.
+ * presence. One reader serves a whole object: its `end` is the message's while it is read.
  */
-function readMessage(
-  table: MessageTable,
-  bytes: Uint8Array,
-  from: number,
-  to: number,
-  depth: number,
-  out: Json,
-): Json {
+function readMessage(table: MessageTable, r: Reader, end: number, depth: number, out: Json): Json {
   checkDepth(depth);
-  const r = new Reader(bytes, from, to);
+  const outer = r.end;
+  r.end = end;
   const byNumber = table.byNumber;
-  while (r.pos < r.end) {
+  while (r.pos < end) {
     const tag = r.smallVarint();
-    const number = tag >>> 3;
-    const f = byNumber[number];
+    const f = byNumber[tag >>> 3];
     if (f === undefined) {
       skipField(r, tag, depth);
       continue;
     }
-    if ((tag & 7) !== wireTypeOf(f)) {
+    if ((tag & 7) !== f.wireType) {
       throw new KubeProtobufError(
-        `${table.proto} field ${number} (${f.name}) has wire type ${tag & 7}`,
+        `${table.proto} field ${tag >>> 3} (${f.name}) has wire type ${tag & 7}`,
       );
     }
-    readField(f, r, bytes, depth, out);
+    readField(f, r, depth, out);
   }
-  const fields = table.fields;
-  for (let i = 0; i < fields.length; i++) {
-    const f = fields[i]!;
-    if (f.presence === "always" || f.presence === "nullable" || f.presence === "empty") {
-      if (f.kind === "inline") continue;
-      if (!(f.name in out)) out[f.name] = absentValue(f, bytes, depth);
-    }
+  r.end = outer;
+  const filled = table.filled;
+  for (let i = 0; i < filled.length; i++) {
+    const f = filled[i]!;
+    if (out[f.name] === undefined) out[f.name] = absentValue(f, depth);
   }
   return out;
 }
 
 /** The JSON value of a field absent on the wire that JSON always has. */
-function absentValue(f: FieldTable, bytes: Uint8Array, depth: number): unknown {
+function absentValue(f: FieldTable, depth: number): unknown {
   if (f.presence === "nullable") return null;
   if (f.presence === "empty") return [];
   switch (f.kind) {
@@ -264,17 +246,20 @@ function absentValue(f: FieldTable, bytes: Uint8Array, depth: number): unknown {
     case "int64":
       return 0;
     case "message":
-      return readMessage(f.message!, bytes, 0, 0, depth + 1, {});
+      return readMessage(f.message!, EMPTY, 0, depth + 1, {});
     default:
       // time (a zero metav1.Time), and nil lists and maps.
       return null;
   }
 }
 
-function readField(f: FieldTable, r: Reader, bytes: Uint8Array, depth: number, out: Json): void {
+function readField(f: FieldTable, r: Reader, depth: number, out: Json): void {
+  const bytes = r.buf;
   switch (f.kind) {
     case "string": {
-      const [s, e] = r.lengthDelimited();
+      const e = r.lengthEnd();
+      const s = r.pos;
+      r.pos = e;
       if (s === e && f.presence === "omitempty") {
         if (out[f.name] !== undefined) delete out[f.name];
         return;
@@ -300,8 +285,7 @@ function readField(f: FieldTable, r: Reader, bytes: Uint8Array, depth: number, o
     }
     case "time":
     case "microTime": {
-      const [s, e] = r.lengthDelimited();
-      const text = readTime(bytes, s, e, f.kind === "microTime");
+      const text = readTime(r, r.lengthEnd(), f.kind === "microTime");
       if (text === null && f.presence === "omitzero") {
         if (out[f.name] !== undefined) delete out[f.name];
       } else out[f.name] = text;
@@ -309,33 +293,34 @@ function readField(f: FieldTable, r: Reader, bytes: Uint8Array, depth: number, o
     }
     case "map":
     case "quantityMap": {
-      const [s, e] = r.lengthDelimited();
+      const e = r.lengthEnd();
       let map = out[f.name] as Record<string, string> | undefined;
       if (map === undefined || map === null) map = out[f.name] = {};
-      readMapEntry(bytes, s, e, depth + 1, map, f.kind === "quantityMap");
+      readMapEntry(r, e, depth + 1, map, f.kind === "quantityMap");
       return;
     }
     case "strings": {
-      const [s, e] = r.lengthDelimited();
+      const e = r.lengthEnd();
+      const s = r.pos;
+      r.pos = e;
       let list = out[f.name] as string[] | undefined | null;
       if (list === undefined || list === null) list = out[f.name] = [];
       list.push(utf8Text(bytes, s, e));
       return;
     }
     case "messages": {
-      const [s, e] = r.lengthDelimited();
+      const e = r.lengthEnd();
       let list = out[f.name] as Json[] | undefined | null;
       if (list === undefined || list === null) list = out[f.name] = [];
-      list.push(readMessage(f.message!, bytes, s, e, depth + 1, {}));
+      list.push(readMessage(f.message!, r, e, depth + 1, {}));
       return;
     }
     case "message": {
-      const [s, e] = r.lengthDelimited();
+      const e = r.lengthEnd();
       const into = out[f.name];
       out[f.name] = readMessage(
         f.message!,
-        bytes,
-        s,
+        r,
         e,
         depth + 1,
         typeof into === "object" && into !== null ? into as Json : {},
@@ -343,63 +328,76 @@ function readField(f: FieldTable, r: Reader, bytes: Uint8Array, depth: number, o
       return;
     }
     case "inline": {
-      const [s, e] = r.lengthDelimited();
-      readMessage(f.message!, bytes, s, e, depth + 1, out);
+      readMessage(f.message!, r, r.lengthEnd(), depth + 1, out);
       return;
     }
   }
 }
 
+/** Reads a string field's value (its tag read, wire type checked). */
+function readString(r: Reader): string {
+  const e = r.lengthEnd();
+  const s = r.pos;
+  r.pos = e;
+  return utf8Text(r.buf, s, e);
+}
+
 /** One map entry (`key` 1, `value` 2) into `map`; the last of equal keys wins, as in Go. */
 function readMapEntry(
-  bytes: Uint8Array,
-  from: number,
-  to: number,
+  r: Reader,
+  end: number,
   depth: number,
   map: Record<string, string>,
   quantity: boolean,
 ): void {
   checkDepth(depth);
-  const r = new Reader(bytes, from, to);
+  const outer = r.end;
+  r.end = end;
   let key = "";
   let value = "";
-  while (r.pos < r.end) {
+  while (r.pos < end) {
     const tag = r.smallVarint();
     const number = tag >>> 3;
     if ((number === 1 || number === 2) && (tag & 7) !== WIRE_LEN) {
       throw new KubeProtobufError(`map entry field ${number} has wire type ${tag & 7}`);
     }
-    if (number === 1) {
-      const [s, e] = r.lengthDelimited();
-      key = utf8Text(bytes, s, e);
-    } else if (number === 2) {
-      const [s, e] = r.lengthDelimited();
-      value = quantity ? readQuantity(bytes, s, e, depth + 1) : utf8Text(bytes, s, e);
-    } else {
-      skipField(r, tag, depth);
-    }
+    if (number === 1) key = readString(r);
+    else if (number === 2) {
+      value = quantity ? readQuantity(r, r.lengthEnd(), depth + 1) : readString(r);
+    } else skipField(r, tag, depth);
   }
-  // Own data property even for "__proto__" (JSON.parse makes one too).
-  Object.defineProperty(map, key, { value, writable: true, enumerable: true, configurable: true });
+  r.end = outer;
+  if (key === "__proto__") {
+    // An own data property, as JSON.parse makes one, not the prototype.
+    Object.defineProperty(map, key, {
+      value,
+      writable: true,
+      enumerable: true,
+      configurable: true,
+    });
+  } else {
+    map[key] = value;
+  }
 }
 
 /** `resource.Quantity` (`string` 1): its canonical text, as its `MarshalJSON` writes it. */
-function readQuantity(bytes: Uint8Array, from: number, to: number, depth: number): string {
+function readQuantity(r: Reader, end: number, depth: number): string {
   checkDepth(depth);
-  const r = new Reader(bytes, from, to);
+  const outer = r.end;
+  r.end = end;
   let text = "";
-  while (r.pos < r.end) {
+  while (r.pos < end) {
     const tag = r.smallVarint();
     if (tag >>> 3 === 1) {
       if ((tag & 7) !== WIRE_LEN) {
         throw new KubeProtobufError("Quantity field 1 has wire type " + (tag & 7));
       }
-      const [s, e] = r.lengthDelimited();
-      text = utf8Text(bytes, s, e);
+      text = readString(r);
     } else {
       skipField(r, tag, depth);
     }
   }
+  r.end = outer;
   return text;
 }
 
@@ -408,11 +406,13 @@ function readQuantity(bytes: Uint8Array, from: number, to: number, depth: number
  * writes a zero Time, or Go's zero instant), else RFC 3339 in UTC, whole seconds for a Time
  * (`Time.Unmarshal` drops the nanoseconds), 6 fraction digits for a MicroTime.
  */
-function readTime(bytes: Uint8Array, from: number, to: number, micro: boolean): string | null {
-  const r = new Reader(bytes, from, to);
+function readTime(r: Reader, end: number, micro: boolean): string | null {
+  const from = r.pos;
+  const outer = r.end;
+  r.end = end;
   let seconds = 0;
   let nanos = 0;
-  while (r.pos < r.end) {
+  while (r.pos < end) {
     const tag = r.smallVarint();
     const number = tag >>> 3;
     if ((number === 1 || number === 2) && (tag & 7) !== WIRE_VARINT) {
@@ -422,7 +422,8 @@ function readTime(bytes: Uint8Array, from: number, to: number, micro: boolean): 
     else if (number === 2) nanos = toInt32(r.varint());
     else skipField(r, tag, 1);
   }
-  if (from === to) return null;
+  r.end = outer;
+  if (from === end) return null;
   if (!micro) nanos = 0;
   // time.Unix normalises nanoseconds outside [0, 1e9).
   if (nanos < 0 || nanos >= 1e9) {
@@ -433,8 +434,20 @@ function readTime(bytes: Uint8Array, from: number, to: number, micro: boolean): 
   if (!(seconds >= MIN_SECONDS && seconds <= MAX_SECONDS)) {
     throw new KubeProtobufError(`time ${seconds}s is outside the years 0 to 9999`);
   }
+  // Objects of one burst share their second: the last text of each kind is kept.
+  const last = micro ? lastMicroTime : lastTime;
+  if (last.seconds === seconds && last.nanos === nanos) return last.text;
   const iso = new Date(seconds * 1000).toISOString(); // 2006-01-02T15:04:05.000Z
   const base = iso.slice(0, 19);
-  if (!micro) return base + "Z";
-  return base + "." + String(Math.floor(nanos / 1000)).padStart(6, "0") + "Z";
+  const text = micro
+    ? base + "." + String(Math.floor(nanos / 1000)).padStart(6, "0") + "Z"
+    : base + "Z";
+  last.seconds = seconds;
+  last.nanos = nanos;
+  last.text = text;
+  return text;
 }
+
+/** The last Time and MicroTime formatted, and their text. */
+const lastTime = { seconds: NaN, nanos: 0, text: "" };
+const lastMicroTime = { seconds: NaN, nanos: 0, text: "" };

@@ -71,6 +71,8 @@ export interface FieldTable {
   readonly message?: MessageTable;
   /** The first `k8s.io/api` release that has the field, when newer than v0.35.4. */
   readonly since?: string;
+  /** The wire type the field must have: 0 for bools and numbers, else 2. */
+  readonly wireType: number;
 }
 
 /** One message: its fully qualified proto name and the fields read. */
@@ -80,6 +82,8 @@ export interface MessageTable {
   readonly fields: readonly FieldTable[];
   /** The fields by number (holes for the numbers not read). */
   readonly byNumber: readonly (FieldTable | undefined)[];
+  /** The fields JSON always has (presence `always`, `nullable`, `empty`; not `inline`). */
+  readonly filled: readonly FieldTable[];
 }
 
 type FieldArgs = [number: number, name: string, kind: FieldKind, presence: Presence];
@@ -95,10 +99,15 @@ function message(
     presence,
     ...(sub === undefined ? {} : { message: sub }),
     ...(since === undefined ? {} : { since }),
+    wireType: kind === "bool" || kind === "int32" || kind === "int64" ? 0 : 2,
   }));
   const byNumber: (FieldTable | undefined)[] = [];
   for (const f of list) byNumber[f.number] = f;
-  return { proto, fields: list, byNumber };
+  const filled = list.filter((f) =>
+    f.kind !== "inline" &&
+    (f.presence === "always" || f.presence === "nullable" || f.presence === "empty")
+  );
+  return { proto, fields: list, byNumber, filled };
 }
 
 const META = "k8s.io.apimachinery.pkg.apis.meta.v1";
