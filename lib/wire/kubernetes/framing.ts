@@ -4,12 +4,12 @@
  * `pkg/util/framer/framer.go`, `NewLengthDelimitedFrameWriter` and `lengthDelimitedFrameReader`).
  *
  * Limits, as client-go's:
- * - {@link MAX_FRAME_BYTES}, 16 MiB: client-go's streaming decoder reads a watch with a 16 MiB
- *   buffer limit (`pkg/runtime/serializer/streaming/streaming.go`, `NewDecoder`, `maxBytes`; set
- *   in `rest/request.go` `newStreamWatcher` through `watch.NewDecoder`) and refuses a larger frame
- *   with `ErrObjectTooLarge`, "object to decode was longer than maximum allowed size". Here the
- *   length is checked as soon as its 4 bytes are in, before any byte of the frame is kept: a
- *   frame length of 4 GiB costs nothing.
+ * - {@link MAX_FRAME_BYTES}, 16 MiB: client-go reads every watch (`rest/request.go`,
+ *   `newStreamWatcher`) through apimachinery's streaming decoder
+ *   (`pkg/runtime/serializer/streaming/streaming.go`, `NewDecoder`, `maxBytes` 16 MiB), which
+ *   grows its buffer up to that and then fails with `ErrObjectTooLarge`, "object to decode was
+ *   longer than maximum allowed size". Here the length is checked as soon as its 4 bytes are in,
+ *   before any byte of the frame is kept: a frame length of 4 GiB costs nothing.
  * - What is kept between chunks is the unfinished frame only, at most its declared length.
  *
  * @module
