@@ -48,7 +48,10 @@ import { bump, emptyCounts, type RequestCounts, requestKey } from "./request_cou
 import { nowMs, Timeline, type WaitTarget } from "./timeline.ts";
 import type { LeaseHolderChange, WatchListSent } from "./environment.ts";
 
-/** Counts recorded requests by verb and resource, content type, Accept and User-Agent. */
+/**
+ * Counts recorded requests by verb and resource, content type, Accept, User-Agent and the media
+ * type answered.
+ */
 export function countRequests(requests: readonly RecordedRequest[]): RequestCounts {
   const out = emptyCounts();
   for (const r of requests) {
@@ -59,6 +62,9 @@ export function countRequests(requests: readonly RecordedRequest[]): RequestCoun
     if (r.contentType !== "") bump(out.contentTypes, `${r.method} ${r.contentType}`);
     bump(out.accept, r.accept);
     bump(out.userAgents, r.userAgent);
+    if (r.responseType !== "") {
+      bump(out.responseTypes, `${r.userAgent.split("/")[0]} ${r.responseType}`);
+    }
   }
   return out;
 }

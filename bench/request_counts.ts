@@ -17,11 +17,16 @@ export interface RequestCounts {
   accept: Record<string, number>;
   /** Distinct `User-Agent` headers with their counts. */
   userAgents: Record<string, number>;
+  /**
+   * By `<User-Agent up to its first "/"> <media type of the answer>` (the in-memory server only;
+   * empty when not recorded).
+   */
+  responseTypes: Record<string, number>;
 }
 
 /** No requests. */
 export function emptyCounts(): RequestCounts {
-  return { byKey: {}, contentTypes: {}, accept: {}, userAgents: {} };
+  return { byKey: {}, contentTypes: {}, accept: {}, userAgents: {}, responseTypes: {} };
 }
 
 /** Adds one to `map[key]`. */
@@ -41,6 +46,7 @@ export function mergeCounts(a: RequestCounts, b: RequestCounts): RequestCounts {
     add(out.contentTypes, c.contentTypes);
     add(out.accept, c.accept);
     add(out.userAgents, c.userAgents);
+    add(out.responseTypes, c.responseTypes ?? {});
   }
   return out;
 }

@@ -142,9 +142,24 @@ export async function readText(
   signal: AbortSignal,
   opts: ReadTextOptions = {},
 ): Promise<string> {
+  const bytes = await readBytes(body, signal, opts);
+  return bytes.length === 0 ? "" : UTF8.decode(bytes);
+}
+
+/**
+ * A body read to its end (or until `signal` aborts) as bytes, with the limit of
+ * {@link readText}.
+ *
+ * @throws {TransportError} (`too-large`) once the body passes `maxBytes`.
+ */
+export async function readBytes(
+  body: ReadableStream<Uint8Array> | null,
+  signal: AbortSignal,
+  opts: ReadTextOptions = {},
+): Promise<Uint8Array> {
   const maxBytes = opts.maxBytes ?? MAX_BODY_BYTES;
   const reader = bodyReader(body, signal);
-  if (reader === undefined) return "";
+  if (reader === undefined) return new Uint8Array(0);
   const chunks: Uint8Array[] = [];
   let length = 0;
   for (;;) {
@@ -158,5 +173,5 @@ export async function readText(
     }
     chunks.push(next.value);
   }
-  return chunks.length === 0 ? "" : UTF8.decode(concatBytes(chunks));
+  return chunks.length === 1 ? chunks[0]! : concatBytes(chunks);
 }

@@ -1,6 +1,7 @@
 /**
  * The production {@link KubeApi}: REST over the HTTP/1.1 transport (directly or through an HTTP
- * proxy's tunnel), with raw JSON in and out.
+ * proxy's tunnel), with raw JSON out and JSON or Kubernetes protobuf in (`./protobuf_answer.ts`:
+ * reads of the attacher's kinds ask for protobuf, every answer is read by its `Content-Type`).
  *
  * Where to connect and how to authenticate comes from a {@link ClusterConnection}
  * (`./config.ts`): the client builds ONE transport from its TLS material on first use
@@ -29,6 +30,7 @@ import {
 } from "./api.ts";
 import type { Logger } from "../observe/logger.ts";
 import type { ClusterConnection, CredentialHeaders } from "./config.ts";
+import { sameCredentials } from "./credential_headers.ts";
 import { createTransport, type ProxyEnvironment, type Transport } from "./transport.ts";
 import { ABORTED, raceAbort } from "../abort.ts";
 import type { KubeObject } from "./types.ts";
@@ -39,7 +41,20 @@ import { type RequestBody, type RequestContext, requestFailure } from "./request
 import { errorFromResponse } from "./status_errors.ts";
 import { clientClosedError, connectionError } from "./connection_errors.ts";
 import { type Answer, MAX_RETRIES, retryDelayMs } from "./retry.ts";
-import { answerOrAbort, MAX_BODY_BYTES, readText, WHOLE_BODY_MAX_BYTES } from "./body.ts";
+import {
+  answerOrAbort,
+  MAX_BODY_BYTES,
+  readBytes,
+  readText,
+  WHOLE_BODY_MAX_BYTES,
+} from "./body.ts";
+import {
+  asksForProtobuf,
+  errorFromProtobuf,
+  isProtobuf,
+  PROTOBUF_ACCEPT,
+  protobufBody,
+} from "./protobuf_answer.ts";
 import { IdleWatchdog, watchEvents } from "./watch_stream.ts";
 import { requestUrl, type ServerUrl, serverUrl } from "./request_url.ts";
 import {
@@ -113,6 +128,11 @@ export interface KubeClientOptions {
    * Go's `ProxyFromEnvironment` rules (`./transport.ts`). Unset: no proxy.
    */
   proxyEnvironment?: ProxyEnvironment;
+  /**
+   * Ask for protobuf, JSON as the fallback, in the reads `./protobuf_answer.ts` names (as the Go
+   * csi-attacher asks); false: JSON only. Answers are read by their `Content-Type`. @default true
+   */
+  protobuf?: boolean;
 }
 
 /** Where a request goes, below the resource's collection URL. */
@@ -165,6 +185,7 @@ export class KubeClient implements KubeApi {
   readonly #maxBodyBytes: number;
   readonly #watchGraceMs: number;
   readonly #proxyEnvironment: ProxyEnvironment;
+  readonly #protobuf: boolean;
   #transport: Transport | undefined;
   /** The header lines of the last credentials, by content type ("" without a body). */
   #headerLines:
@@ -201,6 +222,7 @@ export class KubeClient implements KubeApi {
     this.#maxBodyBytes = options.maxBodyBytes ?? MAX_BODY_BYTES;
     this.#watchGraceMs = options.watchGraceMs ?? 30_000;
     this.#proxyEnvironment = options.proxyEnvironment ?? {};
+    this.#protobuf = options.protobuf ?? true;
     if (
       !(this.#timeoutMs > 0) || !(this.#deadlineMs > 0) || !(this.#maxBodyBytes > 0) ||
       !(this.#watchGraceMs >= 0)
@@ -359,6 +381,11 @@ export class KubeClient implements KubeApi {
     return this.close();
   }
 
+  /** Whether the request of `ctx` asks for protobuf (`./protobuf_answer.ts`). */
+  #asksForProtobuf(ctx: RequestContext): boolean {
+    return this.#protobuf && asksForProtobuf(ctx.method, ctx.resource);
+  }
+
   /** The namespace of a request on one object; required for namespaced resources. */
   #namespace(res: Resource, namespace: string | undefined, name: string): string | undefined {
     if (!res.namespaced) return undefined;
@@ -408,22 +435,26 @@ export class KubeClient implements KubeApi {
    * made once per credentials and content type and shared by the requests that use them (the
    * transport only reads them); new credentials (a rotated token) make new lines.
    */
-  async #headers(body?: RequestBody): Promise<[string, string][]> {
+  async #headers(body?: RequestBody, protobuf = false): Promise<[string, string][]> {
     const credentials = await this.#connection.headers();
     let made = this.#headerLines;
     if (made === undefined || !sameCredentials(made.credentials, credentials)) {
       made = this.#headerLines = { credentials, byContentType: new Map() };
     }
     const contentType = body?.contentType ?? "";
-    let lines = made.byContentType.get(contentType);
+    const key = protobuf ? "protobuf" : contentType;
+    let lines = made.byContentType.get(key);
     if (lines === undefined) {
       lines = [];
       for (const [name, value] of Object.entries(credentials)) {
         for (const v of Array.isArray(value) ? value : [value]) lines.push([name, v]);
       }
-      lines.push(["Accept", "application/json"], ["User-Agent", this.#userAgent]);
+      lines.push(
+        ["Accept", protobuf ? PROTOBUF_ACCEPT : "application/json"],
+        ["User-Agent", this.#userAgent],
+      );
       if (body !== undefined) lines.push(["Content-Type", contentType]);
-      made.byContentType.set(contentType, lines);
+      made.byContentType.set(key, lines);
     }
     return lines;
   }
@@ -509,6 +540,10 @@ export class KubeClient implements KubeApi {
         continue;
       }
       if (answer === undefined) throw failure;
+      if (answer.bytes !== undefined) {
+        if (code < 200 || code > 299) throw errorFromProtobuf(code, answer.bytes);
+        return protobufBody(ctx, code, answer.bytes);
+      }
       if (code < 200 || code > 299) throw errorFromResponse(code, answer.text);
       const parsed = tryParseJson(answer.text);
       if (parsed === undefined) {
@@ -585,7 +620,7 @@ export class KubeClient implements KubeApi {
     const { signal, body } = ctx;
     signal?.throwIfAborted();
     const transport = await this.#getTransport();
-    const headers = await this.#headers(body);
+    const headers = await this.#headers(body, this.#asksForProtobuf(ctx));
     signal?.throwIfAborted();
     if (this.#closed) throw clientClosedError();
     const generation = transport.generation;
@@ -631,8 +666,14 @@ export class KubeClient implements KubeApi {
       if (response === undefined) throw controller.signal.reason;
       lastProgress = clock.now();
       const length = Number(response.headers.get("content-length") ?? NaN);
-      let text: string;
-      if (length <= WHOLE_BODY_MAX_BYTES && response.text !== undefined) {
+      let text = "";
+      let bytes: Uint8Array | undefined;
+      if (isProtobuf(response.headers.get("content-type"))) {
+        bytes = await readBytes(response.body, controller.signal, {
+          maxBytes: maxBodyBytes,
+          onChunk: () => lastProgress = clock.now(),
+        });
+      } else if (length <= WHOLE_BODY_MAX_BYTES && response.text !== undefined) {
         const whole = await raceAbort(response.text(), controller.signal);
         if (whole === ABORTED) throw controller.signal.reason;
         text = whole;
@@ -646,6 +687,7 @@ export class KubeClient implements KubeApi {
       return {
         status: response.status,
         text,
+        ...(bytes === undefined ? {} : { bytes }),
         retryAfter: response.headers.get("retry-after") ?? undefined,
         flowSchemaUid: response.headers.get("x-kubernetes-pf-flowschema-uid") ?? undefined,
       };
@@ -675,7 +717,7 @@ export class KubeClient implements KubeApi {
       signal,
     });
     const transport = await this.#getTransport();
-    const headers = await this.#headers();
+    const headers = await this.#headers(undefined, this.#asksForProtobuf(ctx));
     if (signal.aborted) return;
     if (this.#closed) throw clientClosedError();
     const generation = transport.generation;
@@ -710,14 +752,19 @@ export class KubeClient implements KubeApi {
       reported = true;
       idle?.touch();
       this.#report(ctx, response.status, start);
+      const protobuf = isProtobuf(response.headers.get("content-type"));
       if (response.status !== 200) {
-        const text = await readText(response.body, controller.signal, {
-          maxBytes: this.#maxBodyBytes,
-        });
+        const read = { maxBytes: this.#maxBodyBytes };
+        if (protobuf) {
+          const bytes = await readBytes(response.body, controller.signal, read);
+          if (controller.signal.aborted) throw controller.signal.reason;
+          throw errorFromProtobuf(response.status, bytes);
+        }
+        const text = await readText(response.body, controller.signal, read);
         if (controller.signal.aborted) throw controller.signal.reason;
         throw errorFromResponse(response.status, text);
       }
-      yield* watchEvents<T>(response, { ctx, signal: controller.signal, stopped, idle });
+      yield* watchEvents<T>(response, { ctx, signal: controller.signal, stopped, idle, protobuf });
     } catch (err) {
       if (stopped()) return;
       if (guardError !== undefined) throw guardError;
@@ -762,21 +809,4 @@ function watchQuery(opts: WatchOptions): Record<string, string> {
     query.resourceVersionMatch = "NotOlderThan";
   }
   return query;
-}
-
-/** True when `a` and `b` name the same headers with the same values, in any order. */
-function sameCredentials(a: CredentialHeaders, b: CredentialHeaders): boolean {
-  if (a === b) return true;
-  let count = 0;
-  for (const name in b) {
-    count++;
-    if (!Object.hasOwn(a, name)) return false;
-    const x = a[name];
-    const y = b[name];
-    if (x === y) continue;
-    if (!Array.isArray(x) || !Array.isArray(y) || x.length !== y.length) return false;
-    for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return false;
-  }
-  for (const _ in a) count--;
-  return count === 0;
 }

@@ -86,7 +86,8 @@ Deno.test("KubeClient talks to an http:// server without insecure-skip-tls-verif
   assert.equal(new Set(server.ports).size, 1, "keep-alive: one connection for all requests");
   const h = server.headers[0]!;
   assert.equal(h.get("authorization"), "Bearer t0k3n");
-  assert.equal(h.get("accept"), "application/json");
+  // A PV read asks for protobuf; this server answers JSON, which is read as before.
+  assert.equal(h.get("accept"), "application/vnd.kubernetes.protobuf, application/json");
   assert.equal(h.get("user-agent"), "csi-attacher/v9.9.9");
 });
 

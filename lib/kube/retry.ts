@@ -32,8 +32,10 @@ export const CONNECTION_RETRY_MS = 1_000;
 export interface Answer {
   /** HTTP status code. */
   status: number;
-  /** The body as text. */
+  /** The body as text ("" when it is protobuf). */
   text: string;
+  /** The body, when it is Kubernetes protobuf (`./protobuf_answer.ts`). */
+  bytes?: Uint8Array;
   /** The `Retry-After` header, if any. */
   retryAfter?: string;
   /** The `X-Kubernetes-PF-FlowSchema-UID` header of a throttled answer, if any. */

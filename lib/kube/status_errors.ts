@@ -82,18 +82,24 @@ export function statusMessage(status: Status | undefined): string | undefined {
  */
 export function errorFromResponse(code: number, text: string): ApiError {
   const body = tryParseJson(text);
-  if (isStatus(body)) {
-    return answerError(
-      code,
-      statusReason(body) ?? reasonForCode(code),
-      statusMessage(body) ?? `the server responded with HTTP ${code}`,
-    );
-  }
+  if (isStatus(body)) return errorFromStatus(code, body);
   const snippet = peerText(text.trim().replace(/\s+/g, " "), BODY_SNIPPET_CHARS);
   return answerError(
     code,
     reasonForCode(code),
     `the server responded with HTTP ${code}` + (snippet === "" ? "" : `: ${snippet}`),
+  );
+}
+
+/**
+ * The {@link ApiError} of an error answer whose body is `status` (decoded from JSON or from
+ * protobuf): its reason and message, else the code's.
+ */
+export function errorFromStatus(code: number, status: Status): ApiError {
+  return answerError(
+    code,
+    statusReason(status) ?? reasonForCode(code),
+    statusMessage(status) ?? `the server responded with HTTP ${code}`,
   );
 }
 

@@ -16,6 +16,13 @@
  *   `rest/watch/decoder.go`: "got invalid watch event type", reported by `watch.StreamWatcher` as
  *   "unable to decode an event from the watch stream").
  *
+ * A protobuf watch (`Content-Type: application/vnd.kubernetes.protobuf;stream=watch`) is read
+ * as length-delimited frames of `metav1.WatchEvent` (`../wire/kubernetes/framing.ts`, the same
+ * 16 MiB limit, checked when a frame's length is read) and decoded to the same JSON form
+ * (`../wire/kubernetes/decode.ts`); a frame that does not decode, a body that ends inside a
+ * frame, and an object in another encoding (JSON inside a protobuf stream) fail the watch in the
+ * same way.
+ *
  * Progress, for the idle watchdog, is an event (or the response headers), not a chunk: a line
  * that keeps streaming without ending does not keep a watch alive.
  *
@@ -32,6 +39,11 @@ import { isObject, tryParseJson } from "./json.ts";
 import { type RequestContext, requestFailure } from "./request.ts";
 import type { KubeObject } from "./types.ts";
 import { errorText } from "../errors.ts";
+import { FrameError, LengthFrameSplitter } from "../wire/kubernetes/framing.ts";
+import {
+  decodeWatchEvent as decodeProtobufEvent,
+  KubeProtobufError,
+} from "../wire/kubernetes/decode.ts";
 
 /** Most characters of a bad event line quoted in an error message. */
 const LINE_SNIPPET_CHARS = 200;
@@ -181,6 +193,46 @@ export class IdleWatchdog {
   }
 }
 
+/** Refuses an event type other than the five of a watch, as client-go does. */
+function checkEventType(type: string, ctx: Pick<RequestContext, "method" | "url">): void {
+  if (EVENT_TYPES.has(type)) return;
+  throw new ApiError(
+    0,
+    "InvalidResponse",
+    requestFailure(
+      ctx,
+      "unable to decode an event from the watch stream: got invalid watch event type: " +
+        peerText(type, LINE_SNIPPET_CHARS),
+    ),
+  );
+}
+
+/**
+ * One protobuf watch event frame decoded.
+ *
+ * @throws {ApiError} (`InvalidResponse`) when the frame is not a `metav1.WatchEvent` of an
+ *   object the decoder reads, or its type is not one of the five a watch has.
+ */
+export function decodeProtobufWatchEvent<T extends KubeObject>(
+  frame: Uint8Array,
+  ctx: Pick<RequestContext, "method" | "url">,
+): WatchEvent<T> {
+  let ev: { type: string; object: unknown };
+  try {
+    ev = decodeProtobufEvent(frame);
+  } catch (err) {
+    if (!(err instanceof KubeProtobufError)) throw err;
+    throw new ApiError(
+      0,
+      "InvalidResponse",
+      requestFailure(ctx, `invalid watch event: ${err.message}`),
+      { cause: err },
+    );
+  }
+  checkEventType(ev.type, ctx);
+  return ev as unknown as WatchEvent<T>;
+}
+
 /**
  * One watch event line decoded.
  *
@@ -199,17 +251,7 @@ export function decodeWatchEvent<T extends KubeObject>(
       requestFailure(ctx, `invalid watch event: ${peerText(line, LINE_SNIPPET_CHARS)}`),
     );
   }
-  if (!EVENT_TYPES.has(ev.type)) {
-    throw new ApiError(
-      0,
-      "InvalidResponse",
-      requestFailure(
-        ctx,
-        "unable to decode an event from the watch stream: got invalid watch event type: " +
-          peerText(ev.type, LINE_SNIPPET_CHARS),
-      ),
-    );
-  }
+  checkEventType(ev.type, ctx);
   return ev as unknown as WatchEvent<T>;
 }
 
@@ -228,6 +270,8 @@ export interface WatchEventsOptions {
   idle?: IdleWatchdog;
   /** The largest event accepted. @default MAX_WATCH_EVENT_BYTES */
   maxEventBytes?: number;
+  /** The body is a protobuf watch (length-delimited frames), not JSON lines. */
+  protobuf?: boolean;
 }
 
 /**
@@ -239,6 +283,10 @@ export async function* watchEvents<T extends KubeObject>(
   response: Pick<TransportResponse, "body" | "chunks">,
   opts: WatchEventsOptions,
 ): AsyncGenerator<WatchEvent<T>, void, undefined> {
+  if (opts.protobuf) {
+    yield* protobufWatchEvents<T>(response, opts);
+    return;
+  }
   const { ctx, signal, stopped, idle } = opts;
   const splitter = new WatchFrameSplitter(opts.maxEventBytes);
   const reader = chunkReader(response, signal);
@@ -269,4 +317,54 @@ export async function* watchEvents<T extends KubeObject>(
   if (signal.aborted) throw signal.reason;
   const last = splitter.end();
   if (last !== undefined) yield decodeWatchEvent<T>(last, ctx);
+}
+
+/** {@link watchEvents} of a protobuf watch. */
+async function* protobufWatchEvents<T extends KubeObject>(
+  response: Pick<TransportResponse, "body" | "chunks">,
+  opts: WatchEventsOptions,
+): AsyncGenerator<WatchEvent<T>, void, undefined> {
+  const { ctx, signal, stopped, idle } = opts;
+  const splitter = new LengthFrameSplitter(opts.maxEventBytes ?? MAX_WATCH_EVENT_BYTES);
+  const reader = chunkReader(response, signal);
+  const failed = (err: unknown) => {
+    reader?.cancel();
+    return new ApiError(0, "InvalidResponse", requestFailure(ctx, errorText(err)), {
+      cause: err,
+    });
+  };
+  for (;;) {
+    const data = reader === undefined ? null : await reader.read();
+    if (data === null) break;
+    const frames: Uint8Array[] = [];
+    let failure: FrameError | undefined;
+    try {
+      for (const piece of data) splitter.push(piece, frames);
+    } catch (err) {
+      if (!(err instanceof FrameError)) throw err;
+      failure = err;
+    }
+    // The events before a bad frame are delivered, as client-go's decoder delivers them.
+    for (const frame of frames) {
+      if (stopped()) return;
+      let event: WatchEvent<T>;
+      try {
+        event = decodeProtobufWatchEvent<T>(frame, ctx);
+      } catch (err) {
+        reader?.cancel();
+        throw err;
+      }
+      idle?.touch();
+      yield event;
+    }
+    if (failure !== undefined) throw failed(failure);
+  }
+  if (stopped()) return;
+  if (signal.aborted) throw signal.reason;
+  try {
+    splitter.end();
+  } catch (err) {
+    if (!(err instanceof FrameError)) throw err;
+    throw failed(err);
+  }
 }

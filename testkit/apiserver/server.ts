@@ -6,8 +6,13 @@
  * Served: volumeattachments (storage.k8s.io/v1, with `/status`), persistentvolumes (v1, with
  * `/status`), csinodes (storage.k8s.io/v1), nodes (v1, with `/status`), and the namespaced
  * secrets (v1), leases (coordination.k8s.io/v1) and events (v1). Verbs: get, list, watch, create,
- * update, patch (merge, strategic merge and JSON patch), delete. Bodies of creates and updates over
- * HTTP (JSON or YAML) are decoded as the real server decodes them
+ * update, patch (merge, strategic merge and JSON patch), delete. Responses are JSON, YAML or
+ * Kubernetes protobuf (`application/vnd.kubernetes.protobuf`: objects, lists, Status errors, and
+ * watches as `;stream=watch` frames), chosen from `Accept` as kube-apiserver chooses
+ * ({@link import("./negotiation.ts")}, {@link import("./media.ts")}); protobuf is offered when the
+ * upstream `.proto` files are in the Go module cache ({@link MemoryApiServerOptions.protobuf}).
+ * Bodies of creates and updates over HTTP (JSON, YAML, or protobuf read into its JSON form) are
+ * decoded as the real server decodes them
  * ({@link import("./body_decoder.ts")}: unknown and duplicate fields as `Warning`
  * headers or refused with `fieldValidation=Strict`, field types, kind and version), defaulted and
  * validated ({@link import("./validation.ts")}). Watches send bookmarks, serve
@@ -33,6 +38,8 @@
  */
 
 import { decodeKubeProtobuf, KUBE_PROTOBUF } from "./protobuf_body.ts";
+import { ServerMedia, watchContentType } from "./media.ts";
+import type { MediaType } from "./negotiation.ts";
 import { type Clock, realClock, type Timer } from "../../lib/clock.ts";
 import type { ObjectList, Patch, Resource } from "../../lib/kube/api.ts";
 import type { KubeObject } from "../../lib/kube/types.ts";
@@ -94,6 +101,11 @@ export interface RecordedRequest {
   userAgent: string;
   /** The `Accept` header, or "". */
   accept: string;
+  /**
+   * The media type negotiated for the answer (`application/vnd.kubernetes.protobuf;stream=watch`
+   * for a protobuf watch); "" when negotiation failed or the path is not served.
+   */
+  responseType: string;
 }
 
 /**
@@ -169,6 +181,12 @@ export interface MemoryApiServerOptions {
   bookmarkIntervalMs?: number;
   /** resourceVersion before the first write; default 100. */
   initialResourceVersion?: number;
+  /**
+   * Serve Kubernetes protobuf (`application/vnd.kubernetes.protobuf`) when the `.proto` files are
+   * in the Go module cache ({@link import("../kube_protos.ts")}); default true. false, or the
+   * files absent: a server that offers JSON and YAML only.
+   */
+  protobuf?: boolean;
 }
 
 /** A resource given as a {@link Resource} constant or as a plural name (`"nodes"`). */
@@ -321,13 +339,6 @@ function managerOf(userAgent: string): string {
   return userAgent.split("/")[0] ?? "";
 }
 
-/** A JSON response. */
-function jsonResponse(code: number, body: unknown, warnings: readonly string[] = []): Response {
-  const headers = new Headers({ "content-type": "application/json" });
-  for (const w of warnings) headers.append("warning", w);
-  return new Response(JSON.stringify(body), { status: code, headers });
-}
-
 /**
  * 404 for a path outside every served API group and version: the real server's HTTP mux answers
  * it in plain text, not with a Status.
@@ -339,17 +350,14 @@ function pageNotFound(): Response {
   });
 }
 
-/** The answer for an error. */
-function errorResponse(err: StatusError): Response {
-  const res = jsonResponse(err.status.code, err.status);
-  const retry = err.status.details?.retryAfterSeconds;
-  if (retry !== undefined) res.headers.set("retry-after", String(retry));
-  return res;
-}
-
 /** The answer of an injected fault (see {@link FaultSpec.retryAfterSeconds}). */
-function faultResponse(err: StatusError, retryAfterSeconds: number | undefined): Response {
-  if (retryAfterSeconds === undefined) return errorResponse(err);
+function faultResponse(
+  media: ServerMedia,
+  out: MediaType,
+  err: StatusError,
+  retryAfterSeconds: number | undefined,
+): Response {
+  if (retryAfterSeconds === undefined) return media.error(out, err);
   if (err.status.code === 429) {
     return new Response("Too many requests, please try again later.\n", {
       status: 429,
@@ -360,7 +368,7 @@ function faultResponse(err: StatusError, retryAfterSeconds: number | undefined):
       },
     });
   }
-  const res = errorResponse(err);
+  const res = media.error(out, err);
   res.headers.set("retry-after", String(retryAfterSeconds));
   return res;
 }
@@ -388,6 +396,7 @@ export class MemoryApiServer {
   #compactionTimer: Timer | undefined;
   /** Full lists that paginated answers were cut from, by {@link snapshotKey}. */
   readonly #snapshots = new Map<string, StoredObject[]>();
+  readonly #media: ServerMedia;
 
   /** Use {@link MemoryApiServer.start}; the constructor does no I/O. */
   constructor(options: Omit<MemoryApiServerOptions, "port"> = {}) {
@@ -400,6 +409,7 @@ export class MemoryApiServer {
       bookmarkIntervalMs: options.bookmarkIntervalMs ?? 60_000,
     });
     this.#compactionIntervalMs = options.compactionIntervalMs ?? 300_000;
+    this.#media = new ServerMedia(options.protobuf ?? true);
   }
 
   /** Starts a server on 127.0.0.1 and resolves once it listens. */
@@ -654,13 +664,25 @@ export class MemoryApiServer {
     const query = Object.fromEntries(url.searchParams);
     const contentType = (req.headers.get("content-type") ?? "").split(";")[0]?.trim()
       .toLowerCase() ?? "";
-    // A Lease in Kubernetes' protobuf encoding (the Go sidecar's leader election) is served as
-    // its JSON form; any other protobuf body stays undecodable (415, as before).
+    // A protobuf body is read into its JSON form and then decoded as JSON would be. Without the
+    // .proto files, only a Lease (the Go sidecar's leader election) is understood; any other
+    // protobuf body stays undecodable (415).
     let text: string;
     let bodyType = contentType;
+    let protobufError: StatusError | undefined;
     if (contentType === KUBE_PROTOBUF) {
       const bytes = new Uint8Array(await req.arrayBuffer());
-      const decoded = decodeKubeProtobuf(bytes);
+      let decoded: Record<string, unknown> | undefined;
+      if (this.#media.protobuf && bytes.length > 0) {
+        try {
+          decoded = this.#media.decodeBody(bytes);
+        } catch (err) {
+          if (!(err instanceof StatusError)) throw err;
+          protobufError = err;
+        }
+      } else {
+        decoded = decodeKubeProtobuf(bytes);
+      }
       text = decoded === undefined ? new TextDecoder().decode(bytes) : JSON.stringify(decoded);
       if (decoded !== undefined) bodyType = "application/json";
     } else {
@@ -693,11 +715,21 @@ export class MemoryApiServer {
       watch,
       userAgent: req.headers.get("user-agent") ?? "",
       accept: req.headers.get("accept") ?? "",
+      responseType: "",
     };
     this.#requests.push(record);
 
     if (path === undefined || !servesGroupVersion(path.group, path.version)) {
       return pageNotFound();
+    }
+    // The response type: kube-apiserver negotiates it first; when that fails the 406 is JSON.
+    let out: MediaType = "application/json";
+    try {
+      out = this.#media.negotiate(record.accept).mediaType;
+      record.responseType = out;
+    } catch (err) {
+      if (err instanceof StatusError) return this.#media.error(out, err);
+      throw err;
     }
     try {
       const route = this.#route(path);
@@ -709,7 +741,7 @@ export class MemoryApiServer {
         ? errorForCode(fault.status, route.resource, route.name, fault.message)
         : undefined;
       if (injected !== undefined && fault?.applyChange !== true) {
-        return faultResponse(injected, fault?.retryAfterSeconds);
+        return faultResponse(this.#media, out, injected, fault?.retryAfterSeconds);
       }
       if (req.method === "PATCH" && !PATCH_TYPES.includes(contentType)) {
         // The router refuses a patch type no route consumes before the body is read.
@@ -720,7 +752,11 @@ export class MemoryApiServer {
         // is not JSON is refused before it is decoded as the patch type.
         throw badRequest("invalid JSON patch");
       }
-      const response = watch ? this.#watch(route, query) : await this.#serve(
+      if (protobufError !== undefined && (req.method === "POST" || req.method === "PUT")) {
+        throw protobufError;
+      }
+      const response = watch ? this.#watch(route, query, record) : await this.#serve(
+        out,
         req.method,
         route,
         bodyType,
@@ -730,13 +766,14 @@ export class MemoryApiServer {
       );
       if (injected !== undefined) {
         await response.body?.cancel();
-        return faultResponse(injected, fault?.retryAfterSeconds);
+        return faultResponse(this.#media, out, injected, fault?.retryAfterSeconds);
       }
       return response;
     } catch (err) {
-      if (err instanceof StatusError) return errorResponse(err);
+      if (err instanceof StatusError) return this.#media.error(out, err);
       const message = err instanceof Error ? err.message : String(err);
-      return jsonResponse(
+      return this.#media.respond(
+        out,
         500,
         failureStatus(500, "InternalError", `Internal error occurred: ${message}`),
       );
@@ -760,6 +797,7 @@ export class MemoryApiServer {
   }
 
   #serve(
+    out: MediaType,
     method: string,
     route: Route,
     contentType: string,
@@ -775,7 +813,7 @@ export class MemoryApiServer {
     }
     switch (method) {
       case "GET": {
-        if (name !== "") return jsonResponse(200, registry.get(res, namespace, name));
+        if (name !== "") return this.#media.respond(out, 200, registry.get(res, namespace, name));
         const opts = parseListOptions(query);
         const causes = validateListOptions(opts);
         if (causes.length > 0) throw invalidListOptions(causes);
@@ -786,16 +824,17 @@ export class MemoryApiServer {
           if (Number(wanted) > registry.resourceVersion) {
             return this.#reach(Number(wanted)).then((reached) => {
               if (!reached) throw resourceVersionTooLarge(wanted, registry.resourceVersion);
-              return this.#listResponse(res, namespace, opts);
+              return this.#listResponse(out, res, namespace, opts);
             });
           }
         }
-        return this.#listResponse(res, namespace, opts);
+        return this.#listResponse(out, res, namespace, opts);
       }
       case "POST": {
         if (name !== "") throw methodNotAllowed();
         const decoded = this.#decode(res, contentType, request.text, query);
-        return jsonResponse(
+        return this.#media.respond(
+          out,
           201,
           registry.create(res, namespace, decoded.body, { seed: false, manager }),
           decoded.warnings,
@@ -804,7 +843,8 @@ export class MemoryApiServer {
       case "PUT": {
         if (name === "") throw methodNotAllowed();
         const decoded = this.#decode(res, contentType, request.text, query);
-        return jsonResponse(
+        return this.#media.respond(
+          out,
           200,
           registry.update(res, namespace, name, decoded.body, {
             subresource,
@@ -825,7 +865,8 @@ export class MemoryApiServer {
         if (contentType === MERGE_PATCH || contentType === STRATEGIC_MERGE_PATCH) type = "merge";
         else if (contentType === JSON_PATCH) type = "json";
         else throw unsupportedPatchType();
-        return jsonResponse(
+        return this.#media.respond(
+          out,
           200,
           registry.patch(res, namespace, name, { type, body }, {
             subresource,
@@ -836,7 +877,7 @@ export class MemoryApiServer {
       }
       case "DELETE":
         if (name === "" || subresource !== "") throw methodNotAllowed();
-        return jsonResponse(200, registry.delete(res, namespace, name));
+        return this.#media.respond(out, 200, registry.delete(res, namespace, name));
       default:
         throw methodNotAllowed();
     }
@@ -847,7 +888,12 @@ export class MemoryApiServer {
    * `metadata.continue` names the next page, which is served from the same state (the snapshot
    * is kept until a compaction passes its resourceVersion, then the token gets 410 Expired).
    */
-  #listResponse(res: ServedResource, namespace: string, opts: ListOptions): Response {
+  #listResponse(
+    out: MediaType,
+    res: ServedResource,
+    namespace: string,
+    opts: ListOptions,
+  ): Response {
     let items: StoredObject[];
     let rv: number;
     let start = "";
@@ -882,13 +928,12 @@ export class MemoryApiServer {
       metadata.continue = encodeContinue(rv, objectKey(page.at(-1)!) + "\u0000");
       metadata.remainingItemCount = rest;
     }
-    return jsonResponse(200, {
-      kind: res.listKind,
-      apiVersion: apiVersionOf(res),
-      metadata,
-      // The real server's list items carry no kind or apiVersion (only the list does).
-      items: page.map(({ kind: _k, apiVersion: _a, ...item }) => item),
-    });
+    // The real server's list items carry no kind or apiVersion (only the list does).
+    return this.#media.respondList(
+      out,
+      { kind: res.listKind, apiVersion: apiVersionOf(res), metadata },
+      page,
+    );
   }
 
   /** Forgets the list snapshots a compaction made unreachable. */
@@ -936,7 +981,7 @@ export class MemoryApiServer {
     return decoded;
   }
 
-  #watch(route: Route, query: Record<string, string>): Response {
+  #watch(route: Route, query: Record<string, string>, record: RecordedRequest): Response {
     if (route.name !== "") throw methodNotAllowed();
     const parseError = query.timeoutSeconds === undefined
       ? undefined
@@ -949,6 +994,11 @@ export class MemoryApiServer {
     const opts = parseListOptions(query);
     const causes = validateListOptions(opts);
     if (causes.length > 0) throw invalidListOptions(causes);
+    // serveWatch (apiserver endpoints/handlers/watch.go) negotiates the stream form after the
+    // options are checked: YAML has none.
+    const format = this.#media.negotiate(record.accept, true).mediaType;
+    record.responseType = watchContentType(format);
+    const encodeLine = this.#media.watchEncoder(format);
     const stream = this.#hub.open({
       resource: route.resource,
       namespace: route.namespace,
@@ -958,11 +1008,12 @@ export class MemoryApiServer {
         : { sendInitialEvents: opts.sendInitialEvents }),
       allowBookmarks: opts.allowWatchBookmarks,
       timeoutSeconds: timeout,
+      ...(encodeLine === undefined ? {} : { encodeLine }),
     });
     this.#notifyWatchWaiters();
     return new Response(stream, {
       status: 200,
-      headers: { "content-type": "application/json", "cache-control": "no-cache, private" },
+      headers: { "content-type": watchContentType(format), "cache-control": "no-cache, private" },
     });
   }
 

@@ -674,6 +674,7 @@ Deno.test("MemoryApiServer records requests", async () => {
     watch: false,
     userAgent: patch?.userAgent ?? "",
     accept: "*/*",
+    responseType: "application/json",
   });
   assert.equal(get?.verb, "get");
   assert.equal(get?.namespace, "ns");

@@ -36,6 +36,11 @@ export interface WatchRequest {
   allowBookmarks: boolean;
   /** The server closes the stream after this many seconds; undefined: never. */
   timeoutSeconds?: number;
+  /**
+   * The bytes of one event in the negotiated stream form (protobuf frames); undefined: a line of
+   * JSON.
+   */
+  encodeLine?: (line: WatchLine) => Uint8Array;
 }
 
 /**
@@ -113,23 +118,44 @@ class Watcher {
       this.#held.push(line);
       return;
     }
-    this.#controller.enqueue(encoder.encode(JSON.stringify(line) + "\n"));
+    const encode = this.request.encodeLine;
+    this.#controller.enqueue(
+      encode === undefined ? encoder.encode(JSON.stringify(line) + "\n") : encode(line),
+    );
   }
 
   /** The reader wants more: the next {@link INITIAL_CHUNK_BYTES} of initial events. */
   pull(): void {
     const initial = this.#initial;
     if (initial === undefined || this.#closed) return;
+    const encode = this.request.encodeLine;
     let text = "";
-    while (text.length < INITIAL_CHUNK_BYTES) {
+    const parts: Uint8Array[] = [];
+    let size = 0;
+    while (text.length + size < INITIAL_CHUNK_BYTES) {
       const next = initial.next();
       if (next.done) {
         this.#initial = undefined;
         break;
       }
-      text += JSON.stringify(next.value) + "\n";
+      if (encode === undefined) {
+        text += JSON.stringify(next.value) + "\n";
+      } else {
+        const part = encode(next.value);
+        parts.push(part);
+        size += part.length;
+      }
     }
     if (text !== "") this.#controller.enqueue(encoder.encode(text));
+    if (size > 0) {
+      const chunk = new Uint8Array(size);
+      let at = 0;
+      for (const part of parts) {
+        chunk.set(part, at);
+        at += part.length;
+      }
+      this.#controller.enqueue(chunk);
+    }
     if (this.#initial === undefined) {
       this.#initialDone?.();
       for (const line of this.#held.splice(0)) this.send(line);

@@ -2,8 +2,9 @@
  * The Kubernetes client and its HTTP/1.1 transport against a hostile or broken server, by class
  * of misbehaviour: bad status lines, bad or conflicting framing headers, bad chunking, bodies
  * longer or shorter than they say or without end, interim answers, endless heads, slow and
- * silent servers, a server closing at every point of an answer, junk on idle connections, and
- * watch streams abused line by line.
+ * silent servers, a server closing at every point of an answer, junk on idle connections, watch
+ * streams abused line by line, and Kubernetes protobuf answers and watch frames abused field by
+ * field (the reads of the table ask for protobuf).
  *
  * Every row runs twice, directly and through the test kit's HTTP proxy (a `CONNECT` tunnel), and
  * asserts three things: the call settles with the expected answer or a clear
@@ -34,6 +35,7 @@ import {
 import { plainConnection } from "../../testkit/harness/client_fixtures.ts";
 import { ConnectProxy } from "../../testkit/connect_proxy.ts";
 import { within } from "../../testkit/harness/within.ts";
+import { PROTOBUF_ROWS } from "./http1_protobuf_rows.ts";
 
 const MiB = 1024 * 1024;
 /** How much the heap may grow over a row, after a forced GC. */
@@ -66,7 +68,7 @@ const quickRetries: Clock = {
 };
 
 /** What a row expects of its call. */
-type Expect =
+export type Expect =
   /** An answer (for a watch: these event types, then the end). */
   | { ok: true; events?: string[] }
   /**
@@ -79,7 +81,7 @@ type Expect =
   /** An ApiError with this HTTP code. */
   | { code: number };
 
-interface Row {
+export interface Row {
   name: string;
   /** `get` and `patch` ask for PV `pv1`, `watch` watches VolumeAttachments. */
   call: "get" | "patch" | "watch";
@@ -565,6 +567,7 @@ const ROWS: Row[] = [
     script: send(`HTTP/1.1 200 OK\r\nX: ${"a".repeat(MAX_HEAD_BYTES)}\r\n\r\n`),
     expect: { kind: "too-large" },
   },
+  ...PROTOBUF_ROWS,
 ];
 
 /** The row's call: its outcome, or the error it ended with. */

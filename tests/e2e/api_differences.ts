@@ -11,6 +11,8 @@
 
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import type { RawApi } from "./raw_api.ts";
+import { compareProtobuf } from "./protobuf_differences.ts";
+import { kubeProtosMissing } from "../../testkit/kube_protos.ts";
 
 /** What one server answered. */
 interface Answer {
@@ -612,7 +614,7 @@ const PROBES: Probe[] = [
  * Placeholders for values that differ between any two runs; `managedFields` dropped (the fake
  * never writes them; noted once in the report) and keys sorted.
  */
-function normalize(value: unknown, key = ""): unknown {
+export function normalize(value: unknown, key = ""): unknown {
   if (Array.isArray(value)) return value.map((v) => normalize(v));
   if (typeof value === "object" && value !== null) {
     const out: Record<string, unknown> = {};
@@ -649,10 +651,22 @@ function normalizeText(text: string): string {
 }
 
 async function readStream(res: Response, ms: number): Promise<string> {
-  const reader = res.body?.getReader();
-  if (reader === undefined) return "";
   const decoder = new TextDecoder();
   let text = "";
+  for (const chunk of await readChunks(res, ms)) {
+    text += typeof chunk === "string" ? chunk : decoder.decode(chunk, { stream: true });
+  }
+  return text;
+}
+
+/**
+ * The chunks of a streaming body read for up to `ms`, then `"\n<stream still open>"` when it
+ * had not ended.
+ */
+export async function readChunks(res: Response, ms: number): Promise<(Uint8Array | string)[]> {
+  const reader = res.body?.getReader();
+  if (reader === undefined) return [];
+  const text: (Uint8Array | string)[] = [];
   const deadline = Date.now() + ms;
   for (;;) {
     const left = deadline - Date.now();
@@ -666,11 +680,11 @@ async function readStream(res: Response, ms: number): Promise<string> {
     ]);
     clearTimeout(timer);
     if (chunk === "timeout") {
-      text += "\n<stream still open>";
+      text.push("\n<stream still open>");
       break;
     }
     if (chunk.done) break;
-    text += decoder.decode(chunk.value, { stream: true });
+    text.push(chunk.value);
   }
   await reader.cancel();
   return text;
@@ -890,7 +904,48 @@ export async function compareWithMemoryApiServer(api: RawApi): Promise<Differenc
       "",
     ].join("\n"));
   });
+  // The same requests as a protobuf client makes them (tests/e2e/protobuf_differences.ts).
+  const pb = await compareProtobuf(api);
+  for (const o of pb ?? []) {
+    if (o.diffs.length === 0) {
+      same.push(`- ${o.name}: HTTP ${o.real.status} \`${o.real.contentType}\``);
+      continue;
+    }
+    differences++;
+    summary.push(`${o.name}: ${o.diffs.join("; ")}`);
+    sections.push([
+      `### ${o.name}`,
+      "",
+      "```",
+      o.request,
+      "```",
+      "",
+      `Differs in: ${o.diffs.join("; ")}.`,
+      "",
+      `kube-apiserver: HTTP ${o.real.status}, \`${o.real.contentType}\`, decoded:`,
+      "",
+      "```",
+      o.real.text,
+      "```",
+      "",
+      `memory_apiserver: HTTP ${o.memory.status}, \`${o.memory.contentType}\`, decoded:`,
+      "",
+      "```",
+      o.memory.text,
+      "```",
+      "",
+    ].join("\n"));
+  }
+  const probes = PROBES.length + (pb?.length ?? 0);
   const general: string[] = [];
+  if (pb === undefined) {
+    general.push(`- The protobuf probes did not run: ${kubeProtosMissing()}.`);
+  } else {
+    general.push(
+      `- ${pb.length} of the probes (\`pb:\`) are sent as a protobuf client sends them and their ` +
+        "answers decoded from protobuf, zero values dropped, before comparing.",
+    );
+  }
   if (/"managedFields"/.test(real[0]!.text) && !/"managedFields"/.test(mem[0]!.text)) {
     general.push(
       "- kube-apiserver returns `metadata.managedFields` on every object (here manager " +
@@ -904,7 +959,7 @@ export async function compareWithMemoryApiServer(api: RawApi): Promise<Differenc
   const markdown = [
     `# kube-apiserver ${serverVersion} vs testkit/apiserver/server.ts`,
     "",
-    `${differences} of ${PROBES.length} probes differ (values of uid, times and resourceVersion ` +
+    `${differences} of ${probes} probes differ (values of uid, times and resourceVersion ` +
     "normalized, managedFields dropped and keys sorted before comparing bodies).",
     "",
     ...general,
@@ -915,5 +970,5 @@ export async function compareWithMemoryApiServer(api: RawApi): Promise<Differenc
     ...same,
     "",
   ].join("\n");
-  return { serverVersion, probes: PROBES.length, differences, markdown, summary };
+  return { serverVersion, probes, differences, markdown, summary };
 }

@@ -112,8 +112,32 @@ export class RawApi {
    * Opens a watch (or any streaming GET) and returns the response; the caller reads and cancels
    * the body.
    */
-  async stream(path: string, signal: AbortSignal): Promise<Response> {
-    return await fetch(`${this.#server}${path}`, { client: this.#http(), signal });
+  async stream(
+    path: string,
+    signal: AbortSignal,
+    headers: Record<string, string> = {},
+  ): Promise<Response> {
+    return await fetch(`${this.#server}${path}`, { client: this.#http(), signal, headers });
+  }
+
+  /** One request with any headers and body (protobuf), the answer's bytes unread as text. */
+  async requestBytes(
+    method: string,
+    path: string,
+    headers: Record<string, string>,
+    body?: Uint8Array | string,
+  ): Promise<{ status: number; contentType: string; bytes: Uint8Array }> {
+    const res = await fetch(`${this.#server}${path}`, {
+      method,
+      headers,
+      body: body as BodyInit | undefined,
+      client: this.#http(),
+    });
+    return {
+      status: res.status,
+      contentType: res.headers.get("content-type") ?? "",
+      bytes: new Uint8Array(await res.arrayBuffer()),
+    };
   }
 
   /** GET that must answer 200; the JSON body. @throws {UnexpectedStatusError} otherwise. */

@@ -44,6 +44,7 @@ import { rollingUpdate } from "./scenarios/rolling_update.ts";
 import { sigtermBacklog } from "./scenarios/sigterm_backlog.ts";
 import { monitoring } from "./scenarios/monitoring.ts";
 import { pausedLeader } from "./scenarios/paused_leader.ts";
+import { protobufDecoding } from "./scenarios/protobuf_decoding.ts";
 import {
   buildGoAttacher,
   DEFAULT_VERSION as GO_ATTACHER_VERSION,
@@ -165,6 +166,13 @@ const SCENARIOS: Scenario[] = [
     name: "Prometheus scrapes the attacher: the stuck-attach alert fires and resolves, every " +
       "dashboard query has data",
     run: monitoring,
+  },
+  {
+    id: 22,
+    name:
+      "our protobuf decoder on every VA, PV, CSINode and Lease of the cluster: the JSON form, " +
+      "as protobufjs on the upstream .proto files reads them",
+    run: protobufDecoding,
   },
 ];
 

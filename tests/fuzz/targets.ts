@@ -9,6 +9,7 @@ import { target as hpack } from "./targets/hpack.ts";
 import { target as http1Response } from "./targets/http1_response.ts";
 import { target as http2Frames } from "./targets/http2_frames.ts";
 import { target as http2Session } from "./targets/http2_session.ts";
+import { target as kubeProtobuf } from "./targets/kube_protobuf.ts";
 import { target as protobuf } from "./targets/protobuf.ts";
 import { target as watchSplitter } from "./targets/watch_splitter.ts";
 
@@ -20,4 +21,5 @@ export const TARGETS: readonly FuzzTarget[] = [
   protobuf,
   http1Response,
   watchSplitter,
+  kubeProtobuf,
 ];

@@ -22,21 +22,16 @@
  */
 
 import type { FieldDescriptor, MessageDescriptor } from "./descriptor.ts";
+import {
+  checkDepth,
+  MAX_NESTING,
+  ProtoWireError,
+  Reader,
+  WIRE_LEN,
+  WIRE_VARINT,
+} from "../protobuf/reader.ts";
 
-/** Malformed input bytes, or a value that cannot be encoded. */
-export class ProtoWireError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "ProtoWireError";
-  }
-}
-
-const WIRE_VARINT = 0;
-const WIRE_I64 = 1;
-const WIRE_LEN = 2;
-const WIRE_SGROUP = 3;
-const WIRE_EGROUP = 4;
-const WIRE_I32 = 5;
+export { MAX_NESTING, ProtoWireError };
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -309,99 +304,6 @@ function describe(v: unknown): string {
 
 // ---------------------------------------------------------------------------------------------
 // Decoding
-
-class Reader {
-  pos: number;
-  constructor(readonly buf: Uint8Array, start: number, readonly end: number) {
-    this.pos = start;
-  }
-
-  /** A varint as a number when below 2^53, else as a bigint. */
-  varint(): number | bigint {
-    let value = 0;
-    for (let i = 0; i < 7; i++) {
-      const b = this.#byte();
-      value += (b & 0x7f) * 2 ** (7 * i);
-      if ((b & 0x80) === 0) return value;
-    }
-    let big = BigInt(value);
-    for (let i = 7; i < 10; i++) {
-      const b = this.#byte();
-      big += BigInt(b & 0x7f) << BigInt(7 * i);
-      if ((b & 0x80) === 0) return BigInt.asUintN(64, big);
-    }
-    throw new ProtoWireError("varint longer than 10 bytes");
-  }
-
-  /** A varint that must fit a number (tags, lengths). */
-  smallVarint(): number {
-    const v = this.varint();
-    if (typeof v === "bigint" || v > 0xffffffff) throw new ProtoWireError("varint too large");
-    return v;
-  }
-
-  lengthDelimited(): [start: number, end: number] {
-    const length = this.smallVarint();
-    const start = this.pos;
-    if (start + length > this.end) throw new ProtoWireError("truncated length-delimited field");
-    this.pos += length;
-    return [start, start + length];
-  }
-
-  /** Skips one field's value; `depth` is the nesting of the message holding it. */
-  skip(wireType: number, number: number, depth: number): void {
-    switch (wireType) {
-      case WIRE_VARINT:
-        this.varint();
-        return;
-      case WIRE_I64:
-        this.#advance(8);
-        return;
-      case WIRE_LEN:
-        this.lengthDelimited();
-        return;
-      case WIRE_I32:
-        this.#advance(4);
-        return;
-      case WIRE_SGROUP:
-        checkDepth(depth + 1);
-        for (;;) {
-          const tag = this.smallVarint();
-          const wt = tag & 7;
-          if (wt === WIRE_EGROUP) {
-            if (tag >>> 3 !== number) throw new ProtoWireError("mismatched end group");
-            return;
-          }
-          this.skip(wt, tag >>> 3, depth + 1);
-        }
-      default:
-        throw new ProtoWireError(`invalid wire type ${wireType}`);
-    }
-  }
-
-  #advance(n: number): void {
-    if (this.pos + n > this.end) throw new ProtoWireError("truncated field");
-    this.pos += n;
-  }
-
-  #byte(): number {
-    if (this.pos >= this.end) throw new ProtoWireError("truncated varint");
-    return this.buf[this.pos++]!;
-  }
-}
-
-/**
- * How deep messages and groups may nest: protobuf's default recursion limit (C++ and Java
- * `kDefaultRecursionLimit`, 100; protobuf-go's `RecursionLimit` is 10 000). Deeper input is
- * refused with a {@link ProtoWireError} before the stack can run out.
- */
-export const MAX_NESTING = 100;
-
-function checkDepth(depth: number): void {
-  if (depth > MAX_NESTING) {
-    throw new ProtoWireError(`messages or groups nested deeper than ${MAX_NESTING} levels`);
-  }
-}
 
 /**
  * Decodes message `schema` from `bytes` (see the module documentation for the form). A singular
