@@ -82,7 +82,7 @@ import type {
   StreamResponse,
 } from "./session_types.ts";
 import type { PendingOpen, StreamState } from "./stream_state.ts";
-import { openHooks, type StreamHooks, streamingOf } from "./stream_body.ts";
+import { openHooks, type StreamHooks, streamingOf } from "./streaming.ts";
 import {
   checkSetting,
   DEFAULT_CONNECTION_WINDOW,
