@@ -5,6 +5,8 @@ import type { TlsMaterial, TransportRequest } from "../http1/api.ts";
 import { TransportError } from "../http1/errors.ts";
 import { hasOpenssl, makePki } from "../../../testkit/pki.ts";
 import { type NodeH2Server, startNodeH2Server } from "../../../testkit/h2/node_h2_server.ts";
+import { F, frame, goAway, T } from "../../../testkit/h2/frame_codec.ts";
+import { headers, type PeerConn, startRawPeer } from "../../../testkit/h2/raw_peer.ts";
 
 const ignore = !hasOpenssl();
 const PKI = ignore ? undefined : await makePki("DNS:localhost,IP:127.0.0.1");
@@ -224,4 +226,69 @@ Deno.test({
       t.close();
     });
   },
+});
+
+/** A transport whose "TLS" connections go to a scripted peer that says it picked `h2`. */
+async function rawTransport(script: (peer: PeerConn, index: number) => Promise<void>) {
+  const server = await startRawPeer(script);
+  let dials = 0;
+  const tls = { insecureSkipTlsVerify: false };
+  const t = new Http2Transport(tls, {
+    fallback: new Http1Transport(tls),
+    connectTls: async () => {
+      dials++;
+      const conn = await Deno.connect({ transport: "unix", path: server.address });
+      return { conn, protocol: "h2" };
+    },
+  });
+  return { t, server, dials: () => dials };
+}
+
+Deno.test("http2 transport: a stream GOAWAY left unprocessed is sent again on a new connection", async () => {
+  const { t, server, dials } = await rawTransport(async (peer, index) => {
+    await peer.handshake();
+    const req = await peer.readRequest();
+    assert.ok(req);
+    if (index === 0) {
+      await peer.send(goAway(0, 0));
+      await peer.untilEof(2000);
+      return;
+    }
+    assert.equal(new TextDecoder().decode(req.body), '{"x":1}');
+    await peer.send(headers(req.streamId, [[":status", "201"]]));
+    await peer.send(frame(T.DATA, F.END_STREAM, req.streamId, new TextEncoder().encode("made")));
+    await peer.untilEof(2000);
+  });
+  try {
+    const r = await t.send(new URL("https://apiserver.test/apis/x"), {
+      method: "POST",
+      headers: [["Content-Type", "application/json"]],
+      body: '{"x":1}',
+      signal: new AbortController().signal,
+    });
+    assert.equal(r.status, 201);
+    assert.equal(await r.text!(), "made");
+    assert.equal(dials(), 2);
+  } finally {
+    t.close();
+    await server.close();
+  }
+});
+
+Deno.test("http2 transport: a connection lost under a request fails it reset (the client retries GETs)", async () => {
+  const { t, server } = await rawTransport(async (peer) => {
+    await peer.handshake();
+    await peer.readRequest();
+    peer.close();
+  });
+  try {
+    const err = await t.send(new URL("https://apiserver.test/api/v1/nodes"), get()).then(
+      () => undefined,
+      (e) => e,
+    );
+    assert.ok(err instanceof TransportError && err.kind === "reset", String(err));
+  } finally {
+    t.close();
+    await server.close();
+  }
 });
