@@ -5,6 +5,7 @@ import { frame, ping, T } from "../../../testkit/h2/frame_codec.ts";
 import { headers, type PeerConn, startRawPeer } from "../../../testkit/h2/raw_peer.ts";
 import { FakeClock } from "../../../testkit/fakes/fake_clock.ts";
 import type { Http2SessionOptions } from "./session_types.ts";
+import { StreamBody } from "./stream_body.ts";
 
 const REQUEST: [string, string][] = [
   [":method", "GET"],
@@ -162,4 +163,29 @@ Deno.test("health check: an answered PING keeps the connection", async () => {
     assert.equal(session.usable, true);
     finish();
   }, { clock, readIdleTimeoutMs: 30_000, pingTimeoutMs: 15_000 });
+});
+
+Deno.test("StreamBody: one-octet DATA fills shared blocks, never one view per frame", async () => {
+  let consumed = 0;
+  const body = new StreamBody({ consumed: (n) => consumed += n });
+  const octet = new Uint8Array(1);
+  for (let i = 0; i < 100_000; i++) {
+    octet[0] = i & 0xff;
+    body.append(octet); // the same view each time, as the frame reader's buffer is reused
+  }
+  assert.equal(body.queued, 100_000);
+  assert.equal(consumed, 0, "nothing given back before the reader takes it");
+  const views = await body.next();
+  assert.ok(views !== null && views.length <= Math.ceil(100_000 / (16 * 1024)), `${views?.length}`);
+  const all = new Uint8Array(100_000);
+  let at = 0;
+  for (const v of views!) {
+    all.set(v, at);
+    at += v.length;
+  }
+  assert.equal(at, 100_000);
+  assert.ok(all.every((b, i) => b === (i & 0xff)));
+  assert.equal(consumed, 100_000);
+  body.end();
+  assert.equal(await body.next(), null);
 });
