@@ -759,7 +759,7 @@ export class Http2Session {
     s.bodySent = true;
     if (this.#goneAway) {
       if (this.#streams.size === 0) this.#terminate(this.#goneReason ?? "connection drained");
-    } else if (!this.#closed) {
+    } else if (!this.#closed && this.#pending.length > 0) {
       queueMicrotask(() => this.#openPending());
     }
   }

@@ -5,18 +5,23 @@
  * does the same: `transportResponseBody.Read` returns the stream's flow (and the connection's) only
  * for what was read (`h2_bundle.go`).
  *
- * Memory follows octets, not frames: DATA is copied into blocks of at least 16 KiB (a frame's
- * payload is a view of the frame reader's buffer, valid until the next frame), so a run of
- * one-octet frames fills one block, never one object per frame. What is queued is at most the
- * stream's window plus one block.
+ * Memory follows octets, not frames: DATA is copied into blocks that grow from 1 KiB (or the
+ * first DATA's size) to 16 KiB (a frame's payload is a view of the frame reader's buffer, valid
+ * until the next frame), so a run of one-octet frames fills shared blocks, never one object per
+ * frame. What is queued is at most the stream's window plus one block.
  *
  * @module
  */
 
 import type { StreamError } from "./stream_error.ts";
 
-/** The smallest block DATA is copied into. */
+/**
+ * Blocks grow from the first DATA's size (at least {@link FIRST_BLOCK_BYTES}) by doubling to
+ * {@link BLOCK_BYTES}: a small answer costs one block of its size, a run of tiny frames fills
+ * ever larger blocks.
+ */
 const BLOCK_BYTES = 16 * 1024;
+const FIRST_BLOCK_BYTES = 1024;
 const EMPTY = new Uint8Array(0);
 
 /** The session's side of a {@link StreamBody}. */
@@ -69,7 +74,8 @@ export class StreamBody {
     this.#length += bytes.length;
     if (this.#tailLength + bytes.length > this.#tail.length) {
       this.#sealTail();
-      this.#tail = new Uint8Array(Math.max(BLOCK_BYTES, bytes.length));
+      const grown = Math.min(BLOCK_BYTES, Math.max(FIRST_BLOCK_BYTES, 2 * this.#tail.length));
+      this.#tail = new Uint8Array(Math.max(grown, bytes.length));
       this.#tailStart = 0;
       this.#tailLength = 0;
     }
