@@ -168,7 +168,7 @@ async function steady(protocol: "http/1.1" | "h2"): Promise<number> {
   return perRequest;
 }
 
-const results: Record<string, { ms: number[]; cpu: number[]; patch: number[] }> = {
+const results: Record<"http/1.1" | "h2", { ms: number[]; cpu: number[]; patch: number[] }> = {
   "http/1.1": { ms: [], cpu: [], patch: [] },
   h2: { ms: [], cpu: [], patch: [] },
 };
