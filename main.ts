@@ -10,7 +10,7 @@
 
 import { runAttacher } from "./lib/run.ts";
 import { KubeClient, type KubeRequestObserver } from "./lib/kube/client.ts";
-import { PROXY_VARIABLES, type ProxyEnvironment } from "./lib/kube/transport.ts";
+import { type ProxyEnvironment, TRANSPORT_VARIABLES } from "./lib/kube/transport.ts";
 import { ThrottledLogger } from "./lib/kube/throttle_log.ts";
 import { loadConnection } from "./lib/kube/config.ts";
 import { SERVICE_ACCOUNT_NAMESPACE_FILE } from "./lib/leaderelection/config.ts";
@@ -51,10 +51,13 @@ function writeTerminationMessage(message: string): void {
   }
 }
 
-/** The proxy variables set in the environment; none when the environment cannot be read. */
+/**
+ * The variables the transport reads (proxies, `DISABLE_HTTP2`) as set in the environment; none
+ * when the environment cannot be read.
+ */
 function proxyEnvironment(): ProxyEnvironment {
   const vars: Record<string, string | undefined> = {};
-  for (const name of PROXY_VARIABLES) {
+  for (const name of TRANSPORT_VARIABLES) {
     try {
       vars[name] = env(name);
     } catch {

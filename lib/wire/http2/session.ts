@@ -5,38 +5,29 @@
  * §6.9), responses with their trailers (§8.1), flow control of what we receive (a large window,
  * topped up as data is consumed), PING (§6.7), RST_STREAM (§6.4) and GOAWAY (§6.8).
  *
- * Every response is collected whole ({@link StreamResponse}): unary gRPC needs nothing else.
- *
- * Not implemented: TLS and h2 over TLS (the CSI socket is cleartext), the HTTP/1.1 Upgrade
+ * The session runs over any `Deno.Conn`: cleartext for the CSI socket, TLS (ALPN `h2`, set up by
+ * the caller) for the Kubernetes API server. Not implemented: the HTTP/1.1 Upgrade
  * (§3.2, removed from RFC 9113), server push (we announce SETTINGS_ENABLE_PUSH 0 and treat
  * PUSH_PROMISE as a connection error), priorities (PRIORITY frames are checked and ignored, §5.3),
  * a dynamic table for what we send, and a SETTINGS ACK timeout. Violations of RFC 9113 by the
  * peer end the connection with GOAWAY and the error code (§5.4.1), or reset the one stream
  * (§5.4.2); every request then fails with a {@link StreamError}.
  *
- * Limits (the reference values: grpc-go `internal/transport`, Go `net/http` h2_bundle.go):
- * - our stream receive window 4 MiB (SETTINGS_INITIAL_WINDOW_SIZE; Go's Transport 4 MiB, grpc-go
- *   64 KiB growing with its BDP estimate to 16 MiB) and connection window 16 MiB (grpc-go 16 MiB
- *   at most, Go 1 GiB): DATA beyond them is FLOW_CONTROL_ERROR;
- * - a response header list of at most {@link MAX_HEADER_LIST_SIZE} (1 MiB, announced as
- *   SETTINGS_MAX_HEADER_LIST_SIZE; grpc-go 16 MiB, Go 10 MiB): a larger one resets the stream
- *   with FRAME_SIZE_ERROR and fails it `headers-too-large`, the connection goes on;
- * - a header block of at most 2 MiB over HEADERS and at most 128 CONTINUATION frames (Go gives
- *   up at twice the header list size; nghttp2 allows 8 CONTINUATION frames): more is a connection
- *   error ENHANCE_YOUR_CALM;
- * - at most 50 frames owed to the peer (SETTINGS and PING ACKs, RST_STREAM) waiting unsent:
- *   beyond that the reader reads nothing until the writer catches up (grpc-go
- *   `maxQueuedTransportResponseFrames`, 50), so a peer that floods and does not read cannot grow
- *   our memory;
- * - flow-control windows up to 2^31-1 (§6.9.1): a WINDOW_UPDATE or a SETTINGS_INITIAL_WINDOW_SIZE
- *   change beyond it is FLOW_CONTROL_ERROR;
- * - a stream's response DATA beyond the caller's `maxDataBytes` resets it (`too-large`);
- * - the server's SETTINGS within 20 s of connecting (grpc-go's `minConnectTimeout`, 20 s).
+ * Limits (`./session_limits.ts`): our stream receive window 4 MiB and connection window 16 MiB
+ * (DATA beyond them is FLOW_CONTROL_ERROR); a response header list of at most
+ * {@link MAX_HEADER_LIST_SIZE} by default (announced; a larger one fails the one stream
+ * `headers-too-large`); a header block of at most 2 MiB over at most 128 CONTINUATION frames
+ * (ENHANCE_YOUR_CALM); at most 50 frames owed to the peer waiting unsent (the reader waits);
+ * windows up to 2^31-1 (§6.9.1); a stream's DATA beyond the caller's `maxDataBytes` resets it
+ * (`too-large`); the server's SETTINGS within 20 s of connecting.
  *
- * Memory follows octets, not frames: the reader copies no payload (`./frames.ts`) and a stream's
- * DATA goes into one array (`./receive_buffer.ts`); the read loop yields to timers and I/O after
- * 5 ms of frames (`./read_pacer.ts`), so a flood of tiny frames holds neither memory nor the
- * event loop.
+ * A response is collected whole ({@link Http2Session.request}, unary gRPC) or streamed to its
+ * reader ({@link Http2Session.open}, HTTP bodies: Kubernetes lists and watches), whose stream
+ * window is then given back as it reads (`./stream_body.ts`). With `readIdleTimeoutMs`, a PING
+ * checks a silent connection (`./health_check.ts`).
+ *
+ * Memory follows octets, not frames (`./frames.ts`, `./receive_buffer.ts`, `./stream_body.ts`)
+ * and the read loop yields to timers and I/O after 5 ms of frames (`./read_pacer.ts`).
  *
  * Tested against real peers: grpc-js (the test kit's CSI server, `testkit/csi/server.ts`, in
  * `lib/csi/client_test.ts`) and grpc-go (the Kubernetes CSI mock driver in `deno task e2e`); and
@@ -83,68 +74,32 @@ import { errorText } from "../../errors.ts";
 import { FencedError, type LeaseFence } from "../../lease_fence.ts";
 import { ReceiveBuffer } from "./receive_buffer.ts";
 import { ReadPacer, yieldTurn } from "./read_pacer.ts";
+import { HealthCheck } from "./health_check.ts";
 import type {
   ClientStream,
   Http2SessionOptions,
   RequestOptions,
+  StreamingStream,
   StreamResponse,
 } from "./session_types.ts";
+import type { PendingOpen, StreamState } from "./stream_state.ts";
+import { openHooks, type StreamHooks, streamingOf } from "./streaming.ts";
+import {
+  checkSetting,
+  DEFAULT_CONNECTION_WINDOW,
+  DEFAULT_STREAM_WINDOW,
+  MAX_CONTINUATION_FRAMES,
+  MAX_HEADER_BLOCK,
+  MAX_HEADER_LIST_SIZE,
+  MAX_PENDING_RESPONSES,
+  PROTOCOL_INITIAL_WINDOW,
+} from "./session_limits.ts";
 
-export type { ClientStream, Http2SessionOptions, RequestOptions, StreamResponse };
+export { MAX_HEADER_LIST_SIZE };
+export type { ClientStream, Http2SessionOptions, RequestOptions, StreamingStream, StreamResponse };
 
-interface StreamState {
-  id: number;
-  sendWindow: number;
-  recvWindow: number;
-  recvUnacked: number;
-  headers: HeaderField[] | undefined;
-  data: ReceiveBuffer;
-  maxDataBytes: number;
-  body: Uint8Array;
-  bodyOffset: number;
-  bodySent: boolean;
-  /** Checked right before each write of the request's frames; see {@link Http2Session.request}. */
-  fence?: WriteFence;
-  resolve: (r: StreamResponse) => void;
-  reject: (e: StreamError | FencedError) => void;
-}
-
-interface PendingOpen {
-  headers: readonly HeaderField[];
-  body: Uint8Array;
-  state: StreamState;
-}
-
-const DEFAULT_STREAM_WINDOW = 4 * 1024 * 1024;
-const DEFAULT_CONNECTION_WINDOW = 16 * 1024 * 1024;
-/** RFC 9113 §6.9.2: the initial window of every connection and stream. */
-const PROTOCOL_INITIAL_WINDOW = 65_535;
-/**
- * Our SETTINGS_MAX_HEADER_LIST_SIZE (RFC 9113 §6.5.2), announced and enforced: 1 MiB. grpc-go's
- * client takes 16 MiB (`defaultClientMaxHeaderListSize`), Go's Transport 10 MiB; a CSI driver's
- * headers and trailers are a few hundred octets and its longest `grpc-message` a few KiB, so
- * 1 MiB refuses no real answer while bounding what one stream's headers can cost.
- */
-export const MAX_HEADER_LIST_SIZE = 1024 * 1024;
-/**
- * A header block may take this many octets over HEADERS and CONTINUATION frames: twice the
- * header list size, the point where Go's `Framer.readMetaFrame` gives up on a block.
- */
-const MAX_HEADER_BLOCK = 2 * MAX_HEADER_LIST_SIZE;
-/**
- * CONTINUATION frames one header block may take: enough for the largest block sent in frames of
- * the default size (2 MiB / 16 KiB = 128). Counting frames, not only octets, bounds a flood of
- * empty CONTINUATION frames (CVE-2024-27316 class; nghttp2 allows 8 by default,
- * `NGHTTP2_DEFAULT_MAX_CONTINUATIONS`).
- */
-const MAX_CONTINUATION_FRAMES = MAX_HEADER_BLOCK / DEFAULT_MAX_FRAME_SIZE;
-/**
- * Frames we owe the peer (SETTINGS and PING ACKs, RST_STREAM) that may wait unsent before the
- * reader stops reading until the writer catches up: grpc-go's `maxQueuedTransportResponseFrames`,
- * 50 (v1.72; later releases make it configurable, default 100).
- */
-const MAX_PENDING_RESPONSES = 50;
-
+/** The collected data of a streamed request: never used. */
+const NO_DATA = new ReceiveBuffer(0);
 /**
  * One HTTP/2 connection. Create it with {@link Http2Session.start}; it reads until the peer
  * closes or {@link close} is called.
@@ -152,7 +107,8 @@ const MAX_PENDING_RESPONSES = 50;
 export class Http2Session {
   readonly #conn: Deno.Conn;
   readonly #reader = new FrameReader(DEFAULT_MAX_FRAME_SIZE);
-  readonly #hpack = new HpackDecoder({ maxHeaderListSize: MAX_HEADER_LIST_SIZE });
+  readonly #hpack: HpackDecoder;
+  readonly #maxHeaderListSize: number;
   readonly #streamWindow: number;
   readonly #connectionWindow: number;
   readonly #streams = new Map<number, StreamState>();
@@ -178,9 +134,12 @@ export class Http2Session {
   #goneReason: string | undefined;
   #onGone: ((reason: string) => void) | undefined;
   #handshake: { resolve: () => void; reject: (e: Error) => void } | undefined;
+  #health: HealthCheck | undefined;
 
   private constructor(conn: Deno.Conn, options: Http2SessionOptions) {
     this.#conn = conn;
+    this.#maxHeaderListSize = options.maxHeaderListSize ?? MAX_HEADER_LIST_SIZE;
+    this.#hpack = new HpackDecoder({ maxHeaderListSize: this.#maxHeaderListSize });
     this.#writer = new FrameWriter(conn, (err) => {
       if (!this.#closed) this.#terminate(`error writing to server: ${errorText(err)}`);
     });
@@ -221,7 +180,7 @@ export class Http2Session {
     session.#send(settingsFrame([
       [Setting.ENABLE_PUSH, 0],
       [Setting.INITIAL_WINDOW_SIZE, session.#streamWindow],
-      [Setting.MAX_HEADER_LIST_SIZE, MAX_HEADER_LIST_SIZE],
+      [Setting.MAX_HEADER_LIST_SIZE, session.#maxHeaderListSize],
     ]));
     if (session.#connectionWindow > PROTOCOL_INITIAL_WINDOW) {
       session.#send(windowUpdateFrame(0, session.#connectionWindow - PROTOCOL_INITIAL_WINDOW));
@@ -231,6 +190,14 @@ export class Http2Session {
       await ready;
     } finally {
       timer.cancel();
+    }
+    if (options.readIdleTimeoutMs !== undefined) {
+      session.#health = new HealthCheck(session.#clock, {
+        readIdleTimeoutMs: options.readIdleTimeoutMs,
+        pingTimeoutMs: options.pingTimeoutMs ?? 15_000,
+        ping: (payload) => session.#send(encodeFrame(FrameType.PING, 0, 0, payload)),
+        lost: () => session.#terminate("http2: client connection lost"),
+      });
     }
     return session;
   }
@@ -243,6 +210,47 @@ export class Http2Session {
   /** Streams open or waiting for a free slot. */
   get activeStreams(): number {
     return this.#streams.size + this.#pending.length;
+  }
+
+  /** True while a new stream would be opened at once (the peer's stream limit not reached). */
+  get hasCapacity(): boolean {
+    return this.usable && this.activeStreams < this.#peerMaxStreams;
+  }
+
+  /**
+   * Takes no new streams from now on; closes once the streams under way end (as Go's
+   * `ClientConn` does once it may not be reused). Requests still waiting for a slot fail
+   * `refused`.
+   */
+  drain(reason = "the connection is not reused"): void {
+    if (!this.#closed) this.#goAwayLocally(reason);
+  }
+
+  /**
+   * Starts a request whose response body is read as it arrives: `head` resolves with the response
+   * headers (informational ones skipped), `body` yields the DATA. The stream's receive window is
+   * given back as the body is read (see `./stream_body.ts`). Options and failures as
+   * {@link request}'s; a failure after the headers fails the body's read.
+   */
+  open(
+    headers: readonly HeaderField[],
+    body: Uint8Array,
+    maxDataBytes: number,
+    options: RequestOptions = {},
+  ): StreamingStream {
+    const hooks: StreamHooks = openHooks((n) => this.#consumed(hooks.state!, n));
+    return streamingOf(this.request(headers, body, maxDataBytes, options, hooks), hooks);
+  }
+
+  /** A streamed body's reader took `octets`: give them back as the stream's window. */
+  #consumed(s: StreamState, octets: number): void {
+    if (this.#closed || this.#streams.get(s.id) !== s) return;
+    s.recvUnacked += octets;
+    if (s.recvUnacked >= this.#streamWindow / 2) {
+      this.#send(windowUpdateFrame(s.id, s.recvUnacked));
+      s.recvWindow += s.recvUnacked;
+      s.recvUnacked = 0;
+    }
   }
 
   /**
@@ -261,6 +269,7 @@ export class Http2Session {
     body: Uint8Array,
     maxDataBytes: number,
     options: RequestOptions = {},
+    streamed?: StreamHooks,
   ): ClientStream {
     const { fence, sizeHint } = options;
     let resolve!: (r: StreamResponse) => void;
@@ -277,7 +286,7 @@ export class Http2Session {
       recvWindow: this.#streamWindow,
       recvUnacked: 0,
       headers: undefined,
-      data: new ReceiveBuffer(maxDataBytes, sizeHint),
+      data: streamed === undefined ? new ReceiveBuffer(maxDataBytes, sizeHint) : NO_DATA,
       maxDataBytes,
       body,
       bodyOffset: 0,
@@ -285,6 +294,11 @@ export class Http2Session {
       resolve,
       reject,
     };
+    if (streamed !== undefined) {
+      state.streaming = streamed.body;
+      state.onHead = streamed.onHead;
+      streamed.state = state;
+    }
     if (fence !== undefined) state.fence = this.#streamFence(state, fence);
     if (!this.usable) {
       reject(
@@ -402,6 +416,7 @@ export class Http2Session {
       for (;;) {
         const n = await this.#conn.read(buf);
         if (this.#closed) return;
+        this.#health?.heard();
         if (n === null) {
           this.#terminate("error reading from server: EOF");
           return;
@@ -469,6 +484,8 @@ export class Http2Session {
         }
         if (!(frame.flags & Flag.ACK)) {
           this.#sendResponse(encodeFrame(FrameType.PING, Flag.ACK, 0, frame.payload));
+        } else {
+          this.#health?.acked(frame.payload);
         }
         return;
       case FrameType.GOAWAY:
@@ -514,8 +531,9 @@ export class Http2Session {
       return;
     }
     const data = frame.flags & Flag.PADDED ? unpad(frame) : frame.payload;
+    const sink = s.streaming ?? s.data;
     if (data.length > 0) {
-      const size = s.data.length + data.length;
+      const size = sink.length + data.length;
       if (size > s.maxDataBytes) {
         this.#send(rstStreamFrame(s.id, ErrorCode.CANCEL));
         this.#finish(s);
@@ -523,13 +541,14 @@ export class Http2Session {
         return;
       }
       // One array per stream, not one per frame: memory follows octets, not frames.
-      s.data.append(data);
+      sink.append(data);
     }
     if (frame.flags & Flag.END_STREAM) {
       this.#complete(s, undefined, false);
       return;
     }
-    s.recvUnacked += length;
+    // A streamed body gives its data back as it is read (#consumed); padding at once.
+    s.recvUnacked += s.streaming === undefined ? length : length - data.length;
     if (s.recvUnacked >= this.#streamWindow / 2) {
       this.#send(windowUpdateFrame(s.id, s.recvUnacked));
       s.recvWindow += s.recvUnacked;
@@ -586,6 +605,7 @@ export class Http2Session {
       if (status !== undefined && status.startsWith("1") && !endStream) return; // informational
       s.headers = fields;
       if (endStream) this.#complete(s, undefined, true);
+      else s.onHead?.(fields);
     } else if (!endStream) {
       this.#streamError(s, ErrorCode.PROTOCOL_ERROR, "trailers without END_STREAM");
     } else {
@@ -622,11 +642,9 @@ export class Http2Session {
       return;
     }
     for (const [id, value] of parseSettings(frame.payload)) {
+      checkSetting(id, value);
       switch (id) {
         case Setting.INITIAL_WINDOW_SIZE: {
-          if (value > MAX_WINDOW) {
-            throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, "initial window too large");
-          }
           const delta = value - this.#peerInitialWindow;
           this.#peerInitialWindow = value;
           for (const s of this.#streams.values()) {
@@ -639,16 +657,10 @@ export class Http2Session {
           break;
         }
         case Setting.MAX_FRAME_SIZE:
-          if (value < DEFAULT_MAX_FRAME_SIZE || value > 16_777_215) {
-            throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `invalid max frame size ${value}`);
-          }
           this.#peerMaxFrameSize = value;
           break;
         case Setting.MAX_CONCURRENT_STREAMS:
           this.#peerMaxStreams = value;
-          break;
-        case Setting.ENABLE_PUSH:
-          if (value > 1) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "invalid ENABLE_PUSH");
           break;
         default:
           break; // HEADER_TABLE_SIZE: our encoder uses no dynamic table. Unknown: ignored.
@@ -748,7 +760,7 @@ export class Http2Session {
     s.bodySent = true;
     if (this.#goneAway) {
       if (this.#streams.size === 0) this.#terminate(this.#goneReason ?? "connection drained");
-    } else if (!this.#closed) {
+    } else if (!this.#closed && this.#pending.length > 0) {
       queueMicrotask(() => this.#openPending());
     }
   }
@@ -757,6 +769,7 @@ export class Http2Session {
   #terminate(reason: string, flush = false): void {
     if (this.#closed) return;
     this.#closed = true;
+    this.#health?.stop();
     this.#writer.close(flush);
     if (this.#handshake !== undefined) {
       const h = this.#handshake;

@@ -9,6 +9,7 @@ import type { Clock } from "../../clock.ts";
 import type { LeaseFence } from "../../lease_fence.ts";
 import type { HeaderField } from "./hpack.ts";
 import type { DataSizeHint } from "./receive_buffer.ts";
+import type { StreamBody } from "./stream_body.ts";
 
 /** Options of `Http2Session`. */
 export interface Http2SessionOptions {
@@ -20,6 +21,15 @@ export interface Http2SessionOptions {
   handshakeTimeoutMs?: number;
   /** Runs the handshake timeout; the runtime clock by default. */
   clock?: Clock;
+  /** Our SETTINGS_MAX_HEADER_LIST_SIZE, announced and enforced. Default 1 MiB. */
+  maxHeaderListSize?: number;
+  /**
+   * Silence on the connection after which a PING checks it (`./health_check.ts`). Default: no
+   * health check.
+   */
+  readIdleTimeoutMs?: number;
+  /** How long that PING's ACK may take before the connection is closed. Default 15 s. */
+  pingTimeoutMs?: number;
 }
 
 /** A complete response: headers, the DATA bytes, and the trailers (absent: trailers-only). */
@@ -39,6 +49,16 @@ export interface ClientStream {
    * request's fence refused it.
    */
   readonly response: Promise<StreamResponse>;
+  /** Resets the stream with CANCEL (or drops it when not yet sent). Idempotent. */
+  cancel(): void;
+}
+
+/** A request whose response body is read as it arrives (`Http2Session.open`). */
+export interface StreamingStream {
+  /** The response headers (informational answers skipped), or the stream's failure. */
+  readonly head: Promise<HeaderField[]>;
+  /** The response DATA; a read fails with the stream's failure. */
+  readonly body: StreamBody;
   /** Resets the stream with CANCEL (or drops it when not yet sent). Idempotent. */
   cancel(): void;
 }
