@@ -107,7 +107,7 @@ Deno.test("perObjectRows: the RSS slope between the two largest unthrottled size
 
 Deno.test("figureRows(): kube-apiserver + etcd CPU per attach and per detach, etcd optional", () => {
   const phase = (apiServer: number, etcd?: number): PhaseFigures => ({
-    requests: { byKey: {}, contentTypes: {}, accept: {}, userAgents: {} },
+    requests: { byKey: {}, contentTypes: {}, accept: {}, userAgents: {}, responseTypes: {} },
     csiCalls: {},
     cpuSeconds: 1,
     helperCpuSeconds: etcd === undefined ? { apiServer } : { apiServer, etcd },
