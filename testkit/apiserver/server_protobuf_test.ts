@@ -133,11 +133,29 @@ test("errors are a Status in the negotiated type; nothing acceptable is a 406 in
     kind: "volumeattachments",
   });
 
+  // go-restful's router: no clause names a type the route produces.
   const res = await fetch(`${server.url}${VA_PATH}`, { headers: { accept: "text/html" } });
   assert.equal(res.status, 406);
   assert.equal(res.headers.get("content-type"), "application/json");
+  assert.deepEqual(await res.json(), {
+    kind: "Status",
+    apiVersion: "v1",
+    metadata: {},
+    status: "Failure",
+    message: "406: Not Acceptable\n\nAvailable representations: application/json, " +
+      `application/yaml, ${KUBE_PROTOBUF}, application/json;stream=watch, ` +
+      `${KUBE_PROTOBUF};stream=watch`,
+    reason: "NotAcceptable",
+    details: {},
+    code: 406,
+  });
+  // The handler's negotiation: the type passes the router, its parameters do not.
+  const handler = await fetch(`${server.url}${VA_PATH}/a`, {
+    headers: { accept: `${KUBE_PROTOBUF};stream=other` },
+  });
+  assert.equal(handler.status, 406);
   assert.equal(
-    (await res.json()).message,
+    (await handler.json()).message,
     "only the following media types are accepted: application/json, application/yaml, " +
       KUBE_PROTOBUF,
   );
