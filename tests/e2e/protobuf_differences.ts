@@ -456,6 +456,8 @@ export async function compareServers(
       diffs.push(`content type "${r.contentType}" vs "${m.contentType}"`);
     }
     if (rt !== mt) diffs.push("decoded body");
+    // Two answers that fail to decode alike are no agreement.
+    if (rt.startsWith("<undecodable") || mt.startsWith("<undecodable")) diffs.push("undecodable");
     return {
       name: probe.name,
       request: `${probe.method} ${probe.path} (Accept: ${probe.accept})`,
