@@ -13,6 +13,7 @@ import {
   kubeProtosRequired,
   loadKubeProtos,
   unwrapUnknown,
+  watchFrame,
 } from "../kube_protos.ts";
 import { MemoryApiServer } from "./server.ts";
 import { plainVolumeAttachment } from "../harness/client_fixtures.ts";
@@ -299,4 +300,18 @@ test("with protobuf off the server answers JSON to the Go client's Accept", asyn
   const res = await get(server, `${VA_PATH}/a`, `${KUBE_PROTOBUF}, application/json`);
   assert.equal(res.type, "application/json");
   assert.equal((await get(server, `${VA_PATH}/a`, KUBE_PROTOBUF)).status, 406);
+});
+
+test("a watch frame is the bytes protobufjs writes for the event, length first", async () => {
+  await using server = await MemoryApiServer.start();
+  server.create(VOLUME_ATTACHMENTS, plainVolumeAttachment("a"));
+  const res = await fetch(`${server.url}${VA_PATH}?watch=true&resourceVersion=0`, {
+    headers: { accept: KUBE_PROTOBUF },
+  });
+  assert.ok(res.body);
+  const reader = res.body.getReader();
+  const first = await reader.read();
+  await reader.cancel();
+  const stored = server.get(VOLUME_ATTACHMENTS, "a") as unknown as Record<string, unknown>;
+  assert.deepEqual(first.value, watchFrame(codec().encodeWatchEvent("ADDED", stored)));
 });
