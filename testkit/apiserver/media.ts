@@ -18,7 +18,12 @@ import {
   withoutZeroValues,
   wrapUnknown,
 } from "../kube_protos.ts";
-import { type MediaType, type Negotiated, negotiateOutput } from "./negotiation.ts";
+import {
+  type MediaType,
+  type Negotiated,
+  negotiateOutput,
+  routerAcceptError,
+} from "./negotiation.ts";
 import { badRequest, type StatusError } from "./status_errors.ts";
 import type { WatchLine } from "./watch_hub.ts";
 
@@ -55,6 +60,23 @@ export class ServerMedia {
   /** The response type for `accept`. @throws {StatusError} 406. */
   negotiate(accept: string, stream = false): Negotiated {
     return negotiateOutput(accept, stream, this.protobuf);
+  }
+
+  /**
+   * The response type for `accept`, or JSON when nothing is acceptable: the type an error is
+   * written in (`responsewriters.ErrorNegotiated` falls back to JSON).
+   */
+  errorType(accept: string): MediaType {
+    try {
+      return negotiateOutput(accept, false, this.protobuf).mediaType;
+    } catch {
+      return "application/json";
+    }
+  }
+
+  /** The router's 406 (see {@link routerAcceptError}), or undefined. */
+  routerError(accept: string, collectionGet: boolean): StatusError | undefined {
+    return routerAcceptError(accept, collectionGet, this.protobuf);
   }
 
   /** A response of `body` in `m`. */

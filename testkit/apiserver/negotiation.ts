@@ -13,6 +13,13 @@
  *   types listed;
  * - nothing matching: 406 `only the following media types are accepted: ...`.
  *
+ * Before the handler negotiates, go-restful's router (`github.com/emicklei/go-restful/v3`
+ * `jsr311.go`, `detectRoute`, and `route.go`, `matchesAccept`) drops a request whose `Accept`
+ * names no type of the route's `Produces` (each clause without its parameters, compared exactly;
+ * `*\/*` matches, `application/*` does not): 406 `406: Not Acceptable\n\nAvailable
+ * representations: ...` with empty details ({@link routerAcceptError}). A collection's GET route
+ * also produces the stream types (`apiserver/pkg/endpoints/installer.go`, `allMediaTypes`).
+ *
  * Protobuf is served only when the server has the `.proto` files (see
  * {@link import("../kube_protos.ts")}); without them the server is one that does not offer it.
  *
@@ -110,6 +117,39 @@ export function notAcceptable(accepted: readonly string[]): StatusError {
       406,
       "NotAcceptable",
       `only the following media types are accepted: ${accepted.join(", ")}`,
+    ),
+  );
+}
+
+/**
+ * The router's 406 for `accept` on a route (undefined when some clause matches).
+ *
+ * @param collectionGet the route of a GET on a collection (list and watch), which also produces
+ *   the `;stream=watch` types.
+ */
+export function routerAcceptError(
+  accept: string,
+  collectionGet: boolean,
+  protobuf: boolean,
+): StatusError | undefined {
+  const served = servedMediaTypes(protobuf);
+  const produces: string[] = collectionGet
+    ? [...served, ...served.filter((m) => m !== "application/yaml").map((m) => `${m};stream=watch`)]
+    : served;
+  let remaining = accept.length === 0 ? "*/*" : accept;
+  for (;;) {
+    let mimeType: string;
+    [mimeType, remaining] = split(remaining, ",");
+    mimeType = trim(split(mimeType, ";")[0]);
+    if (mimeType === "*/*" || produces.includes(mimeType)) return undefined;
+    if (remaining.length === 0) break;
+  }
+  return new StatusError(
+    failureStatus(
+      406,
+      "NotAcceptable",
+      `406: Not Acceptable\n\nAvailable representations: ${produces.join(", ")}`,
+      {},
     ),
   );
 }

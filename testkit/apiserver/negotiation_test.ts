@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { negotiateOutput, parseAccept } from "./negotiation.ts";
+import { negotiateOutput, parseAccept, routerAcceptError } from "./negotiation.ts";
 import { StatusError } from "./status_errors.ts";
 
 const PB = "application/vnd.kubernetes.protobuf";
@@ -70,5 +70,21 @@ Deno.test("negotiateOutput() needs a stream form for a watch, and protobuf only 
   assert.equal(
     chosen(PB, false, false),
     "406 only the following media types are accepted: application/json, application/yaml",
+  );
+});
+
+Deno.test("routerAcceptError() passes a clause naming a produced type, as go-restful", () => {
+  assert.equal(routerAcceptError("text/html, */*", false, true), undefined);
+  assert.equal(routerAcceptError(`${PB};stream=other`, false, true), undefined);
+  assert.equal(routerAcceptError("", false, true), undefined);
+  assert.equal(
+    routerAcceptError("application/*", false, true)?.status.message,
+    `406: Not Acceptable\n\nAvailable representations: application/json, application/yaml, ${PB}`,
+  );
+  assert.deepEqual(routerAcceptError("text/html", true, false)?.status.details, {});
+  assert.equal(
+    routerAcceptError("text/html", true, false)?.status.message,
+    "406: Not Acceptable\n\nAvailable representations: application/json, application/yaml, " +
+      "application/json;stream=watch",
   );
 });

@@ -722,15 +722,8 @@ export class MemoryApiServer {
     if (path === undefined || !servesGroupVersion(path.group, path.version)) {
       return pageNotFound();
     }
-    // The response type: kube-apiserver negotiates it first; when that fails the 406 is JSON.
-    let out: MediaType = "application/json";
-    try {
-      out = this.#media.negotiate(record.accept).mediaType;
-      record.responseType = out;
-    } catch (err) {
-      if (err instanceof StatusError) return this.#media.error(out, err);
-      throw err;
-    }
+    // Errors are written in the type the Accept negotiates, JSON when none fits.
+    let out: MediaType = this.#media.errorType(record.accept);
     try {
       const route = this.#route(path);
       const fault = this.#takeFault(record);
@@ -747,6 +740,14 @@ export class MemoryApiServer {
         // The router refuses a patch type no route consumes before the body is read.
         throw unsupportedPatchType();
       }
+      // The router's Accept check, then the handler's negotiation.
+      const routerError = this.#media.routerError(
+        record.accept,
+        req.method === "GET" && route.name === "",
+      );
+      if (routerError !== undefined) throw routerError;
+      out = this.#media.negotiate(record.accept).mediaType;
+      record.responseType = out;
       if (req.method === "PATCH" && (bodyError !== undefined || text.trim() === "")) {
         // apiserver endpoints/handlers/patch.go, validateAndTranscodePatch (v1.37): a body that
         // is not JSON is refused before it is decoded as the patch type.

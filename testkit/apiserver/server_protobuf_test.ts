@@ -13,6 +13,7 @@ import {
   kubeProtosRequired,
   loadKubeProtos,
   unwrapUnknown,
+  watchFrame,
 } from "../kube_protos.ts";
 import { MemoryApiServer } from "./server.ts";
 import { plainVolumeAttachment } from "../harness/client_fixtures.ts";
@@ -133,11 +134,29 @@ test("errors are a Status in the negotiated type; nothing acceptable is a 406 in
     kind: "volumeattachments",
   });
 
+  // go-restful's router: no clause names a type the route produces.
   const res = await fetch(`${server.url}${VA_PATH}`, { headers: { accept: "text/html" } });
   assert.equal(res.status, 406);
   assert.equal(res.headers.get("content-type"), "application/json");
+  assert.deepEqual(await res.json(), {
+    kind: "Status",
+    apiVersion: "v1",
+    metadata: {},
+    status: "Failure",
+    message: "406: Not Acceptable\n\nAvailable representations: application/json, " +
+      `application/yaml, ${KUBE_PROTOBUF}, application/json;stream=watch, ` +
+      `${KUBE_PROTOBUF};stream=watch`,
+    reason: "NotAcceptable",
+    details: {},
+    code: 406,
+  });
+  // The handler's negotiation: the type passes the router, its parameters do not.
+  const handler = await fetch(`${server.url}${VA_PATH}/a`, {
+    headers: { accept: `${KUBE_PROTOBUF};stream=other` },
+  });
+  assert.equal(handler.status, 406);
   assert.equal(
-    (await res.json()).message,
+    (await handler.json()).message,
     "only the following media types are accepted: application/json, application/yaml, " +
       KUBE_PROTOBUF,
   );
@@ -281,4 +300,18 @@ test("with protobuf off the server answers JSON to the Go client's Accept", asyn
   const res = await get(server, `${VA_PATH}/a`, `${KUBE_PROTOBUF}, application/json`);
   assert.equal(res.type, "application/json");
   assert.equal((await get(server, `${VA_PATH}/a`, KUBE_PROTOBUF)).status, 406);
+});
+
+test("a watch frame is the bytes protobufjs writes for the event, length first", async () => {
+  await using server = await MemoryApiServer.start();
+  server.create(VOLUME_ATTACHMENTS, plainVolumeAttachment("a"));
+  const res = await fetch(`${server.url}${VA_PATH}?watch=true&resourceVersion=0`, {
+    headers: { accept: KUBE_PROTOBUF },
+  });
+  assert.ok(res.body);
+  const reader = res.body.getReader();
+  const first = await reader.read();
+  await reader.cancel();
+  const stored = server.get(VOLUME_ATTACHMENTS, "a") as unknown as Record<string, unknown>;
+  assert.deepEqual(first.value, watchFrame(codec().encodeWatchEvent("ADDED", stored)));
 });
