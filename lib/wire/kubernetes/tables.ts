@@ -25,10 +25,12 @@
  * What is read: every field of ObjectMeta but `managedFields` (about half of each object the
  * API server sends) and `selfLink` (never set since Kubernetes 1.20); all of VolumeAttachment,
  * Lease, metav1.Status, ListMeta; CSINode's spec, and its `status` (new in v0.37, read by
- * nothing) as the `{}` that the JSON of a v1.37 server always has, without `storageHealth`; of a PersistentVolume's spec the CSI source and the in-tree sources CSI migration
- * translates (`lib/controller/migration.ts`), capacity, access modes, claim, reclaim policy,
- * class, mount options, volume mode and attributes class, not `nodeAffinity` nor the volume
- * sources that the attacher never handles (NFS, host path, iSCSI, ...), and the PV's status.
+ * nothing) as the `{}` that the JSON of a v1.37 server always has, without `storageHealth` (from
+ * a v1.35 server too, whose JSON has no `status`: the bytes cannot tell); of a PersistentVolume's
+ * spec the CSI source and the in-tree sources CSI migration translates
+ * (`lib/controller/migration.ts`), capacity, access modes, claim, reclaim policy, class, mount
+ * options, volume mode and attributes class, not `nodeAffinity` nor the volume sources that the
+ * attacher never handles (NFS, host path, iSCSI, ...), and the PV's status.
  * Every field not in a table is skipped by its wire type without being decoded.
  *
  * @module

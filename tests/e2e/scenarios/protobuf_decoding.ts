@@ -61,8 +61,11 @@ function expectedOfOurs(kind: string, item: Json): Json {
     const spec = out.spec as Json;
     for (const key of Object.keys(spec)) if (!PV_SPEC_READ.has(key)) delete spec[key];
   }
-  if (kind === "CSINode" && typeof out.status === "object" && out.status !== null) {
-    delete (out.status as Json).storageHealth;
+  if (kind === "CSINode") {
+    // v1.35 has no CSINode status; the decoder gives the `{}` of v1.37's JSON whatever the server.
+    if (typeof out.status === "object" && out.status !== null) {
+      delete (out.status as Json).storageHealth;
+    } else out.status = {};
   }
   return out;
 }
