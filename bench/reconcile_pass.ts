@@ -43,6 +43,7 @@ import {
   volumeAttachment,
   volumeId,
 } from "./fixtures.ts";
+import { SOLE_REPLICA } from "../lib/lease_fence.ts";
 
 const SELF = new URL(import.meta.url).pathname;
 const MIB = 1024 * 1024;
@@ -135,6 +136,7 @@ async function measure(spec: FixtureSpec, passes: number): Promise<void> {
   const queue = testQueue(realClock, "va");
   const reconciler = new ListVolumesReconciler({
     csi,
+    fence: SOLE_REPLICA,
     log: nullLogger,
     stores: { volumeAttachments: vas, persistentVolumes: pvs, csiNodes: nodes },
     memory: new AttachmentMemory({ backoff: queue }),

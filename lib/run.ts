@@ -45,7 +45,7 @@ import { type RunningHttpServer, startHttpServer } from "./observe/http_server.t
 import { LeaderElector } from "./leaderelection/elector.ts";
 import { leaderElectionNamespace, leaderIdentity } from "./leaderelection/config.ts";
 import { raceAbort } from "./abort.ts";
-import { type LeaseFence, UNFENCED } from "./lease_fence.ts";
+import { type LeaseFence, SOLE_REPLICA } from "./lease_fence.ts";
 import { heapCollector, heapReclaimer, pacedCollector } from "./heap.ts";
 import { createMetrics, type Metrics } from "./observe/metrics.ts";
 import { MIGRATION_DRIVER_NAMES } from "./controller/migration.ts";
@@ -235,10 +235,11 @@ class Attacher {
       const http = await this.#startHttpServer(elector);
       try {
         if (elector === undefined) {
-          await this.#runController(driver, this.#parts.signal, UNFENCED);
+          // Without --leader-election the operator runs one replica: nothing to fence against.
+          await this.#runController(driver, this.#parts.signal, SOLE_REPLICA);
         } else {
-          // The fence is the term's: read when the term starts.
-          await this.#lead(elector, (signal) => this.#runController(driver, signal, elector.fence));
+          // Each term's work gets that term's fence, closed for good when the term ends.
+          await this.#lead(elector, (signal, fence) => this.#runController(driver, signal, fence));
         }
       } finally {
         await http?.close();
@@ -348,11 +349,14 @@ class Attacher {
   }
 
   /** Competes for the Lease and runs `work` in each term; losing it ends the process. */
-  async #lead(elector: LeaderElector, work: (signal: AbortSignal) => Promise<void>): Promise<void> {
+  async #lead(
+    elector: LeaderElector,
+    work: (signal: AbortSignal, fence: LeaseFence) => Promise<void>,
+  ): Promise<void> {
     const { log, env } = this.#parts;
     const identity = leaderIdentity(env.hostname());
     await elector.run(this.#parts.signal, {
-      onStartedLeading: (leaderSignal) => work(leaderSignal),
+      onStartedLeading: (leaderSignal, fence) => work(leaderSignal, fence),
       onStoppedLeading: () => {
         log.error(new Error("leader election lost"), "Stopped leading", { identity });
         env.exit(1);
@@ -363,7 +367,8 @@ class Attacher {
 
   /**
    * Runs the informers and the controller until `signal` aborts and the work in flight is done.
-   * `fence` is the term's lease fence (UNFENCED without leader election), asked before each act.
+   * `fence` is the term's lease fence (SOLE_REPLICA without leader election), asked before each
+   * act.
    */
   async #runController(driver: DriverSetup, signal: AbortSignal, fence: LeaseFence): Promise<void> {
     const settings = this.#settings.controller;

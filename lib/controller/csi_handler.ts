@@ -13,9 +13,11 @@
  *   always has a VA that cannot disappear before its detach.
  * - The VA finalizer is removed only after a successful ControllerUnpublishVolume.
  * - The PV finalizer is removed only when no VolumeAttachment names the PV.
- * - With leader election, the lease fence ({@link CsiHandlerDeps.fence}) is asked synchronously
- *   right before every write and driver call (for a driver call, inside the CSI client, right
- *   before the request's bytes are written to the connection). When it says no, the sync stops
+ * - The lease fence of the term ({@link CsiHandlerDeps.fence}) is asked synchronously before
+ *   every write and driver call, and again at the last synchronous moment before the request's
+ *   bytes are written to the connection (for a driver call by the HTTP/2 frame writer, for an API
+ *   write by the Kubernetes client after its rate limiter and by the HTTP/1.1 transport, before
+ *   every retry too). When it says no, the sync stops
  *   there as on SIGTERM (`stopped`: nothing more is written, the key is left for the next leader),
  *   also after a driver call: the next leader repeats the call (publish and unpublish are
  *   idempotent) and records it.
@@ -28,7 +30,7 @@ import { errorText } from "../errors.ts";
 import { realClock } from "../clock.ts";
 import type { CsiClient } from "../csi/api.ts";
 import { CsiError } from "../csi/api.ts";
-import { type LeaseFence, UNFENCED } from "../lease_fence.ts";
+import type { LeaseFence } from "../lease_fence.ts";
 import type { EventSink } from "../events/recorder.ts";
 import type { Handler, HandlerStores, SyncOutcome } from "./handler.ts";
 import type { AttachmentMemory } from "./attachment_memory.ts";
@@ -70,8 +72,12 @@ export interface CsiHandlerDeps {
   memory: AttachmentMemory;
   /** Events on VolumeAttachments (beyond the Go attacher, which records none); none if unset. */
   events?: EventSink;
-  /** The leader's lease fence; {@link UNFENCED} (always open) without leader election. */
-  fence?: LeaseFence;
+  /**
+   * The lease fence of the term this handler works in (`LeaderElector`'s `onStartedLeading`), or
+   * `SOLE_REPLICA` without leader election; required, so that no handler acts unfenced by
+   * omission.
+   */
+  fence: LeaseFence;
 }
 
 /** The line logged when a sync failed and its key is retried with backoff. */
@@ -91,7 +97,6 @@ export class CsiHandler implements Handler {
   #log: Logger;
 
   constructor(deps: CsiHandlerDeps, opts: CsiHandlerOptions) {
-    const fence = deps.fence ?? UNFENCED;
     this.#ctx = Object.freeze({
       kube: deps.kube,
       csi: deps.csi,
@@ -99,10 +104,9 @@ export class CsiHandler implements Handler {
       stores: deps.stores,
       memory: deps.memory,
       events: deps.events,
-      fence,
+      fence: deps.fence,
       opts,
       finalizer: finalizerName(opts.driverName),
-      callFence: () => fence.valid(),
     });
     this.#log = deps.log;
   }

@@ -16,9 +16,8 @@ import {
   type ControllerPublishVolumeRequest,
   type ControllerUnpublishVolumeRequest,
   type CsiClient,
-  FencedCsiCallError,
 } from "../csi/api.ts";
-import type { LeaseFence } from "../lease_fence.ts";
+import { FencedError, type LeaseFence, SOLE_REPLICA } from "../lease_fence.ts";
 import type { EventSink } from "../events/recorder.ts";
 import {
   type KubeApi,
@@ -127,14 +126,14 @@ class FakeCsi implements CsiClient {
     this.#release?.();
   }
   async controllerPublishVolume(req: ControllerPublishVolumeRequest, o: CallOptions) {
-    if (o.fence?.() === false) throw new FencedCsiCallError();
+    if (o.fence?.valid() === false) throw new FencedError();
     this.calls.push(`publish ${req.volumeId}`);
     this.onCall?.();
     if (this.holdPublish) await new Promise<void>((resolve) => this.#release = resolve);
     return { publishContext: {} };
   }
   controllerUnpublishVolume(req: ControllerUnpublishVolumeRequest, o: CallOptions) {
-    if (o.fence?.() === false) return Promise.reject(new FencedCsiCallError());
+    if (o.fence?.valid() === false) return Promise.reject(new FencedError());
     this.calls.push(`unpublish ${req.volumeId}`);
     this.onCall?.();
     return Promise.resolve();
@@ -206,7 +205,7 @@ function setUp(opts: { secret?: boolean; fence?: LeaseFence; log?: Logger } = {}
     },
     memory: new AttachmentMemory({ backoff: { forget() {} } }),
     events: sink,
-    ...(opts.fence ? { fence: opts.fence } : {}),
+    fence: opts.fence ?? SOLE_REPLICA,
   }, {
     driverName: DRIVER,
     timeoutMs: 1000,

@@ -21,6 +21,7 @@ import {
   PROBE_ENTRIES,
   tooLargeAnswer,
 } from "./list_volumes_paging.ts";
+import { SOLE_REPLICA } from "../lease_fence.ts";
 
 const DRIVER = "example.csi.k8s.io";
 const VOLUMES = 100_000;
@@ -83,6 +84,7 @@ Deno.test("ListVolumes with --max-entries=0 and 100 000 volumes pages on its own
   const memory = new AttachmentMemory({ backoff: queue });
   const reconciler = new ListVolumesReconciler({
     csi,
+    fence: SOLE_REPLICA,
     log,
     clock,
     stores: {

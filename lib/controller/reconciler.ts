@@ -23,7 +23,7 @@ import type { CsiClient, ListVolumesPage } from "../csi/api.ts";
 import { ListVolumesPaging, type PagingTurnedOn } from "./list_volumes_paging.ts";
 import type { VolumeAttachment } from "../kube/types.ts";
 import type { Logger } from "../observe/logger.ts";
-import { FENCE_REFUSED_MESSAGE, type LeaseFence, UNFENCED } from "../lease_fence.ts";
+import { FENCE_REFUSED_MESSAGE, type LeaseFence } from "../lease_fence.ts";
 import type { LanedQueue } from "../workqueue/types.ts";
 import type { AttachmentMemory } from "./attachment_memory.ts";
 import type { HandlerStores } from "./handler.ts";
@@ -51,10 +51,11 @@ export interface ListVolumesReconcilerDeps {
   /** The VolumeAttachment queue: VAs found out of sync are added; busy ones are left alone. */
   queue: Pick<LanedQueue, "add" | "isQueuedOrProcessing">;
   /**
-   * The leader's lease fence, asked before each ListVolumes page and before the differences are
-   * queued: a pass whose fence closed acts on nothing.
+   * The lease fence of the term (`SOLE_REPLICA` without leader election), asked before each
+   * ListVolumes page and before the differences are queued: a pass whose fence closed acts on
+   * nothing. Required, so that no reconciler acts unfenced by omission.
    */
-  fence?: LeaseFence;
+  fence: LeaseFence;
 }
 
 /** Options of {@link ListVolumesReconciler}. */
@@ -105,7 +106,7 @@ export class ListVolumesReconciler implements Reconciler {
     this.#deps = deps;
     this.#clock = deps.clock ?? realClock;
     this.#opts = opts;
-    this.#fence = deps.fence ?? UNFENCED;
+    this.#fence = deps.fence;
     this.#paging = new ListVolumesPaging(opts.maxEntries);
   }
 

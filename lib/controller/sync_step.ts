@@ -15,8 +15,7 @@
 import type { Clock } from "../clock.ts";
 import { errorText } from "../errors.ts";
 import type { CallOptions, CsiClient } from "../csi/api.ts";
-import { FencedCsiCallError } from "../csi/api.ts";
-import { FENCE_REFUSED_MESSAGE, type LeaseFence } from "../lease_fence.ts";
+import { FENCE_REFUSED_MESSAGE, FencedError, type LeaseFence } from "../lease_fence.ts";
 import type { EventSink } from "../events/recorder.ts";
 import type { HandlerStores } from "./handler.ts";
 import type { AttachmentMemory, Operation } from "./attachment_memory.ts";
@@ -59,13 +58,14 @@ export interface SyncContext {
   readonly stores: HandlerStores;
   readonly memory: AttachmentMemory;
   readonly events: EventSink | undefined;
-  /** The leader's lease fence, asked right before every write and driver call. */
+  /**
+   * The lease fence of the term this handler works in, asked before every write and driver call,
+   * and handed down with each of them to be asked again right before its bytes are written.
+   */
   readonly fence: LeaseFence;
   readonly opts: CsiHandlerOptions;
   /** This driver's finalizer, on VolumeAttachments and PersistentVolumes alike. */
   readonly finalizer: string;
-  /** The driver calls' fence, asked by the CSI client right before the request is written. */
-  readonly callFence: () => boolean;
 }
 
 /** The sync stopped before its next write or driver call: the stop signal, or the fence. */
@@ -166,7 +166,7 @@ export function failedDriverCall(
   error: unknown,
   log: Logger,
 ): Failure | Stopped {
-  if (error instanceof FencedCsiCallError) {
+  if (error instanceof FencedError) {
     const call = op === "attach" ? "ControllerPublishVolume" : "ControllerUnpublishVolume";
     log.info(FENCE_REFUSED_MESSAGE, { call });
     return STOPPED;
@@ -292,7 +292,7 @@ function secretValues(secret: Secret): Record<string, string> {
 
 /** The options of a ControllerPublish/Unpublish call: timeout, fence, `migrated` label. */
 export function callOptions(ctx: SyncContext, migrated: boolean): CallOptions {
-  const fence = ctx.callFence;
+  const fence = ctx.fence;
   return MIGRATION_DRIVER_NAMES.has(ctx.opts.driverName)
     ? { timeoutMs: ctx.opts.timeoutMs, migrated, fence }
     : { timeoutMs: ctx.opts.timeoutMs, fence };

@@ -11,7 +11,7 @@ import type { KubeApi } from "../kube/api.ts";
 import type { Logger } from "../observe/logger.ts";
 import { createMergePatch } from "../kube/patches.ts";
 import type { PersistentVolume, VolumeAttachment } from "../kube/types.ts";
-import { FENCE_REFUSED_MESSAGE, type LeaseFence, UNFENCED } from "../lease_fence.ts";
+import { FENCE_REFUSED_MESSAGE, type LeaseFence } from "../lease_fence.ts";
 
 /** Marks VolumeAttachments attached without talking to a driver. */
 export class TrivialHandler implements Handler {
@@ -19,11 +19,14 @@ export class TrivialHandler implements Handler {
   #log: Logger;
   #fence: LeaseFence;
 
-  /** `fence`: the leader's lease fence, asked right before the status write. */
-  constructor(deps: { kube: KubeApi; log: Logger; fence?: LeaseFence }) {
+  /**
+   * `fence`: the lease fence of the term (`SOLE_REPLICA` without leader election), asked before
+   * the status write; required, so that the handler never acts unfenced by omission.
+   */
+  constructor(deps: { kube: KubeApi; log: Logger; fence: LeaseFence }) {
     this.#kube = deps.kube;
     this.#log = deps.log;
-    this.#fence = deps.fence ?? UNFENCED;
+    this.#fence = deps.fence;
   }
 
   /** Marks `va` attached; the write completes even when the attacher is stopping. */

@@ -7,6 +7,7 @@
 
 import { grpcCodeName } from "../wire/grpc/status.ts";
 import { MAX_RECEIVE_MESSAGE_BYTES } from "../wire/grpc/response.ts";
+import type { LeaseFence } from "../lease_fence.ts";
 
 /**
  * The largest answer the client accepts from a driver: grpc-go's default receive limit, 4 MiB
@@ -75,14 +76,19 @@ export interface CallOptions {
   /** Extra metrics label `migrated` (CSI migration). */
   migrated?: boolean;
   /**
-   * Asked synchronously immediately before the request is written to the connection (nothing
-   * asynchronous runs between the answer and the write); when it says no, the request is not
-   * sent and the call rejects with {@link FencedCsiCallError}. The leader's lease fence.
+   * The leader's lease fence, asked synchronously immediately before the request is written to
+   * the connection (nothing asynchronous runs between the answer and the write); when it says no,
+   * the request is not sent and the call rejects with {@link import("../lease_fence.ts").FencedError}. The calls of start-up
+   * (probe, plugin info, capabilities) need no lease and carry none.
    */
-  fence?: () => boolean;
+  fence?: LeaseFence;
 }
 
-/** The calls the attacher makes to a CSI driver. Every method rejects with {@link CsiError}. */
+/**
+ * The calls the attacher makes to a CSI driver. Every method rejects with {@link CsiError}, or
+ * with {@link import("../lease_fence.ts").FencedError} when its {@link CallOptions.fence} refused to send it (the driver
+ * never saw it; not a call of the driver's, so not in the call metrics).
+ */
 export interface CsiClient {
   probe(opts: CallOptions): Promise<{ ready?: boolean }>;
   getPluginInfo(opts: CallOptions): Promise<{ name: string; vendorVersion: string }>;
@@ -124,16 +130,5 @@ export class CsiError extends Error {
     this.name = "CsiError";
     this.code = code;
     this.details = details;
-  }
-}
-
-/**
- * A call whose {@link CallOptions.fence} said no: its request was not written, the driver never
- * saw it. Not a gRPC status (`code` undefined) and not counted in the call metrics.
- */
-export class FencedCsiCallError extends CsiError {
-  constructor() {
-    super(undefined, "request not sent: this replica's lease could have passed to another");
-    this.name = "FencedCsiCallError";
   }
 }

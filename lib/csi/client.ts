@@ -13,7 +13,6 @@ import {
   type ControllerUnpublishVolumeRequest,
   type CsiClient,
   CsiError,
-  FencedCsiCallError,
   type ListVolumesPage,
 } from "./api.ts";
 import { type Clock, realClock } from "../clock.ts";
@@ -22,7 +21,8 @@ import { type CsiMethod, csiMethod, type CsiServiceName } from "./schema.ts";
 
 import { logGrpcRequest, logGrpcResult } from "./grpc_log.ts";
 import { decodeListVolumesAnswer } from "./list_volumes_answer.ts";
-import { DEADLINE_DETAILS, FencedCallError, GrpcChannel } from "../wire/grpc/channel.ts";
+import { DEADLINE_DETAILS, GrpcChannel } from "../wire/grpc/channel.ts";
+import { FencedError } from "../lease_fence.ts";
 import type { Http2SessionOptions } from "../wire/http2/session.ts";
 import { decodeMessage, encodeMessage } from "../wire/grpc/protowire.ts";
 import { GrpcCode, grpcCodeName, GrpcStatusError } from "../wire/grpc/status.ts";
@@ -100,9 +100,9 @@ export function csiTarget(address: string): string {
  *
  * Construction does no I/O: the channel connects on the first call or when
  * {@link import("./connection.ts").connect} asks it to. Every method rejects with
- * {@link CsiError}; a call whose deadline (`opts.timeoutMs`) expires rejects with code
- * DeadlineExceeded and the message `rpc error: code = DeadlineExceeded desc = context deadline
- * exceeded`, as in Go.
+ * {@link CsiError} (or {@link FencedError} when `opts.fence` refused to send the request); a call
+ * whose deadline (`opts.timeoutMs`) expires rejects with code DeadlineExceeded and the message
+ * `rpc error: code = DeadlineExceeded desc = context deadline exceeded`, as in Go.
  *
  * @throws {Error} from the constructor when `options.address` is not a valid address.
  */
@@ -264,11 +264,10 @@ export class GrpcCsiClient implements CsiClient {
       logGrpcResult(this.#log, method, { response }, this.#maxGrpcLogLength);
       return response as Res;
     } catch (err) {
-      if (err instanceof FencedCallError) {
+      if (err instanceof FencedError) {
         // Never sent: not a call of the driver's, so not in the call metrics.
-        const fenced = new FencedCsiCallError();
-        logGrpcResult(this.#log, method, { error: fenced }, this.#maxGrpcLogLength);
-        throw fenced;
+        logGrpcResult(this.#log, method, { error: err }, this.#maxGrpcLogLength);
+        throw err;
       }
       const csiErr = toCsiError(err, this.#clock.now() >= deadlineMs - 5);
       this.#report(

@@ -1,10 +1,6 @@
 import assert from "node:assert/strict";
-import {
-  type AccessModeName,
-  type ControllerPublishVolumeRequest,
-  CsiError,
-  FencedCsiCallError,
-} from "./api.ts";
+import { type AccessModeName, type ControllerPublishVolumeRequest, CsiError } from "./api.ts";
+import { FencedError } from "../lease_fence.ts";
 import { GRPC_CODE_NAMES } from "../wire/grpc/status.ts";
 import { type CsiCallInfo, csiTarget, GrpcCsiClient, type GrpcCsiClientOptions } from "./client.ts";
 import { nullLogger } from "../observe/logger.ts";
@@ -395,17 +391,19 @@ Deno.test("GrpcCsiClient: a call whose fence says no is not written; the next ca
     await assert.rejects(
       client.controllerPublishVolume(req, {
         ...T,
-        fence: () => {
-          asked++;
-          return false;
+        fence: {
+          valid: () => {
+            asked++;
+            return false;
+          },
         },
       }),
-      (err: unknown) => err instanceof FencedCsiCallError && err.code === undefined,
+      (err: unknown) => err instanceof FencedError,
     );
     assert.equal(asked, 1);
     assert.deepEqual(driver.calls.map((c) => c.method), ["Probe"]);
     assert.deepEqual(calls, [], "a call never sent is not in the call metrics");
-    await client.controllerPublishVolume(req, { ...T, fence: () => ++asked > 0 });
+    await client.controllerPublishVolume(req, { ...T, fence: { valid: () => ++asked > 0 } });
     assert.deepEqual(driver.calls.map((c) => c.method), ["Probe", "ControllerPublishVolume"]);
     assert.equal(asked, 2);
   });

@@ -10,7 +10,8 @@
  * `metadata.resourceVersion` (`./lease_lock.ts`), so of two replicas racing for the lease exactly
  * one wins (the other gets 409 Conflict and tries again a period later).
  *
- * Beyond client-go, the leader fences itself ({@link LeaderElector.fence}): it counts as leader
+ * Beyond client-go, each term has its own fence ({@link LeaseFence}, handed to
+ * {@link LeaderCallbacks.onStartedLeading} with the term's signal): the leader counts as leader
  * only while `now - start < leaseDurationSeconds - margin` on its monotonic clock, `start` being
  * when its last successful acquire or renew request started. Another replica starts counting the
  * lease when it reads the record, which is after the request started, so before the fence says
@@ -109,8 +110,13 @@ export interface LeaderCallbacks {
    * renewing the lease while the promise is pending, so work in flight stays protected.
    * Resolving early does not give up leadership (as in client-go); rejecting does: see
    * {@link LeaderElector.run}.
+   *
+   * `fence` is this term's lease fence (`./term_fence.ts`), to be asked right before every act
+   * of the work: true while the lease of this term cannot have passed to another replica. The
+   * first question that finds it closed ends the term (the leader signal aborts at once and
+   * `onStoppedLeading` follows); once the term is over it stays closed, whatever later terms do.
    */
-  onStartedLeading(leaderSignal: AbortSignal): Promise<void> | void;
+  onStartedLeading(leaderSignal: AbortSignal, fence: LeaseFence): Promise<void> | void;
   /**
    * Called when the lease was lost: it could not be renewed within the renew deadline, the
    * fence closed (the lease could have passed to another replica), or a renewal read it held by
@@ -162,13 +168,14 @@ type WorkOutcome = { failed: false } | { failed: true; error: unknown };
  * ```ts
  * import type { KubeApi } from "../kube/api.ts";
  * import type { Logger } from "../observe/logger.ts";
+ * import type { LeaseFence } from "../lease_fence.ts";
  * import { leaderIdentity } from "./config.ts";
  *
  * async function runElected(
  *   kube: KubeApi,
  *   log: Logger,
  *   shutdown: AbortSignal,
- *   runControllers: (signal: AbortSignal) => Promise<void>,
+ *   runControllers: (signal: AbortSignal, fence: LeaseFence) => Promise<void>,
  * ): Promise<void> {
  *   const elector = new LeaderElector({ kube, log }, {
  *     name: "external-attacher-leader-csi-example-com",
@@ -180,7 +187,7 @@ type WorkOutcome = { failed: false } | { failed: true; error: unknown };
  *     releaseOnCancel: true,
  *   });
  *   await elector.run(shutdown, {
- *     onStartedLeading: (leaderSignal) => runControllers(leaderSignal),
+ *     onStartedLeading: (leaderSignal, fence) => runControllers(leaderSignal, fence),
  *     onStoppedLeading: () => Deno.exit(1),
  *   });
  * }
@@ -212,14 +219,6 @@ export class LeaderElector {
   #term: Term | undefined;
   /** When the last successful write naming this replica started (monotonic ms). */
   #wroteAt = -Infinity;
-
-  /**
-   * The fence of this replica's work ({@link import("../lease_fence.ts").LeaseFence}): true while
-   * it leads and its lease cannot have passed to another replica, on the elector's monotonic
-   * clock. The first call that finds it closed ends the term: the leader signal aborts at once
-   * and `onStoppedLeading` follows.
-   */
-  readonly fence: LeaseFence = { valid: () => this.leadershipValid() };
 
   /**
    * Validates the timing as client-go's `NewLeaderElector` does.
@@ -263,11 +262,6 @@ export class LeaderElector {
     this.#healthCheckTimeoutMs = healthCheckTimeoutMs;
   }
 
-  /** See {@link fence}. */
-  leadershipValid(): boolean {
-    return this.#term?.fence.valid() ?? false;
-  }
-
   /** A write naming this replica, started at `startedAt`, succeeded: the fence moves. */
   #wrote(startedAt: number): void {
     this.#wroteAt = Math.max(this.#wroteAt, startedAt);
@@ -306,7 +300,7 @@ export class LeaderElector {
    * 1. Tries to acquire the lease every retry period (jittered by {@link JITTER_FACTOR}) until
    *    it succeeds; resolves without acquiring if `signal` aborts first.
    * 2. Calls `onStartedLeading` and renews the lease every retry period. The lease is lost when
-   *    the fence closes ({@link fence}: asked, or by its timer), when a renewal reads it held by
+   *    the term's fence closes (asked, or by its timer), when a renewal reads it held by
    *    another replica, or when no renewal succeeds within the renew deadline: the leader
    *    signal aborts, `onStoppedLeading` is called at once, and run() resolves once the work
    *    promise settled.
@@ -380,7 +374,7 @@ export class LeaderElector {
     const { leader } = term;
     const stopRenewing = new AbortController();
     const renewing = this.#renewLoop(stopRenewing.signal, term.lapse.signal, callbacks);
-    const work = startWork(callbacks, leader.signal);
+    const work = startWork(callbacks, leader.signal, term.fence);
     // Every promise raced here settles before #lead returns (`renewing` is awaited on each
     // path, `work` is awaited); the process-long `signal` is only listened to through
     // raceAbort, which unsubscribes when the wait ends. A closed fence ends the renewals (their
@@ -716,10 +710,14 @@ export class LeaderElector {
 }
 
 /** Calls onStartedLeading; the result never rejects, it reports how the work ended. */
-function startWork(callbacks: LeaderCallbacks, signal: AbortSignal): Promise<WorkOutcome> {
+function startWork(
+  callbacks: LeaderCallbacks,
+  signal: AbortSignal,
+  fence: LeaseFence,
+): Promise<WorkOutcome> {
   let result: Promise<void> | void;
   try {
-    result = callbacks.onStartedLeading(signal);
+    result = callbacks.onStartedLeading(signal, fence);
   } catch (error) {
     return Promise.resolve({ failed: true, error });
   }

@@ -9,6 +9,7 @@ import {
 } from "./elector.ts";
 import { nullLogger } from "../observe/logger.ts";
 import { fenceMarginMs } from "./term_fence.ts";
+import type { LeaseFence } from "../lease_fence.ts";
 import { EventRecorder } from "../events/recorder.ts";
 import { formatMicroTime } from "../kube/time.ts";
 import type { Lease } from "../kube/types.ts";
@@ -69,6 +70,8 @@ class Replica {
   stopped = 0;
   newLeaders: string[] = [];
   leaderSignal: AbortSignal | undefined;
+  /** The fence of each term, in order, as onStartedLeading got it. */
+  readonly fences: LeaseFence[] = [];
   /** When set, the work keeps running after the leader signal aborts until this is called. */
   holdWork = false;
   #finishWork: (() => void) | undefined;
@@ -107,12 +110,18 @@ class Replica {
     });
   }
 
+  /** The current term's fence: false before the first term. */
+  fenceValid(): boolean {
+    return this.fences.at(-1)?.valid() ?? false;
+  }
+
   start(): this {
     const posting = this.events.run(this.#stopEvents.signal);
     this.done = this.elector.run(this.shutdown.signal, {
-      onStartedLeading: (signal) => {
+      onStartedLeading: (signal, fence) => {
         this.started++;
         this.leaderSignal = signal;
+        this.fences.push(fence);
         return new Promise<void>((resolve, reject) => {
           this.#finishWork = resolve;
           this.#failWork = reject;
@@ -287,10 +296,10 @@ Deno.test("LeaderElector: a leader whose writes fail stops leading before its le
   await advanceTo(clock, T0 + 23_999);
   assert.equal(a.stopped, 0);
   assert.equal(a.leaderSignal?.aborted, false);
-  assert.equal(a.elector.fence.valid(), true);
+  assert.equal(a.fenceValid(), true);
   await advanceTo(clock, T0 + 24_000);
   assert.equal(a.stopped, 1, "onStoppedLeading is called once");
-  assert.equal(a.elector.fence.valid(), false);
+  assert.equal(a.fenceValid(), false);
   assert.equal(a.leaderSignal?.aborted, true);
   await flush();
   assert.equal(a.result, "resolved");
@@ -677,13 +686,13 @@ Deno.test("LeaderElector: a leader keeps its lease when the wall clock steps bac
   await advanceTo(clock, T0 + 7_000);
   assert.equal(a.elector.isLeader(), true);
   clock.stepWall(-3_600_000);
-  assert.equal(a.elector.fence.valid(), true, "the fence reads the monotonic clock only");
+  assert.equal(a.fenceValid(), true, "the fence reads the monotonic clock only");
   clock.stepWall(2 * 86_400_000);
-  assert.equal(a.elector.fence.valid(), true);
+  assert.equal(a.fenceValid(), true);
   clock.stepWall(-2 * 86_400_000);
   await advanceTo(clock, T0 + 67_000);
   assert.equal(a.elector.isLeader(), true);
-  assert.equal(a.elector.fence.valid(), true);
+  assert.equal(a.fenceValid(), true);
   assert.equal(a.stopped, 0);
   assert.equal(b.elector.isLeader(), false);
   assert.equal(a.elector.healthCheck(), undefined);
@@ -718,16 +727,16 @@ Deno.test("LeaderElector: after a pause past the lease the fence is closed befor
   const a = new Replica(store, clock, "replica-a").start();
   await flush();
   await advanceTo(clock, T0 + 5_000); // renewed by the request that started at +5 s
-  assert.equal(a.elector.fence.valid(), true);
+  assert.equal(a.fenceValid(), true);
   a.api.takeRequests();
   // Stopped for 10 s: the fence opened by the +5 s renewal closes at +19 s (15 s − 1 s margin).
   clock.pause(14_000 - 1);
-  assert.equal(a.elector.fence.valid(), true, "a pause shorter than the fence costs nothing");
+  assert.equal(a.fenceValid(), true, "a pause shorter than the fence costs nothing");
   clock.pause(1);
-  assert.equal(a.elector.fence.valid(), false);
+  assert.equal(a.fenceValid(), false);
   assert.equal(a.leaderSignal?.aborted, true, "the leader signal aborts at the first question");
   assert.deepEqual(a.api.takeRequests(), [], "before any request");
-  assert.equal(a.elector.fence.valid(), false, "and it stays closed");
+  assert.equal(a.fenceValid(), false, "and it stays closed");
   await advance(clock, 0); // the late timers fire: no renewal of a term that is over
   assert.equal(a.stopped, 1);
   assert.equal(a.result, "resolved");
@@ -748,11 +757,11 @@ Deno.test("LeaderElector: a pause shorter than the fence, then a late renewal, k
   await advanceTo(clock, T0 + 1_000);
   clock.pause(8_000);
   await advance(clock, 0);
-  assert.equal(a.elector.fence.valid(), true);
+  assert.equal(a.fenceValid(), true);
   await advanceTo(clock, T0 + 60_000);
   assert.equal(a.stopped, 0);
   assert.equal(a.leaderSignal?.aborted, false);
-  assert.equal(a.elector.fence.valid(), true);
+  assert.equal(a.fenceValid(), true);
   await stopAll(clock, a);
 });
 
@@ -771,7 +780,7 @@ Deno.test("LeaderElector: a renewal that reads the Lease held by another replica
   // on until the renew deadline (+20 s).
   assert.equal(a.stopped, 1);
   assert.equal(a.leaderSignal?.aborted, true);
-  assert.equal(a.elector.fence.valid(), false);
+  assert.equal(a.fenceValid(), false);
   assert.equal(a.elector.getLeader(), "other");
   assert.equal(storedLease(store).spec.holderIdentity, "other", "A never wrote it back");
   assert.equal(a.result, "resolved");
@@ -796,15 +805,15 @@ Deno.test("LeaderElector: failed renewals within the fence keep the term", async
     return undefined;
   };
   await advanceTo(clock, T0 + 4_000);
-  assert.equal(a.elector.fence.valid(), true);
+  assert.equal(a.fenceValid(), true);
   await advanceTo(clock, T0 + 13_000);
   assert.equal(failures, 2);
-  assert.equal(a.elector.fence.valid(), true);
+  assert.equal(a.fenceValid(), true);
   assert.equal(a.stopped, 0);
   a.api.onRequest = undefined;
   await advanceTo(clock, T0 + 60_000);
   assert.equal(a.stopped, 0);
-  assert.equal(a.elector.fence.valid(), true);
+  assert.equal(a.fenceValid(), true);
   assert.equal(b.elector.isLeader(), false);
   await stopAll(clock, a, b);
 });
@@ -824,9 +833,9 @@ Deno.test("LeaderElector: the fence follows the duration written into the Lease,
   assert.equal(fenceMarginMs(137), 1000);
   a.api.onRequest = (req) => req.resource === "leases" ? "hang" : undefined;
   await advanceTo(clock, T0 + 1_799);
-  assert.equal(a.elector.fence.valid(), true);
+  assert.equal(a.fenceValid(), true);
   await advanceTo(clock, T0 + 1_800);
-  assert.equal(a.elector.fence.valid(), false);
+  assert.equal(a.fenceValid(), false);
   assert.equal(a.stopped, 1);
   await stopAll(clock, a);
 });
@@ -838,6 +847,38 @@ Deno.test("LeaderElector: the fence is closed to a replica that does not lead", 
   const b = new Replica(store, clock, "replica-b").start();
   await advanceTo(clock, T0 + 5_000);
   assert.equal(b.elector.isLeader(), false);
-  assert.equal(b.elector.fence.valid(), false);
+  assert.equal(b.fenceValid(), false);
+  assert.equal(b.started, 0, "no term, no fence handed out");
   await stopAll(clock, b);
+});
+
+Deno.test("LeaderElector: each term hands its own fence to the work, closed for good when the term ends", async () => {
+  const clock = new FakeClock(T0);
+  const store = new FakeLeaseStore();
+  const a = new Replica(store, clock, "replica-a").start();
+  await advance(clock, 1_000);
+  assert.equal(a.started, 1);
+  const first = a.fences[0]!;
+  assert.equal(first.valid(), true);
+  await stopAll(clock, a);
+  assert.equal(first.valid(), false, "the term ended, the lease not yet lapsed");
+  // A second run of the same elector: a new term with a new fence; the first stays closed.
+  const fences: LeaseFence[] = [];
+  const shutdown = new AbortController();
+  const done = a.elector.run(shutdown.signal, {
+    onStartedLeading: (_signal, fence) => {
+      fences.push(fence);
+    },
+    onStoppedLeading: () => {},
+  });
+  await advance(clock, 1_000);
+  assert.equal(fences.length, 1);
+  const second = fences[0]!;
+  assert.notEqual(second, first);
+  assert.equal(second.valid(), true);
+  assert.equal(first.valid(), false, "a later term does not reopen an earlier one");
+  shutdown.abort();
+  await advance(clock, 1_000);
+  await done;
+  assert.equal(second.valid(), false);
 });

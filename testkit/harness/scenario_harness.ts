@@ -68,6 +68,7 @@ import type { Action } from "./fixtures.ts";
 import { DRIVER } from "./fixtures.ts";
 import { FakeInformer } from "../fakes/fake_informer.ts";
 import { CacheFields } from "../../lib/controller/cache_fields.ts";
+import { type LeaseFence, SOLE_REPLICA } from "../../lib/lease_fence.ts";
 import { processReadyPersistentVolume, processReadyVolumeAttachment } from "./ready_work.ts";
 
 /** Controller capabilities the fake driver reports unless a scenario sets its own. */
@@ -125,6 +126,8 @@ export interface HandlerFactoryDeps {
   stores: HandlerStores;
   memory: AttachmentMemory;
   options: CsiHandlerOptions;
+  /** The one replica's fence: a scenario runs without leader election. */
+  fence: LeaseFence;
 }
 
 /** One scenario. */
@@ -585,11 +588,15 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
         stores,
         memory,
         options,
+        fence: SOLE_REPLICA,
       });
     } else if (scenario.handler === "trivial") {
-      handler = new TrivialHandler({ kube, log });
+      handler = new TrivialHandler({ kube, log, fence: SOLE_REPLICA });
     } else {
-      handler = new CsiHandler({ kube, csi: csiClient, log, clock, stores, memory }, options);
+      handler = new CsiHandler(
+        { kube, csi: csiClient, log, clock, stores, memory, fence: SOLE_REPLICA },
+        options,
+      );
     }
     const reconciler = new ListVolumesReconciler({
       csi: csiClient,
@@ -598,6 +605,7 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
       stores,
       memory,
       queue: vaQueue,
+      fence: SOLE_REPLICA,
     }, {
       driverName: driver,
       timeoutMs: SCENARIO_TIMEOUT_MS,

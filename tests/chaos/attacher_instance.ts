@@ -8,7 +8,7 @@
 
 import type { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { fenceMarginMs, TermFence } from "../../lib/leaderelection/term_fence.ts";
-import { type LeaseFence, UNFENCED } from "../../lib/lease_fence.ts";
+import type { LeaseFence } from "../../lib/lease_fence.ts";
 import { ReplicaClock } from "./replica_clock.ts";
 import { AttachController } from "../../lib/controller/controller.ts";
 import { volumeAttachmentLanes } from "../../lib/controller/lanes.ts";
@@ -96,7 +96,8 @@ export class AttacherInstance {
     const clock = this.clock = new ReplicaClock(deps.clock);
     this.renewedAt = clock.now();
     this.fence = new TermFence(clock, LEASE_SECONDS, this.renewedAt, () => this.lapsed = true);
-    const fence: LeaseFence = opts.sabotage === "noFence" ? UNFENCED : this.fence;
+    // The "noFence" sabotage: a fence that never closes, to show what the real one prevents.
+    const fence: LeaseFence = opts.sabotage === "noFence" ? { valid: () => true } : this.fence;
     this.log = deps.log.with({ instance: opts.name });
     let kube = deps.api.connect(opts.name, clock);
     let csi = deps.csi.connect(opts.name, clock);

@@ -25,7 +25,8 @@ import type {
   CsiClient,
   ListedVolume,
 } from "../../lib/csi/api.ts";
-import { CsiError, FencedCsiCallError } from "../../lib/csi/api.ts";
+import { CsiError } from "../../lib/csi/api.ts";
+import { FencedError } from "../../lib/lease_fence.ts";
 import { grpcCodeName } from "../../lib/wire/grpc/status.ts";
 import { CsiStatusError, type DriverVolumeCapability } from "../../testkit/csi/server.ts";
 import { ExampleDriver } from "../../testkit/csi/example_driver.ts";
@@ -465,7 +466,7 @@ class FaultyCsiClient implements CsiClient {
     opts: CallOptions,
   ): Promise<{ publishContext: Record<string, string> }> {
     // As the gRPC client: the fence is asked right before the request would be sent.
-    if (opts.fence?.() === false) return Promise.reject(new FencedCsiCallError());
+    if (opts.fence?.valid() === false) return Promise.reject(new FencedError());
     const net = this.#net;
     const client = this.#client;
     const copy = structuredClone(req);
@@ -483,7 +484,7 @@ class FaultyCsiClient implements CsiClient {
     req: ControllerUnpublishVolumeRequest,
     opts: CallOptions,
   ): Promise<void> {
-    if (opts.fence?.() === false) return Promise.reject(new FencedCsiCallError());
+    if (opts.fence?.valid() === false) return Promise.reject(new FencedError());
     const net = this.#net;
     const client = this.#client;
     const copy = structuredClone(req);

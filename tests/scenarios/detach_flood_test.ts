@@ -31,6 +31,7 @@ import { RateLimitingWorkQueue } from "../../lib/workqueue/rate_limiting_queue.t
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { FakeInformer } from "../../testkit/fakes/fake_informer.ts";
+import { SOLE_REPLICA } from "../../lib/lease_fence.ts";
 import {
   ANN,
   csiNode,
@@ -179,7 +180,7 @@ async function floodedWorld(opts: { lanes: boolean; flood?: number; gatePublishe
   };
   const memory = new AttachmentMemory({ backoff: vaQueue, latency });
   const handler = new CsiHandler(
-    { kube, csi: driver, log: nullLogger, clock, stores, memory },
+    { kube, csi: driver, log: nullLogger, clock, stores, memory, fence: SOLE_REPLICA },
     {
       driverName: DRIVER,
       timeoutMs: 1000,

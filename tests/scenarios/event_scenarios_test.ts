@@ -79,8 +79,8 @@ async function runWithEvents(scenario: Scenario): Promise<RecordingSink> {
   const sink = new RecordingSink();
   await runScenario({
     ...scenario,
-    handlerFactory: ({ kube, csi, log, clock, stores, memory, options }) =>
-      new CsiHandler({ kube, csi, log, clock, stores, memory, events: sink }, options),
+    handlerFactory: ({ kube, csi, log, clock, stores, memory, options, fence }) =>
+      new CsiHandler({ kube, csi, log, clock, stores, memory, events: sink, fence }, options),
   });
   return sink;
 }

@@ -24,7 +24,7 @@ import { type Clock, realClock, type Timer } from "../../clock.ts";
 import { errorText } from "../../errors.ts";
 import { GrpcCode, GrpcStatusError } from "./status.ts";
 import { Http2Session, type Http2SessionOptions } from "../http2/session.ts";
-import { StreamError } from "../http2/stream_error.ts";
+import { FencedError, type LeaseFence } from "../../lease_fence.ts";
 import { type ChannelAddress, parseAddress } from "./address.ts";
 import { frameMessage, requestHeaders } from "./request.ts";
 import {
@@ -48,20 +48,6 @@ export class ChannelClosedError extends Error {
   constructor() {
     super(CLOSED_TEXT);
     this.name = "ChannelClosedError";
-  }
-}
-
-/** The text of {@link FencedCallError}. */
-export const FENCED_TEXT = "request not sent: refused by its fence";
-
-/**
- * What a call fails with when its fence said no: no byte of its request message reached the
- * connection, so the server never ran it. Not a gRPC status.
- */
-export class FencedCallError extends Error {
-  constructor() {
-    super(FENCED_TEXT);
-    this.name = "FencedCallError";
   }
 }
 
@@ -231,7 +217,7 @@ export class GrpcChannel {
    * response; rejects with {@link GrpcStatusError}: the server's status, DeadlineExceeded
    * `context deadline exceeded` when `timeoutMs` passes first (the stream is then reset with
    * CANCEL), Unavailable when there is no connection or it ends; or with
-   * {@link ChannelClosedError} when the channel is closed; or with {@link FencedCallError} when
+   * {@link ChannelClosedError} when the channel is closed; or with {@link FencedError} when
    * `fence`, asked synchronously immediately before each write of the request's frames to the
    * connection, said no.
    */
@@ -239,7 +225,7 @@ export class GrpcChannel {
     path: string,
     message: Uint8Array,
     timeoutMs: number,
-    fence?: () => boolean,
+    fence?: LeaseFence,
   ): Promise<Uint8Array> {
     if (this.#state === "SHUTDOWN") return Promise.reject(new ChannelClosedError());
     const deadline = this.#clock.now() + timeoutMs;
@@ -276,17 +262,12 @@ export class GrpcChannel {
             if (result instanceof GrpcStatusError) finish(result);
             else finish(undefined, result);
           },
-          (err: unknown) =>
-            finish(
-              err instanceof StreamError && err.failure.kind === "fenced"
-                ? new FencedCallError()
-                : streamErrorToStatus(err),
-            ),
+          (err: unknown) => finish(err instanceof FencedError ? err : streamErrorToStatus(err)),
         );
       }).catch((err: unknown) => {
         finish(
           err instanceof GrpcStatusError || err instanceof ChannelClosedError ||
-            err instanceof FencedCallError
+            err instanceof FencedError
             ? err
             : new GrpcStatusError(GrpcCode.Unavailable, errorText(err)),
         );

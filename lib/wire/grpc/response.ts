@@ -396,8 +396,5 @@ export function streamErrorToStatus(err: unknown): GrpcStatusError {
       );
     case "cancelled":
       return new GrpcStatusError(GrpcCode.Canceled, "context canceled");
-    case "fenced":
-      // The channel turns it into a FencedCallError first; a status for the exhaustive switch.
-      return new GrpcStatusError(GrpcCode.Canceled, errorText(err));
   }
 }

@@ -80,6 +80,7 @@ import { StreamError, type StreamFailure } from "./stream_error.ts";
 import { HeaderBlock } from "./header_block.ts";
 import { type Clock, realClock } from "../../clock.ts";
 import { errorText } from "../../errors.ts";
+import { FencedError, type LeaseFence } from "../../lease_fence.ts";
 import { ReceiveBuffer } from "./receive_buffer.ts";
 import { ReadPacer, yieldTurn } from "./read_pacer.ts";
 import type {
@@ -105,7 +106,7 @@ interface StreamState {
   /** Checked right before each write of the request's frames; see {@link Http2Session.request}. */
   fence?: WriteFence;
   resolve: (r: StreamResponse) => void;
-  reject: (e: StreamError) => void;
+  reject: (e: StreamError | FencedError) => void;
 }
 
 interface PendingOpen {
@@ -251,7 +252,7 @@ export class Http2Session {
    * @param maxDataBytes response DATA beyond this fails the stream (`too-large`) and resets it.
    * @param options.fence asked synchronously immediately before each write of the request's
    *   frames (see `./writer.ts`); when it says no, nothing more of the request is written and the
-   *   stream fails `fenced` (reset with CANCEL if its HEADERS had gone out).
+   *   stream fails with {@link FencedError} (reset with CANCEL if its HEADERS had gone out).
    * @param options.sizeHint reads the response's whole length from its first octets, so that its
    *   DATA goes into one array of that size (see `./receive_buffer.ts`).
    */
@@ -263,7 +264,7 @@ export class Http2Session {
   ): ClientStream {
     const { fence, sizeHint } = options;
     let resolve!: (r: StreamResponse) => void;
-    let reject!: (e: StreamError) => void;
+    let reject!: (e: StreamError | FencedError) => void;
     const response = new Promise<StreamResponse>((res, rej) => {
       resolve = res;
       reject = rej;
@@ -309,12 +310,12 @@ export class Http2Session {
   }
 
   /** The writer's fence of a stream's frames: once it said no, it stays no. */
-  #streamFence(state: StreamState, allowed: () => boolean): WriteFence {
+  #streamFence(state: StreamState, fence: LeaseFence): WriteFence {
     let passed = false;
     let closed = false;
     return {
       allowed: () => {
-        if (!closed && allowed()) return passed = true;
+        if (!closed && fence.valid()) return passed = true;
         closed = true;
         return false;
       },
@@ -322,7 +323,7 @@ export class Http2Session {
         if (this.#streams.get(state.id) !== state) return;
         if (passed) this.#send(rstStreamFrame(state.id, ErrorCode.CANCEL));
         this.#finish(state);
-        state.reject(new StreamError({ kind: "fenced" }));
+        state.reject(new FencedError());
       },
     };
   }

@@ -6,6 +6,7 @@
  */
 
 import type { Clock } from "../../clock.ts";
+import type { LeaseFence } from "../../lease_fence.ts";
 import type { HeaderField } from "./hpack.ts";
 import type { DataSizeHint } from "./receive_buffer.ts";
 
@@ -33,7 +34,10 @@ export interface StreamResponse {
 
 /** A request in flight. */
 export interface ClientStream {
-  /** Settles once: the whole response, or a {@link StreamError}. */
+  /**
+   * Settles once: the whole response, a {@link StreamError}, or a {@link import("../../lease_fence.ts").FencedError} when the
+   * request's fence refused it.
+   */
   readonly response: Promise<StreamResponse>;
   /** Resets the stream with CANCEL (or drops it when not yet sent). Idempotent. */
   cancel(): void;
@@ -41,8 +45,11 @@ export interface ClientStream {
 
 /** Per-request options of `Http2Session.request`. */
 export interface RequestOptions {
-  /** Asked synchronously immediately before each write of the request's frames. */
-  fence?: () => boolean;
+  /**
+   * Asked synchronously immediately before each write of the request's frames; when it says no
+   * the stream fails with {@link import("../../lease_fence.ts").FencedError}. Requests that need no lease carry none.
+   */
+  fence?: LeaseFence;
   /** Reads the response's whole length from its first octets. */
   sizeHint?: DataSizeHint;
 }

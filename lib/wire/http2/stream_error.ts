@@ -20,9 +20,7 @@ export type StreamFailure =
   /** More DATA arrived than the caller accepts. */
   | { kind: "too-large"; size: number }
   /** The caller cancelled it. */
-  | { kind: "cancelled" }
-  /** The caller's fence refused it before it was written whole: the peer never saw a request. */
-  | { kind: "fenced" };
+  | { kind: "cancelled" };
 
 /** A failed stream; {@link failure} says why. */
 export class StreamError extends Error {
@@ -45,7 +43,5 @@ function failureText(f: StreamFailure): string {
       return `response data of at least ${f.size} bytes exceeds the limit`;
     case "cancelled":
       return "stream cancelled";
-    case "fenced":
-      return "request not sent: refused by its fence";
   }
 }
