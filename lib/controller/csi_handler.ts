@@ -30,7 +30,8 @@ import { errorText } from "../errors.ts";
 import { realClock } from "../clock.ts";
 import type { CsiClient } from "../csi/api.ts";
 import { CsiError } from "../csi/api.ts";
-import type { LeaseFence } from "../lease_fence.ts";
+import { FENCE_REFUSED_MESSAGE, type LeaseFence } from "../lease_fence.ts";
+import { fencedIn, FencedWrites } from "./fenced_writes.ts";
 import type { EventSink } from "../events/recorder.ts";
 import type { Handler, HandlerStores, SyncOutcome } from "./handler.ts";
 import type { AttachmentMemory } from "./attachment_memory.ts";
@@ -98,7 +99,8 @@ export class CsiHandler implements Handler {
 
   constructor(deps: CsiHandlerDeps, opts: CsiHandlerOptions) {
     this.#ctx = Object.freeze({
-      kube: deps.kube,
+      // Every write of this handler carries the term's fence, down to the transport.
+      kube: new FencedWrites(deps.kube, deps.fence),
       csi: deps.csi,
       clock: deps.clock ?? realClock,
       stores: deps.stores,
@@ -138,6 +140,11 @@ export class CsiHandler implements Handler {
    * is. A failure is first recorded (see {@link #recordFailure}).
    */
   async #conclude(result: SyncResult, va: VolumeAttachment, log: Logger): Promise<SyncOutcome> {
+    if ((result.kind === "failed" || result.kind === "unrecorded") && fencedIn(result.error)) {
+      // A write the fence refused after the rate limiter or at the connection: not sent.
+      log.info(FENCE_REFUSED_MESSAGE);
+      return stopped(log);
+    }
     switch (result.kind) {
       case "done":
         return "done";
@@ -205,6 +212,10 @@ export class CsiHandler implements Handler {
         body,
       }, { subresource: "status" });
     } catch (saveErr) {
+      if (fencedIn(saveErr)) {
+        log.info(FENCE_REFUSED_MESSAGE);
+        return STOPPED;
+      }
       return failed(
         new Error(`failed to save ${field}: ${errorText(saveErr)}`, { cause: saveErr }),
       );
@@ -238,6 +249,10 @@ export class CsiHandler implements Handler {
         body: removeFinalizerPatch(pv.metadata.finalizers, this.#ctx.finalizer),
       });
     } catch (err) {
+      if (fencedIn(err)) {
+        log.info(FENCE_REFUSED_MESSAGE);
+        return "stopped";
+      }
       log.error(err, "Failed to remove PersistentVolume finalizer, will retry");
       return "retry";
     }

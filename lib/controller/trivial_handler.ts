@@ -12,6 +12,7 @@ import type { Logger } from "../observe/logger.ts";
 import { createMergePatch } from "../kube/patches.ts";
 import type { PersistentVolume, VolumeAttachment } from "../kube/types.ts";
 import { FENCE_REFUSED_MESSAGE, type LeaseFence } from "../lease_fence.ts";
+import { fencedIn, FencedWrites } from "./fenced_writes.ts";
 
 /** Marks VolumeAttachments attached without talking to a driver. */
 export class TrivialHandler implements Handler {
@@ -24,7 +25,7 @@ export class TrivialHandler implements Handler {
    * the status write; required, so that the handler never acts unfenced by omission.
    */
   constructor(deps: { kube: KubeApi; log: Logger; fence: LeaseFence }) {
-    this.#kube = deps.kube;
+    this.#kube = new FencedWrites(deps.kube, deps.fence);
     this.#log = deps.log;
     this.#fence = deps.fence;
   }
@@ -54,6 +55,10 @@ export class TrivialHandler implements Handler {
         body: createMergePatch({ status: oldStatus }, { status: newStatus }),
       }, { subresource: "status" });
     } catch (err) {
+      if (fencedIn(err)) {
+        log.info(FENCE_REFUSED_MESSAGE);
+        return "stopped";
+      }
       log.error(err, "Failed to mark as attached");
       return "retry";
     }

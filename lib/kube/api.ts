@@ -8,6 +8,7 @@
  * @module
  */
 
+import type { LeaseFence } from "../lease_fence.ts";
 import type { KubeObject } from "./types.ts";
 
 /** Where a kind of object lives in the API. */
@@ -118,6 +119,15 @@ export type WatchEvent<T> =
 export interface ObjectOptions {
   namespace?: string;
   signal?: AbortSignal;
+  /**
+   * The lease fence of a write made for the leader (create, update, patch, delete): asked after
+   * the wait for the rate limiter and again immediately before each write of the request's bytes
+   * to a connection, every retry included. When it says no the request is not sent (or not
+   * finished: its connection is closed before the last byte) and the call rejects with
+   * {@link import("../lease_fence.ts").FencedError}. Writes that need no lease (Lease renewals,
+   * Events) and reads carry none.
+   */
+  fence?: LeaseFence;
 }
 
 /** Options of {@link KubeApi.watch}. */

@@ -32,6 +32,7 @@ import type { ClusterConnection, CredentialHeaders } from "./config.ts";
 import { createTransport, type ProxyEnvironment, type Transport } from "./transport.ts";
 import { ABORTED, raceAbort } from "../abort.ts";
 import type { KubeObject } from "./types.ts";
+import { FencedError, type LeaseFence } from "../lease_fence.ts";
 import { type Clock, realClock, type Timer } from "../clock.ts";
 import { isObject, tryParseJson } from "./json.ts";
 import { type RequestBody, type RequestContext, requestFailure } from "./request.ts";
@@ -130,6 +131,8 @@ interface RequestSpec {
   target: Target;
   body?: RequestBody;
   signal?: AbortSignal;
+  /** The write's lease fence (see {@link ObjectOptions.fence}). */
+  fence?: LeaseFence;
 }
 
 /**
@@ -277,6 +280,7 @@ export class KubeClient implements KubeApi {
         target: { namespace: ns },
         body: { contentType: "application/json", data: JSON.stringify(obj) },
         signal: opts.signal,
+        fence: opts.fence,
       }),
     );
   }
@@ -292,6 +296,7 @@ export class KubeClient implements KubeApi {
         target: { namespace: ns, name },
         body: { contentType: "application/json", data: JSON.stringify(obj) },
         signal: opts.signal,
+        fence: opts.fence,
       }),
     );
   }
@@ -317,6 +322,7 @@ export class KubeClient implements KubeApi {
         },
         body: { contentType, data: JSON.stringify(patch.body) },
         signal: opts.signal,
+        fence: opts.fence,
       }),
     );
   }
@@ -328,6 +334,7 @@ export class KubeClient implements KubeApi {
       resource: res,
       target: { namespace: this.#namespace(res, opts.namespace, name), name },
       signal: opts.signal,
+      fence: opts.fence,
     });
   }
 
@@ -386,6 +393,7 @@ export class KubeClient implements KubeApi {
       url: requestUrl(this.#serverUrl, path, target.query),
       body: spec.body,
       signal: spec.signal,
+      fence: spec.fence,
     };
   }
 
@@ -468,17 +476,24 @@ export class KubeClient implements KubeApi {
     let reason = CLIENT_SIDE_THROTTLING;
     for (let attempt = 1;; attempt++) {
       await this.#throttle(ctx, reason);
+      // The lease may have passed while this try waited for its token (seconds, with work
+      // queued): asked again here, and by the transport right before the bytes are written.
+      if (ctx.fence?.valid() === false) throw new FencedError();
       const start = this.#clock.now();
       let code = 0;
       let answer: Answer | undefined;
       let failure: unknown;
+      let fenced = false;
       try {
         answer = await this.#send(ctx);
         code = answer.status;
       } catch (err) {
+        // Refused by the fence: never sent, so neither a try to report nor one to retry.
+        fenced = err instanceof FencedError;
+        if (fenced) throw err;
         failure = err;
       } finally {
-        this.#report(ctx, code, start);
+        if (!fenced) this.#report(ctx, code, start);
       }
       const delayMs = attempt > MAX_RETRIES || signal?.aborted
         ? undefined
@@ -609,6 +624,7 @@ export class KubeClient implements KubeApi {
           body: body?.data,
           signal: controller.signal,
           maxBodyBytes,
+          fence: ctx.fence,
         }),
         controller.signal,
       );
@@ -637,6 +653,7 @@ export class KubeClient implements KubeApi {
       if (signal?.aborted) throw signal.reason;
       // A timeout, or close().
       if (controller.signal.aborted) throw controller.signal.reason;
+      if (err instanceof FencedError) throw err;
       throw connectionError(ctx, err);
     } finally {
       timer.cancel();

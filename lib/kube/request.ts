@@ -6,6 +6,7 @@
  * @module
  */
 
+import type { LeaseFence } from "../lease_fence.ts";
 import type { Resource } from "./api.ts";
 import type { RequestUrl } from "../wire/http1/api.ts";
 
@@ -33,6 +34,8 @@ export interface RequestContext {
   readonly body?: RequestBody;
   /** The caller's signal: aborting it ends the request with its reason. */
   readonly signal?: AbortSignal;
+  /** The write's lease fence ({@link import("./api.ts").ObjectOptions.fence}); none for reads. */
+  readonly fence?: LeaseFence;
 }
 
 /** Go's `url.Error` operation name of a method: `Get`, `Patch`, … */

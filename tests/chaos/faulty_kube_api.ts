@@ -30,6 +30,7 @@ import { resolveServedResource } from "../../testkit/apiserver/resources.ts";
 import { errorForCode, resourceExpired } from "../../testkit/apiserver/status_errors.ts";
 import type { KubeObject } from "../../lib/kube/types.ts";
 import type { Journal } from "./journal.ts";
+import { FencedError } from "../../lib/lease_fence.ts";
 import type { MirrorEvent, ServerMirror } from "./mirror.ts";
 import type { Prng } from "./prng.ts";
 
@@ -826,6 +827,7 @@ class FaultyKubeClient implements KubeApi {
     opts: ObjectOptions,
     apply: (server: MemoryApiServer, copy: T) => T,
   ): Promise<T> {
+    if (refusedByFence(opts)) return Promise.reject(new FencedError());
     const server = this.#server();
     const target: RuleTarget = {
       resource: res.plural,
@@ -848,6 +850,7 @@ class FaultyKubeClient implements KubeApi {
     patch: Patch,
     opts: ObjectOptions & { subresource?: "status" } = {},
   ): Promise<T> {
+    if (refusedByFence(opts)) return Promise.reject(new FencedError());
     const server = this.#server();
     const subresource = opts.subresource ?? "";
     const target: RuleTarget = {
@@ -874,6 +877,7 @@ class FaultyKubeClient implements KubeApi {
   }
 
   delete(res: Resource, name: string, opts: ObjectOptions = {}): Promise<void> {
+    if (refusedByFence(opts)) return Promise.reject(new FencedError());
     const server = this.#server();
     const ns = opts.namespace ?? "";
     const target: RuleTarget = { resource: res.plural, name, subresource: "", namespace: ns };
@@ -891,4 +895,12 @@ class FaultyKubeClient implements KubeApi {
   #server(): MemoryApiServer {
     return this.#store;
   }
+}
+
+/**
+ * As the HTTP/1.1 transport does: a write's fence is asked at the moment its request would be
+ * sent (here, when it enters the network), and a no sends nothing.
+ */
+function refusedByFence(opts: ObjectOptions): boolean {
+  return opts.fence !== undefined && !opts.fence.valid();
 }

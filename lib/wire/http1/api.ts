@@ -7,6 +7,8 @@
  * @module
  */
 
+import type { LeaseFence } from "../../lease_fence.ts";
+
 export type { TransportError, TransportErrorKind } from "./errors.ts";
 
 /** TLS settings of a server; `ca`, `cert` and `key` are PEM. */
@@ -91,6 +93,15 @@ export interface TransportRequest {
    * without keeping more of it; unset: no limit (a watch, whose caller bounds each line).
    */
   maxBodyBytes?: number;
+  /**
+   * Asked synchronously immediately before each write of the request's bytes to a connection
+   * (nothing asynchronous runs between the answer and the write call), on every connection the
+   * request is tried on. When it says no, the request fails with
+   * {@link import("../../lease_fence.ts").FencedError}, is not retried, and its connection is
+   * closed: either nothing of the request was written, or the server gets it cut short and never
+   * runs it. The leader's lease fence, on writes that need the lease.
+   */
+  fence?: LeaseFence;
 }
 
 /** Sends requests over pooled connections. */

@@ -5,6 +5,7 @@
  * @module
  */
 
+import { FencedError, type LeaseFence } from "../../lease_fence.ts";
 import { TransportError } from "./errors.ts";
 import { errorText } from "../../errors.ts";
 import type { ByteSource } from "./response.ts";
@@ -120,13 +121,19 @@ export class Connection implements ByteSource {
     this.conn.ref();
   }
 
-  async write(bytes: Uint8Array): Promise<void> {
-    try {
-      for (let offset = 0; offset < bytes.length;) {
+  /**
+   * Writes all of `bytes`. `fence`, when given, is asked synchronously right before each write
+   * call; a no throws {@link FencedError} (the caller closes the connection, so a request cut
+   * short is never complete at the server).
+   */
+  async write(bytes: Uint8Array, fence?: LeaseFence): Promise<void> {
+    for (let offset = 0; offset < bytes.length;) {
+      if (fence !== undefined && !fence.valid()) throw new FencedError();
+      try {
         offset += await this.conn.write(bytes.subarray(offset));
+      } catch (err) {
+        throw brokenConnection(err);
       }
-    } catch (err) {
-      throw brokenConnection(err);
     }
   }
 

@@ -361,7 +361,7 @@ export class Http1Transport implements Transport {
     let keepAlive: boolean;
     try {
       conn.answered = false;
-      await conn.write(bytes);
+      await conn.write(bytes, request.fence);
       head = await readHead(conn);
       const { framing, reusable } = framingOf(request.method, head);
       keepAlive = reusable && persistent(head);

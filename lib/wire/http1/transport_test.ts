@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { encodeRequest, Http1Transport, utf8Length } from "./transport.ts";
 import type { TransportRequest } from "./api.ts";
 import { isTransportError, TransportError } from "./errors.ts";
+import { FencedError } from "../../lease_fence.ts";
 
 const enc = (s: string) => new TextEncoder().encode(s);
 /** Requests are kept as Latin-1 text: one character per byte. */
@@ -567,6 +568,54 @@ Deno.test("Http1Transport: a request's head and body go to the socket in one wri
     assert.equal(writes.length, 3, "one write per request");
     assert.deepEqual(writes, server.requests, "each write is one whole request");
     assert.ok(writes[0]!.endsWith(`\r\n\r\n${LATIN1.decode(enc(body))}`));
+  } finally {
+    transport.close();
+  }
+});
+
+Deno.test("Http1Transport: a request's fence is asked right before its bytes are written; a no sends nothing", async () => {
+  await using server = new RawServer(async (conn) => {
+    await write(conn, OK);
+    return "keep";
+  });
+  const transport = new Http1Transport(NO_TLS);
+  try {
+    const url = new URL(`${server.url}/apis/storage.k8s.io/v1/volumeattachments/va1/status`);
+    let open = true;
+    let asked = 0;
+    const fence = {
+      valid: () => {
+        asked++;
+        return open;
+      },
+    };
+    const patch = (): TransportRequest => ({
+      method: "PATCH",
+      headers: [["Content-Type", "application/merge-patch+json"]],
+      body: '{"status":{"attached":false}}',
+      signal: AbortSignal.timeout(5000),
+      fence,
+    });
+    // No connection yet: the fence closes while the connection is being made, after send().
+    const first = transport.send(url, patch());
+    open = false;
+    await assert.rejects(first, FencedError);
+    assert.equal(asked, 1);
+    await sleep(20);
+    assert.deepEqual(server.requests, [], "no byte of the request reached the server");
+    // An open fence: sent; then refused on the pooled connection, which is closed, not reused.
+    open = true;
+    const res = await transport.send(url, patch());
+    assert.equal(await res.text!(), "ok");
+    assert.equal(server.requests.length, 1);
+    open = false;
+    await assert.rejects(transport.send(url, patch()), FencedError);
+    await until(() => server.clientClosed === 2, "the refused request's connection is closed");
+    assert.equal(server.requests.length, 1);
+    // Requests without a fence (reads, Lease renewals) are not asked.
+    const asks = asked;
+    assert.equal(await (await transport.send(url, get())).text!(), "ok");
+    assert.equal(asked, asks);
   } finally {
     transport.close();
   }
