@@ -473,7 +473,9 @@ export class AttachController {
 
 /**
  * Applies a sync's outcome to its key: client-go's `Forget` or `AddRateLimited`, or nothing for a
- * sync stopped before the driver (the key is the next leader's work).
+ * `stopped` sync: the attacher is stopping (the sync ended before it called the driver), or the
+ * lease fence closed before its next write or driver call, possibly after a driver call whose
+ * result it then did not write. The key is the next leader's work.
  */
 function applyOutcome(queue: RateLimitingQueue, key: string, outcome: SyncOutcome): void {
   if (outcome === "retry") queue.addRateLimited(key);

@@ -131,7 +131,7 @@ export class CsiHandler implements Handler {
     const result = va.metadata.deletionTimestamp
       ? await syncDetach(this.#ctx, va, log, signal)
       : await syncAttach(this.#ctx, va, log, signal);
-    return await this.#conclude(result, va, log);
+    return await this.#conclude(result, va, log, signal);
   }
 
   /**
@@ -139,17 +139,22 @@ export class CsiHandler implements Handler {
    * resets its backoff, `retry` re-queues it with exponential backoff, `stopped` leaves it as it
    * is. A failure is first recorded (see {@link #recordFailure}).
    */
-  async #conclude(result: SyncResult, va: VolumeAttachment, log: Logger): Promise<SyncOutcome> {
+  async #conclude(
+    result: SyncResult,
+    va: VolumeAttachment,
+    log: Logger,
+    signal: AbortSignal,
+  ): Promise<SyncOutcome> {
     if ((result.kind === "failed" || result.kind === "unrecorded") && fencedIn(result.error)) {
       // A write the fence refused after the rate limiter or at the connection: not sent.
       log.info(FENCE_REFUSED_MESSAGE);
-      return stopped(log);
+      return stopped(log, "fence");
     }
     switch (result.kind) {
       case "done":
         return "done";
       case "stopped":
-        return stopped(log);
+        return stopped(log, signal.aborted ? "shutdown" : "fence");
       case "unrecorded":
         log.error(result.error, RETRY_MESSAGE);
         return "retry";
@@ -176,7 +181,7 @@ export class CsiHandler implements Handler {
     log: Logger,
   ): Promise<SyncOutcome> {
     const saved = await this.#saveError(failure, uid, log);
-    if (saved.kind === "stopped") return stopped(log);
+    if (saved.kind === "stopped") return stopped(log, "fence");
     recordFailure(this.#ctx, failure.va, failure.op, failure.error);
     const error = new Error(`failed to ${failure.op}: ${errorText(failure.error)}`, {
       cause: failure.error,
@@ -261,8 +266,16 @@ export class CsiHandler implements Handler {
   }
 }
 
-/** Logs that the sync stopped; the key is left as it is. */
-function stopped(log: Logger): SyncOutcome {
-  log.v(2).info("Stopping before the driver was called; the VolumeAttachment is left as is");
+/**
+ * Logs that the sync stopped; the key is left as it is. `why`: the attacher is stopping (a sync
+ * that had not called the driver ends where it waits; one that had completes and is not
+ * stopped), or the lease fence closed, which may be after the driver was called: the result is
+ * then not written, and the next leader calls again and records it.
+ */
+function stopped(log: Logger, why: "shutdown" | "fence"): SyncOutcome {
+  log.v(2).info(
+    "Sync stopped before its next write or driver call; the VolumeAttachment is left for the next leader",
+    { reason: why === "shutdown" ? "attacher stopping" : "lease fence closed" },
+  );
   return "stopped";
 }

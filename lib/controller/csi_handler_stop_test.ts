@@ -37,6 +37,7 @@ import type {
 import { type Logger, nullLogger } from "../observe/logger.ts";
 import { createLogger } from "../observe/log.ts";
 import { FakeInformer } from "../../testkit/fakes/fake_informer.ts";
+import { FakeLogger } from "../../testkit/fakes/fake_logger.ts";
 import { AttachmentMemory } from "./attachment_memory.ts";
 import { CsiHandler } from "./csi_handler.ts";
 import { finalizerName } from "./names.ts";
@@ -222,8 +223,19 @@ function settle(): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, 0));
 }
 
+/** The "Sync stopped" lines of `log`, with their reason. */
+function stopLines(log: FakeLogger): string[] {
+  return log.lines.filter((l) => l.msg.startsWith("Sync stopped")).map((l) =>
+    `${l.msg} (${l.fields.reason})`
+  );
+}
+
+const STOP_LINE =
+  "Sync stopped before its next write or driver call; the VolumeAttachment is left for the next leader";
+
 Deno.test("CsiHandler: the stop signal ends an attach waiting for its VA patch; no publish, nothing recorded", async () => {
-  const { kube, csi, events, handler } = setUp();
+  const log = new FakeLogger();
+  const { kube, csi, events, handler } = setUp({ log });
   kube.hold.add("patch volumeattachments va1");
   const stop = new AbortController();
   const syncing = handler.syncVolumeAttachment(va(false), stop.signal);
@@ -237,6 +249,7 @@ Deno.test("CsiHandler: the stop signal ends an attach waiting for its VA patch; 
   assert.deepEqual(csi.calls, [], "no ControllerPublishVolume after the stop");
   assert.equal(kube.calls.length, 2, "no attachError written");
   assert.deepEqual(events, [], "no Event");
+  assert.deepEqual(stopLines(log), [`${STOP_LINE} (attacher stopping)`]);
 });
 
 Deno.test("CsiHandler: the stop signal ends a detach waiting for its secret; no unpublish, nothing recorded", async () => {
@@ -355,7 +368,8 @@ Deno.test("CsiHandler: the fence goes with the driver call; its no at the write 
 
 Deno.test("CsiHandler: a fence closed when the publish returns leaves attached unwritten for the next leader", async () => {
   const fence = testFence();
-  const { kube, csi, events, handler } = setUp({ fence });
+  const log = new FakeLogger();
+  const { kube, csi, events, handler } = setUp({ fence, log });
   csi.onCall = () => fence.open = false; // a pause while the driver works
   assert.equal(
     await handler.syncVolumeAttachment(va(false), new AbortController().signal),
@@ -367,6 +381,8 @@ Deno.test("CsiHandler: a fence closed when the publish returns leaves attached u
     undefined,
   );
   assert.deepEqual(events, []);
+  // After the driver call: the line says the fence stopped it, not that the driver was not called.
+  assert.deepEqual(stopLines(log), [`${STOP_LINE} (lease fence closed)`]);
 });
 
 Deno.test("CsiHandler: a fence closed when the unpublish returns keeps the finalizer for the next leader", async () => {

@@ -17,8 +17,9 @@ import type { CsiNode, PersistentVolume, VolumeAttachment } from "../kube/types.
  * - `done`: finished, or nothing to do: the key's backoff is reset (client-go `Forget`);
  * - `retry`: failed: the key is added again after its backoff (`AddRateLimited`);
  * - `stopped`: the attacher is stopping and the sync ended before it called the driver, or the
- *   lease fence closed and the sync ended before its next write or driver call; it recorded
- *   nothing more: the key is left as it is, for the next leader.
+ *   lease fence closed and the sync ended at its next write or driver call (asked before it, or
+ *   refusing it at the connection), possibly after a driver call whose result it then did not
+ *   write; it recorded nothing more: the key is left as it is, for the next leader.
  */
 export type SyncOutcome = "done" | "retry" | "stopped";
 
