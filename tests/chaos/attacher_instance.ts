@@ -1,13 +1,20 @@
 /**
- * One attacher process of a chaos schedule: the real informers, work queues, CSI handler and
- * controller, wired as `lib/run.ts` wires them, over the simulated API and driver. The
- * workers do not pull from the queues by themselves: the simulation starts each sync.
+ * One attacher process of a chaos schedule: the real `LeaderElector` on the replica's freezable
+ * clock against the API server's Lease (`./lease_api.ts`), and in each term the real informers,
+ * work queues, CSI handler and controller, wired as `lib/run.ts` wires them around the fence the
+ * elector hands the term, over the simulated API and driver. The elector's own timers renew the
+ * Lease (a paused replica's are held), its fence closes the term, and a standby's elector takes
+ * the Lease over only once it saw the record unchanged for a lease duration. The workers do not
+ * pull from the queues by themselves: the simulation starts each sync.
  *
  * @module
  */
 
 import type { FakeClock } from "../../testkit/fakes/fake_clock.ts";
-import { fenceMarginMs, TermFence } from "../../lib/leaderelection/term_fence.ts";
+import { fenceMarginMs } from "../../lib/leaderelection/term_fence.ts";
+import { LeaderElector } from "../../lib/leaderelection/elector.ts";
+import { LeaseApi } from "./lease_api.ts";
+import type { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import type { LeaseFence } from "../../lib/lease_fence.ts";
 import { ReplicaClock } from "./replica_clock.ts";
 import { AttachController } from "../../lib/controller/controller.ts";
@@ -40,14 +47,20 @@ export const RETRY_INTERVAL_START_MS = 1000;
 export const RETRY_INTERVAL_MAX_MS = 300_000;
 /** `--leader-election-lease-duration`, in seconds: the fence closes 14 s after a renewal. */
 export const LEASE_SECONDS = 15;
+/** `--leader-election-renew-deadline`. */
+export const RENEW_DEADLINE_MS = 10_000;
+/** `--leader-election-retry-period`. */
+export const RETRY_PERIOD_MS = 5_000;
 
 /** Collaborators of {@link AttacherInstance}. */
 export interface AttacherInstanceDeps {
   api: FaultyKubeApi;
+  /** The API server whose Lease the elector reads and writes. */
+  server: MemoryApiServer;
   csi: FaultyCsiDriver;
   clock: FakeClock;
   log: Logger;
-  /** Jitter source of the informers. */
+  /** Jitter source of the informers and of the elector's acquire attempts. */
   random: () => number;
 }
 
@@ -61,7 +74,22 @@ export interface AttacherInstanceOptions {
   sabotage?: Sabotage;
 }
 
-/** One attacher process: informers, queues, handler, controller, all real. */
+/** What one term of leadership runs: built when the elector hands out the term's fence. */
+interface TermWork {
+  readonly handler: CsiHandler;
+  readonly reconciler: ListVolumesReconciler;
+  readonly controller: AttachController;
+}
+
+/** The Lease the replicas compete for (the name does not matter to the simulation). */
+const LEASE_NAME = "external-attacher-leader-chaos";
+const LEASE_NAMESPACE = "kube-system";
+
+/**
+ * One attacher process: its leader elector (the real `LeaderElector` on the replica's clock,
+ * against the API server's Lease), and, in its term, informers, queues, handler, controller,
+ * all real, wired as `lib/run.ts` wires them, with the fence of the term.
+ */
 export class AttacherInstance {
   readonly name: string;
   readonly abort = new AbortController();
@@ -71,9 +99,7 @@ export class AttacherInstance {
   readonly csiNodeInformer: Informer<CsiNode>;
   readonly vaQueue: RateLimitingWorkQueue;
   readonly pvQueue: RateLimitingWorkQueue;
-  readonly handler: CsiHandler;
-  readonly reconciler: ListVolumesReconciler;
-  readonly controller: AttachController;
+  readonly elector: LeaderElector;
   /** VA syncs in flight. */
   vaWorkers = 0;
   /** PV syncs in flight. */
@@ -81,24 +107,35 @@ export class AttacherInstance {
   /** This replica's clock: frozen while the process is paused. */
   readonly clock: ReplicaClock;
   /**
-   * The lease fence of its term. The simulation stands for the elector: a running replica renews
-   * whenever the world's time moves ({@link renew}); a paused one cannot.
+   * True once the elector stopped leading (the term's fence closed, or a renewal found the Lease
+   * held by another): the process exits 1 (the simulation kills it).
    */
-  readonly fence: TermFence;
-  /** True once the fence found the lease lapsed: the process exits (the simulation kills it). */
   lapsed = false;
-  /** When (this replica's clock) the last renewal started. */
-  renewedAt: number;
+  readonly #leases: LeaseApi;
+  readonly #build: (fence: LeaseFence) => TermWork;
+  #term: TermWork | undefined;
 
-  /** Builds everything; nothing runs until {@link AttacherInstance.start}. */
+  /** Builds the process; nothing runs until {@link AttacherInstance.start}. */
   constructor(deps: AttacherInstanceDeps, opts: AttacherInstanceOptions) {
     this.name = opts.name;
     const clock = this.clock = new ReplicaClock(deps.clock);
-    this.renewedAt = clock.now();
-    this.fence = new TermFence(clock, LEASE_SECONDS, this.renewedAt, () => this.lapsed = true);
-    // The "noFence" sabotage: a fence that never closes, to show what the real one prevents.
-    const fence: LeaseFence = opts.sabotage === "noFence" ? { valid: () => true } : this.fence;
     this.log = deps.log.with({ instance: opts.name });
+    this.#leases = new LeaseApi(deps.server, clock, opts.name);
+    this.elector = new LeaderElector({
+      kube: this.#leases,
+      clock,
+      log: this.log,
+      random: deps.random,
+    }, {
+      name: LEASE_NAME,
+      namespace: LEASE_NAMESPACE,
+      identity: opts.name,
+      leaseDurationMs: LEASE_SECONDS * 1000,
+      renewDeadlineMs: RENEW_DEADLINE_MS,
+      retryPeriodMs: RETRY_PERIOD_MS,
+      // A kill is a crash: nothing is handed back.
+      releaseOnCancel: false,
+    });
     let kube = deps.api.connect(opts.name, clock);
     let csi = deps.csi.connect(opts.name, clock);
     if (opts.sabotage) {
@@ -136,84 +173,104 @@ export class AttacherInstance {
       persistentVolumes: this.pvInformer,
       csiNodes: this.csiNodeInformer,
     };
-    const memory = new AttachmentMemory({ backoff: this.vaQueue });
     const log = this.log;
-    this.handler = new CsiHandler({ kube, csi, log, clock, stores, memory, fence }, {
-      driverName: DRIVER_NAME,
-      timeoutMs: CSI_TIMEOUT_MS,
-      supportsPublishReadOnly: true,
-      supportsSingleNodeMultiWriter: false,
-      defaultFsType: "ext4",
-      attachErrorCodes: true,
-    });
-    this.reconciler = new ListVolumesReconciler({
-      csi,
-      log,
-      clock,
-      stores,
-      memory,
-      queue: this.vaQueue,
-      fence,
-    }, {
-      driverName: DRIVER_NAME,
-      timeoutMs: CSI_TIMEOUT_MS,
-      maxEntries: opts.maxEntries,
-    });
-    this.controller = new AttachController({
-      vaInformer: this.vaInformer,
-      pvInformer: this.pvInformer,
-      vaQueue: this.vaQueue,
-      pvQueue: this.pvQueue,
-      handler: this.handler,
-      memory,
-      reconciler: this.reconciler,
-      log,
-      clock,
-    }, {
-      driverName: DRIVER_NAME,
-      workers: 1,
-      reconcileSyncMs: RECONCILE_SYNC_MS,
-    });
+    this.#build = (termFence) => {
+      // The "noFence" sabotage: a fence that never closes, to show what the real one prevents.
+      const fence: LeaseFence = opts.sabotage === "noFence" ? { valid: () => true } : termFence;
+      const memory = new AttachmentMemory({ backoff: this.vaQueue });
+      const handler = new CsiHandler({ kube, csi, log, clock, stores, memory, fence }, {
+        driverName: DRIVER_NAME,
+        timeoutMs: CSI_TIMEOUT_MS,
+        supportsPublishReadOnly: true,
+        supportsSingleNodeMultiWriter: false,
+        defaultFsType: "ext4",
+        attachErrorCodes: true,
+      });
+      const reconciler = new ListVolumesReconciler({
+        csi,
+        log,
+        clock,
+        stores,
+        memory,
+        queue: this.vaQueue,
+        fence,
+      }, {
+        driverName: DRIVER_NAME,
+        timeoutMs: CSI_TIMEOUT_MS,
+        maxEntries: opts.maxEntries,
+      });
+      const controller = new AttachController({
+        vaInformer: this.vaInformer,
+        pvInformer: this.pvInformer,
+        vaQueue: this.vaQueue,
+        pvQueue: this.pvQueue,
+        handler,
+        memory,
+        reconciler,
+        log,
+        clock,
+      }, {
+        driverName: DRIVER_NAME,
+        workers: 1,
+        reconcileSyncMs: RECONCILE_SYNC_MS,
+      });
+      return { handler, reconciler, controller };
+    };
   }
 
-  /** True once the VA and PV caches synced: the controller's workers may run. */
+  /** True while its elector leads: from the term's start until it stopped leading. */
+  get leading(): boolean {
+    return this.#term !== undefined && !this.lapsed;
+  }
+
+  /** True once it leads and the VA and PV caches synced: the controller's workers may run. */
   ready(): boolean {
-    return this.vaInformer.hasSynced() && this.pvInformer.hasSynced();
+    return this.leading && this.vaInformer.hasSynced() && this.pvInformer.hasSynced();
   }
 
   /**
-   * Runs the informers, and once the VA and PV caches synced the reconcile loop, until
-   * {@link AttacherInstance.kill}. `onFailure` hears of anything that rejects unexpectedly.
+   * Runs the elector; in its term the informers, and once the VA and PV caches synced the
+   * reconcile loop, until the term ends or {@link AttacherInstance.kill}. `onFailure` hears of
+   * anything that rejects unexpectedly.
    */
   start(onFailure: (what: string, err: unknown) => void): void {
-    const signal = this.abort.signal;
-    for (const informer of [this.vaInformer, this.pvInformer, this.csiNodeInformer]) {
-      informer.run(signal).catch((err) => onFailure(`${this.name} informer`, err));
-    }
+    this.elector.run(this.abort.signal, {
+      onStartedLeading: (signal, fence) => this.#lead(signal, fence, onFailure),
+      onStoppedLeading: () => this.lapsed = true,
+    }).catch((err) => onFailure(`${this.name} elector`, err));
+  }
+
+  /** One term, as `lib/run.ts` runs the controller: built around the term's fence. */
+  async #lead(
+    signal: AbortSignal,
+    fence: LeaseFence,
+    onFailure: (what: string, err: unknown) => void,
+  ): Promise<void> {
+    const term = this.#term = this.#build(fence);
+    const running = [this.vaInformer, this.pvInformer, this.csiNodeInformer].map((informer) =>
+      informer.run(signal).catch((err) => onFailure(`${this.name} informer`, err))
+    );
     Promise.all([this.vaInformer.waitForSync(signal), this.pvInformer.waitForSync(signal)])
-      .then(() => this.#reconcileLoop(), () => {
-        // aborted before the caches synced: the instance was killed
+      .then(() => this.#reconcileLoop(term, signal), () => {
+        // the term ended before the caches synced
       })
       .catch((err) => onFailure(`${this.name} reconcile loop`, err));
+    await Promise.all(running);
   }
 
   /**
-   * The lease renewed up to `at` (world time, now or ahead: a running leader renews every retry
-   * period, so at any time it has renewed within one; see {@link fence}).
+   * Whether the term's fence is still open at world time `now`, without asking it (which may
+   * close it): the elector's last successful Lease write naming this replica was sent less than
+   * the fence's span ago.
    */
-  renew(at: number): void {
-    this.renewedAt = Math.max(this.renewedAt, at);
-    this.fence.wrote(this.renewedAt);
-  }
-
-  /** Whether the fence is still open at world time `now`, without asking it (which may close it). */
   fenceOpenAt(now: number): boolean {
-    return now < this.renewedAt + LEASE_SECONDS * 1000 - fenceMarginMs(LEASE_SECONDS);
+    return this.leading &&
+      now < this.#leases.lastHeldWriteAt + LEASE_SECONDS * 1000 - fenceMarginMs(LEASE_SECONDS);
   }
 
   /** Stops everything this process runs; what it was waiting for never reaches it. */
   kill(): void {
-    this.fence.close();
+    this.#leases.kill();
     this.abort.abort(new Error("killed"));
     this.vaQueue.shutDown();
     this.pvQueue.shutDown();
@@ -222,7 +279,7 @@ export class AttacherInstance {
   /** A VA worker takes the next key and syncs it in the background. */
   workVolumeAttachment(onFailure: (what: string, err: unknown) => void): void {
     this.vaWorkers++;
-    this.controller.processNextVolumeAttachment(NEVER_ABORTED).then(
+    this.#work().processNextVolumeAttachment(NEVER_ABORTED).then(
       () => this.vaWorkers--,
       (err) => onFailure(`${this.name} va worker`, err),
     );
@@ -231,18 +288,23 @@ export class AttacherInstance {
   /** A PV worker takes the next key and syncs it in the background. */
   workPersistentVolume(onFailure: (what: string, err: unknown) => void): void {
     this.pvWorkers++;
-    this.controller.processNextPersistentVolume().then(
+    this.#work().processNextPersistentVolume().then(
       () => this.pvWorkers--,
       (err) => onFailure(`${this.name} pv worker`, err),
     );
   }
 
+  /** The controller of the term: workers run only while it leads. */
+  #work(): AttachController {
+    if (this.#term === undefined) throw new Error(`${this.name} has no term: it never led`);
+    return this.#term.controller;
+  }
+
   /** The controller's reconcile loop, as AttachController.run runs it. */
-  async #reconcileLoop(): Promise<void> {
-    const signal = this.abort.signal;
+  async #reconcileLoop(term: TermWork, signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
       try {
-        await this.reconciler.reconcile(signal);
+        await term.reconciler.reconcile(signal);
       } catch (err) {
         this.log.error(err, "Failed to reconcile volume attachments");
       }

@@ -15,6 +15,9 @@
  * 5. `status.attached: true` appears only after the driver acknowledged the publish, and stays
  *    true only while the volume is published (or its detach has been asked of the driver).
  * 6. No secret value appears in the logs or in any VolumeAttachment status.
+ * 7. A replica resumed after a pause never finds its lease fence open while another replica's
+ *    leader elector leads (checked at the resume, `simulation.ts`: the fence only closes as time
+ *    goes on, so that is the one moment two open terms could meet).
  *
  * @module
  */

@@ -148,7 +148,7 @@ export function randomFault(sim: Simulation): void {
   const kind = sim.prng.weighted<string>([
     ["kill", sim.instance ? 1 : 0],
     ["switch", sim.instance ? 1 : 0],
-    ["pause", sim.instance && !sim.pausedInstance ? 1 : 0],
+    ["pause", sim.instance?.leading && !sim.pausedInstance ? 1 : 0],
     ["dropWatch", watches.length > 0 ? 2 : 0],
     ["failWatch", watches.length > 0 ? 1 : 0],
     ["expireWatch", watches.length > 0 ? 1.5 : 0],
@@ -171,8 +171,9 @@ export function randomFault(sim: Simulation): void {
       break;
     case "pause": {
       // The leader's process stops (SIGSTOP, a frozen VM, a live migration) for 1–40 s, its
-      // clock with it: a standby may take over after a lease (15 s); at the resume the paused
-      // one must not act on what it was doing (its lease fence).
+      // clock with it: a standby starts, and its elector takes over once it saw the Lease
+      // unchanged for a lease (15 s); at the resume the paused one must not act on what it was
+      // doing (its lease fence).
       const ms = sim.prng.between(1, 40) * 1000;
       sim.journal.count(ms < 14_000 ? "process.pauseShort" : "process.pauseLong", `${ms / 1000} s`);
       sim.pauseInstance(ms);

@@ -348,3 +348,38 @@ Deno.test("pause: without the fence, the resumed leader publishes a volume nothi
   assert.equal(sim.driver.isPublished(volumeId, "node-1-id"), true);
   assert.deepEqual(sim.violations.map((v) => v.invariant), [1]);
 });
+
+Deno.test("pause: the standby's real elector takes the Lease only after the paused leader's fence closed", async () => {
+  const { sim } = quietWorld();
+  const a = sim.startInstance();
+  assert.ok(await sim.drive(() => a.ready()), "the first replica leads");
+  // Let it renew a few times on its elector's own timers.
+  for (let i = 0; i < 5; i++) await sim.perform("clock");
+  sim.pauseInstance(40_000);
+  const pausedAt = sim.clock.now();
+  assert.ok(await sim.perform("start"), "a standby may start at once");
+  const b = sim.instance!;
+  assert.notEqual(b, a);
+  let fenceClosedAt: number | undefined;
+  for (let i = 0; i < 200 && !b.leading; i++) {
+    if (fenceClosedAt === undefined && !a.fenceOpenAt(sim.clock.now())) {
+      fenceClosedAt = sim.clock.now();
+    }
+    await sim.perform("clock");
+  }
+  assert.ok(b.leading, "the standby's elector took the Lease over");
+  const tookOverAt = sim.clock.now();
+  assert.ok(fenceClosedAt !== undefined && fenceClosedAt < tookOverAt);
+  assert.equal(a.fenceOpenAt(tookOverAt), false);
+  // It saw the record unchanged for a whole lease of its own clock first.
+  assert.ok(
+    tookOverAt - pausedAt >= 15_000,
+    `took over ${tookOverAt - pausedAt} ms after the pause`,
+  );
+  for (let i = 0; i < 50 && !await sim.perform("resume"); i++) await sim.perform("clock");
+  assert.equal(sim.pausedInstance, a, "resumed past its lease: it runs until its term ends");
+  await sim.perform("release");
+  assert.equal(a.lapsed, true, "its late timers end the term");
+  assert.ok(await sim.runUntilQuiet(), sim.unconverged().join("; "));
+  assert.deepEqual(sim.violations, []);
+});

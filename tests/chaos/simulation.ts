@@ -1,7 +1,9 @@
 /**
- * Deterministic chaos schedules for the attacher: the real AttachController, CsiHandler,
- * RateLimitingWorkQueue and Informer (see {@link AttacherInstance}) run under a {@link FakeClock} against a {@link MemoryApiServer} (through {@link FaultyKubeApi}) and an
- * {@link ExampleDriver} (through {@link FaultyCsiDriver}). Nothing runs by itself: a seeded
+ * Deterministic chaos schedules for the attacher: the real LeaderElector, AttachController,
+ * CsiHandler, RateLimitingWorkQueue and Informer (see {@link AttacherInstance}) run under a
+ * {@link FakeClock} against a {@link MemoryApiServer} (through {@link FaultyKubeApi}; the
+ * elector reads and writes the server's Lease directly) and an {@link ExampleDriver} (through
+ * {@link FaultyCsiDriver}). Nothing runs by itself: a seeded
  * {@link Prng} picks each step (start one queue item, deliver one watch event, answer one slow
  * request, let the driver finish one call, move the clock to the next timer, act as a user,
  * inject a fault, kill, replace or pause the attacher), and every pending microtask runs before
@@ -50,7 +52,7 @@ import { Journal } from "./journal.ts";
 import { ServerMirror } from "./mirror.ts";
 import { randomFault, randomUserAction, seedWorld } from "./random_moves.ts";
 import type { Sabotage } from "./sabotage.ts";
-import { AttacherInstance, LEASE_SECONDS } from "./attacher_instance.ts";
+import { AttacherInstance } from "./attacher_instance.ts";
 import { DRIVER_NAME, OTHER_ATTACHER, SECRET_NAMESPACE } from "./world_names.ts";
 import { Prng } from "./prng.ts";
 import { FENCE_REFUSED_MESSAGE } from "../../lib/lease_fence.ts";
@@ -130,14 +132,14 @@ export type StepKind =
 
 /**
  * A replica stopped (SIGSTOP, a frozen VM) with its clock and work: nothing of it runs and none of
- * its answers reach it until {@link Simulation.resumeInstance}. Another replica may take over once
- * the lease could have passed (`standbyAt`).
+ * its answers reach it until {@link Simulation.resumeInstance}. A standby may start at once; its
+ * leader elector takes the Lease over once it saw it unchanged for a lease duration.
  */
 interface PausedReplica {
   inst: AttacherInstance;
   /** World time at which the pause ends (the resume step becomes possible). */
   until: number;
-  /** World time from which a standby may start: a whole lease after the pause began. */
+  /** World time from which a standby may start (the pause's start: its elector decides). */
   standbyAt: number;
 }
 
@@ -515,6 +517,7 @@ export class Simulation {
     const name = `attacher-${++this.#instances}`;
     const inst = new AttacherInstance({
       api: this.api,
+      server: this.server,
       csi: this.csi,
       clock: this.clock,
       log: this.log,
@@ -534,24 +537,30 @@ export class Simulation {
   killInstance(): void {
     const inst = this.#instance;
     if (!inst) return;
-    this.#instance = undefined;
+    this.#killProcess(inst, "kill");
+  }
+
+  /** Ends `inst`'s process: its memory is gone, the server, the Lease and the driver stay. */
+  #killProcess(inst: AttacherInstance, why: string): void {
+    if (this.#instance === inst) this.#instance = undefined;
     this.api.kill(inst.name);
     this.csi.kill(inst.name);
     inst.kill();
-    this.journal.note(`kill ${inst.name}`);
+    this.journal.note(`${why} ${inst.name}`);
   }
 
   /**
-   * Pauses the leader for `ms` of world time (a fault): its clock freezes and nothing of it runs.
-   * A standby may start once a whole lease has passed since the pause began.
+   * Pauses the leader for `ms` of world time (a fault): its clock freezes and nothing of it runs,
+   * its elector's renewals included. A standby may start at once: its own elector takes the Lease
+   * over once it saw the record unchanged for a lease duration.
    */
   pauseInstance(ms: number): void {
     const inst = this.#instance;
-    if (!inst || this.#paused || this.#resumed) return;
+    if (!inst?.leading || this.#paused || this.#resumed) return;
     this.#instance = undefined;
     inst.clock.freeze();
     const now = this.clock.now();
-    this.#paused = { inst, until: now + ms, standbyAt: now + LEASE_SECONDS * 1000 };
+    this.#paused = { inst, until: now + ms, standbyAt: now };
     this.journal.note(`pause ${inst.name} for ${ms / 1000} s`);
   }
 
@@ -561,9 +570,11 @@ export class Simulation {
   }
 
   /**
-   * Resumes the paused replica: its clock jumps to the world's time. When nobody took over and
-   * its fence holds, it leads on (its held timers fire now); otherwise it runs again until its
-   * fence, asked by whatever it does first, finds the lease lapsed, and it exits.
+   * Resumes the paused replica: its clock jumps to the world's time. When its fence holds, it
+   * leads on (its held timers fire now, its elector's renewal among them) and a standby whose
+   * elector has not taken the Lease is let go; a standby that leads then is a violation
+   * (invariant 7). Otherwise it runs again until its fence, asked by whatever it does first (or
+   * its late timer), ends the term, and it exits.
    */
   resumeInstance(): void {
     const paused = this.#paused;
@@ -572,11 +583,24 @@ export class Simulation {
     const { inst } = paused;
     inst.clock.thaw();
     this.journal.note(`resume ${inst.name}`);
-    if (this.#instance === undefined && inst.fenceOpenAt(this.clock.now())) {
-      this.#instance = inst;
-      inst.clock.release();
-      this.journal.count("process.shortPause");
-      return;
+    const standby = this.#instance;
+    if (inst.fenceOpenAt(this.clock.now())) {
+      if (standby?.leading) {
+        // The fence's promise broken: another replica took the Lease while this one's fence
+        // still says it leads.
+        this.#violate({
+          invariant: 7,
+          message: `${inst.name} resumed with its fence open while ${standby.name} leads`,
+        });
+      } else {
+        // The standby's elector has not taken the Lease (it cannot while the fence is open):
+        // the resumed leader renews on, and the standby, which holds nothing, is let go.
+        if (standby !== undefined) this.#killProcess(standby, "standby let go, never led");
+        this.#instance = inst;
+        inst.clock.release();
+        this.journal.count("process.shortPause");
+        return;
+      }
     }
     this.journal.count("process.pausePastLease");
     this.#resumed = inst;
@@ -591,8 +615,14 @@ export class Simulation {
     inst.clock.release();
   }
 
-  /** A resumed replica whose fence closed exits 1, as `Stopped leading` makes it. */
+  /** A replica whose elector stopped leading exits 1, as `Stopped leading` makes it. */
   #exitIfLapsed(): void {
+    const leader = this.#instance;
+    if (leader?.lapsed) {
+      // Not after a pause (no renewal fails here): counted, and another replica may start.
+      this.journal.count("process.stoppedLeading", leader.name);
+      this.#killProcess(leader, "stopped leading:");
+    }
     const inst = this.#resumed;
     if (!inst?.lapsed) return;
     this.#resumed = undefined;
@@ -702,13 +732,13 @@ export class Simulation {
   /**
    * Moves the clock to the next timer and fires it (or, while a replica is paused, to the end of
    * the pause or to when a standby may start, if sooner). The leader renews its lease as time
-   * passes (the simulation stands for its elector); a paused replica cannot.
+   * passes: its elector's renewal timers are among the clock's timers; a paused replica's are
+   * held.
    */
   advanceClock(): boolean {
     const at = this.#nextClockStop();
     if (at === undefined) return false;
     this.journal.note(`clock +${at - this.clock.now()}ms`);
-    this.#instance?.renew(at);
     this.clock.advance(Math.max(0, at - this.clock.now()));
     return true;
   }
@@ -791,6 +821,8 @@ export class Simulation {
     this.api.faultsEnabled = false;
     this.csi.faultsEnabled = false;
     this.resumeInstance();
+    // What the resume released (late timers: the elector's renewal) runs before time moves on.
+    await this.settle();
     this.api.clearInjected();
     this.csi.clearInjected();
     this.csi.unavailable = false;
