@@ -335,6 +335,7 @@ class Attacher {
     const clock = this.#clock;
     return await startHttpServer({
       address: settings.address,
+      flag: settings.flag,
       metricsPath: settings.metricsPath,
       metrics: this.#metrics,
       leaderHealth: settings.leaderHealth && elector ? () => elector.healthCheck() : undefined,

@@ -109,6 +109,8 @@ export interface EventSettings {
 export interface HttpEndpointSettings {
   /** A Go listen address, `host:port`. */
   address: string;
+  /** The flag that set {@link address}, for the error when it cannot be bound. */
+  flag: "--http-endpoint" | "--metrics-address";
   /** `--metrics-path`. */
   metricsPath: string;
   /**
@@ -204,6 +206,7 @@ function httpEndpointSettings(options: Options): HttpEndpointSettings | undefine
   if (address === "") return undefined;
   return {
     address,
+    flag: options.httpEndpoint !== "" ? "--http-endpoint" : "--metrics-address",
     metricsPath: options.metricsPath,
     leaderHealth: options.leaderElection && options.httpEndpoint !== "",
     flags: options.flagValues,

@@ -96,7 +96,12 @@ Deno.test("componentSettings() carries every flag a component reads to that comp
   });
   assert.deepEqual(s.events, { drainMs: 20_000 });
   const { flags, ...http } = s.http!;
-  assert.deepEqual(http, { address: ":8080", metricsPath: "/m", leaderHealth: true });
+  assert.deepEqual(http, {
+    address: ":8080",
+    flag: "--http-endpoint",
+    metricsPath: "/m",
+    leaderHealth: true,
+  });
   assert.deepEqual(flags.find((f) => f.name === "kube-api-qps"), {
     name: "kube-api-qps",
     value: "20",
@@ -108,5 +113,6 @@ Deno.test("componentSettings() serves the leader-election health check on --http
   const metricsOnly = settings(["--leader-election", "--metrics-address=:9090"]).http;
   assert.equal(metricsOnly?.address, ":9090");
   assert.equal(metricsOnly?.leaderHealth, false);
+  assert.equal(metricsOnly?.flag, "--metrics-address", "a busy port names the flag given");
   assert.equal(settings(["--dummy"]).csi.dummy, true);
 });

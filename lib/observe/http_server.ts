@@ -52,6 +52,8 @@ export interface HttpServerOptions {
    * free port), `[::1]:9000`, `localhost:8080`. The port must be a number.
    */
   address: string;
+  /** The flag that gave {@link address} (`--http-endpoint`), named when it cannot be bound. */
+  flag?: string;
   /** Path of the metrics, `--metrics-path` (e.g. `/metrics`); must start with `/`. */
   metricsPath: string;
   /** The metrics to serve at {@link metricsPath}; without them the path is not served. */
@@ -137,8 +139,9 @@ export function parseListenAddress(address: string): ListenAddress {
  * (`0.0.0.0`) where IPv6 is unavailable, as Go's `net.Listen` does.
  *
  * @throws {TypeError} for a malformed address or a metrics path not starting with `/`.
- * @throws {Deno.errors.AddrInUse} (or another listen error) when the address cannot be bound;
- *   the sidecar exits 1 then.
+ * @throws {Error} when the address cannot be bound, naming the flag and the address as Go's
+ *   `net.Listen` words it: `--http-endpoint=:8080: listen tcp :8080: bind: address already in
+ *   use`; the sidecar exits 1 then.
  *
  * @example
  * ```ts
@@ -158,8 +161,28 @@ export function startHttpServer(opts: HttpServerOptions): Promise<RunningHttpSer
   try {
     return Promise.resolve(listen(opts));
   } catch (err) {
-    return Promise.reject(err);
+    return Promise.reject(listenError(opts, err));
   }
+}
+
+/**
+ * A listen failure named as the Go sidecar's `net.Listen` names it (`listen tcp <address>:
+ * bind: <reason>`), after the flag that gave the address; other errors unchanged.
+ */
+function listenError(opts: HttpServerOptions, err: unknown): unknown {
+  const reason = err instanceof Deno.errors.AddrInUse
+    ? "address already in use"
+    : err instanceof Deno.errors.PermissionDenied
+    ? "permission denied"
+    : err instanceof Deno.errors.AddrNotAvailable
+    ? "cannot assign requested address"
+    : undefined;
+  if (reason === undefined) return err;
+  return new Error(
+    `${
+      opts.flag ?? "--http-endpoint"
+    }=${opts.address}: listen tcp ${opts.address}: bind: ${reason}`,
+  );
 }
 
 /** Binds and starts serving; throws when it cannot. */

@@ -186,10 +186,15 @@ Deno.test("startHttpServer() rejects when the address is taken or malformed", as
     await assert.rejects(
       startHttpServer({
         address: `127.0.0.1:${first.port}`,
+        flag: "--http-endpoint",
         metricsPath: "/metrics",
         log: nullLogger,
       }),
-      Deno.errors.AddrInUse,
+      {
+        // The address and the flag, in the words of the Go sidecar's net.Listen error.
+        message: `--http-endpoint=127.0.0.1:${first.port}: listen tcp 127.0.0.1:${first.port}: ` +
+          "bind: address already in use",
+      },
     );
   } finally {
     await first.close();
