@@ -86,6 +86,7 @@ function defineFlags() {
 /** The usage text of `csi-attacher sandbox`. */
 export const SANDBOX_USAGE: string = [
   "Usage: csi-attacher sandbox [flags] [-- attacher flags]",
+  "       csi-attacher sandbox check [flags]   (checks a driver; see sandbox check -h)",
   "",
   "Runs the attacher against an in-memory API server and a CSI driver, attaches and detaches",
   "one volume and prints a timeline of the attacher's API requests and CSI calls.",
@@ -110,6 +111,10 @@ function writeUsage(io: SandboxIo): void {
  * (each wait is bounded by `--wait-timeout`) and removes everything it created.
  */
 export async function runSandbox(args: string[], io: SandboxIo): Promise<number> {
+  if (args[0] === "check") {
+    const { runCheck } = await import("./check_main.ts");
+    return await runCheck(args.slice(1), io);
+  }
   const flags = defineFlags();
   let rest: string[];
   try {
