@@ -139,6 +139,16 @@ function defineFlags() {
       "Built-in driver only: make a call answer late, <call>:<duration>, e.g. publish:5s; repeatable.",
       { parse: (text, current) => addSlowness(current, text), typeName: "call:duration" },
     ),
+    multiAttach: set.bool(
+      "multi-attach",
+      false,
+      "Built-in driver only: publish a single-node volume to a second node instead of answering FailedPrecondition.",
+    ),
+    hidePublished: set.bool(
+      "hide-published",
+      false,
+      "Built-in driver only: ListVolumes lists every volume as published to no node.",
+    ),
     nonIdempotent: set.bool(
       "non-idempotent",
       false,
@@ -214,11 +224,16 @@ export async function runCheck(args: string[], io: CheckIo): Promise<number> {
   const faults: DriverFaults = {
     fail: flags.fail.value.fail,
     slowMs: flags.slow.value.slowMs,
+    multiAttach: flags.multiAttach.value,
+    hidePublished: flags.hidePublished.value,
   };
   const faulty = Object.keys(faults.fail).length > 0 || Object.keys(faults.slowMs).length > 0 ||
-    flags.nonIdempotent.value;
+    flags.nonIdempotent.value || flags.multiAttach.value || flags.hidePublished.value;
   if (external && faulty) {
-    return usageError(io, "--fail, --slow and --non-idempotent are for the built-in driver only");
+    return usageError(
+      io,
+      "--fail, --slow, --multi-attach, --hide-published and --non-idempotent are for the built-in driver only",
+    );
   }
   if (flags.volumeHandle.value === "" || flags.nodeId.value === "") {
     return usageError(io, "--volume-handle and --node-id must not be empty");

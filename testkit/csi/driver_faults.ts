@@ -1,7 +1,8 @@
 /**
  * Faults for the example driver, to practise against: a call that always fails with a gRPC
- * code (`--fail=publish:NotFound`), a call that answers late (`--slow=publish:5s`). The
- * non-idempotent mode is an option of the driver itself ({@link
+ * code (`--fail=publish:NotFound`), a call that answers late (`--slow=publish:5s`), a
+ * single-node volume published to a second node (`--multi-attach`), a ListVolumes that lists
+ * no publications (`--hide-published`). The non-idempotent mode is an option of the driver itself ({@link
  * import("./example_driver.ts").ExampleDriverOptions.nonIdempotent}).
  *
  * @module
@@ -27,6 +28,10 @@ export interface DriverFaults {
   fail: Partial<Record<FaultCall, number>>;
   /** Each such call waits this many ms before it is answered. */
   slowMs: Partial<Record<FaultCall, number>>;
+  /** Publishes a single-node volume to a second node instead of FailedPrecondition. */
+  multiAttach?: boolean;
+  /** ListVolumes lists every volume published to no node. */
+  hidePublished?: boolean;
 }
 
 /** No faults. */

@@ -94,7 +94,8 @@ interface VolumeState {
  * - unpublish: InvalidArgument without volume ID; OK for an unknown volume, an unknown node or a
  *   volume that is not published there; an empty node ID unpublishes from every node.
  * - with `nonIdempotent`, a repeated publish answers AlreadyExists and an unpublish of what is
- *   not published NotFound; `faults` make calls fail or answer late.
+ *   not published NotFound; `faults` make calls fail or answer late, ignore single-node modes
+ *   or hide publications from ListVolumes.
  * - ListVolumes: volumes by ID, paged by `max_entries` with the next index as token (a bad token
  *   gives Aborted), each with the nodes it is published to.
  *
@@ -272,6 +273,7 @@ export class ExampleDriver {
       return { publishContext };
     }
     for (const other of volume.published.values()) {
+      if (this.#faults.multiAttach) break;
       if (SINGLE_NODE_MODES.has(mode) || SINGLE_NODE_MODES.has(other.mode)) {
         throw new CsiStatusError(
           Code.FailedPrecondition,
@@ -351,7 +353,9 @@ export class ExampleDriver {
           capacityBytes: String(volume.capacityBytes),
           volumeContext: { ...volume.volumeContext },
         },
-        status: { publishedNodeIds: [...volume.published.keys()].sort() },
+        status: {
+          publishedNodeIds: this.#faults.hidePublished ? [] : [...volume.published.keys()].sort(),
+        },
       };
     });
     return { entries, nextToken: end < volumes.length ? String(end) : "" };
