@@ -44,6 +44,7 @@ import { rollingUpdate } from "./scenarios/rolling_update.ts";
 import { sigtermBacklog } from "./scenarios/sigterm_backlog.ts";
 import { monitoring } from "./scenarios/monitoring.ts";
 import { pausedLeader } from "./scenarios/paused_leader.ts";
+import { sandboxCheck } from "./scenarios/sandbox_check.ts";
 import {
   buildGoAttacher,
   DEFAULT_VERSION as GO_ATTACHER_VERSION,
@@ -165,6 +166,11 @@ const SCENARIOS: Scenario[] = [
     name: "Prometheus scrapes the attacher: the stuck-attach alert fires and resolves, every " +
       "dashboard query has data",
     run: monitoring,
+  },
+  {
+    id: 22,
+    name: "csi-attacher sandbox check against the mock driver: every check that applies passes",
+    run: sandboxCheck,
   },
 ];
 
