@@ -10,6 +10,8 @@ import { runSandbox } from "../../sandbox/main.ts";
 import { CHECK_USAGE } from "../../sandbox/check_main.ts";
 import { CHECK_IDS } from "../../sandbox/checks.ts";
 import { findAll, parseXml, type XmlElement } from "../../testkit/xml_reader.ts";
+import { ExampleDriver } from "../../testkit/csi/example_driver.ts";
+import { FakeCsiDriver } from "../../testkit/csi/fake_driver.ts";
 
 interface JsonCheck {
   id: string;
@@ -286,6 +288,78 @@ Deno.test("sandbox check --skip and a missing driver: skipped with the reason", 
     }
   } finally {
     await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("sandbox check against a driver without capabilities: the checks that need them skipped", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "sandbox-check-test-" });
+  try {
+    const example = new ExampleDriver({}, { nodeIds: ["worker-7"] });
+    example.createVolume("vol-42");
+    // Default capabilities: PUBLISH_UNPUBLISH_VOLUME only (no ListVolumes, no readonly).
+    await using driver = await FakeCsiDriver.start({
+      address: `${dir}/csi.sock`,
+      pluginName: "plain.csi.example.com",
+      permissive: example,
+    });
+    const plain = await checkJson([
+      `--csi-address=${dir}/csi.sock`,
+      "--volume-handle=vol-42",
+      "--node-id=worker-7",
+      "--secret=token=s3cr3t-value",
+    ]);
+    assert.equal(plain.code, 0);
+    assert.deepEqual(notPassed(plain.report), [
+      "list-volumes: skipped",
+      "list-volumes-paging: skipped",
+      "second-node: skipped",
+      "read-only: skipped",
+    ]);
+    assert.equal(
+      byId(plain.report, "list-volumes").message,
+      "the attacher reconciles only with LIST_VOLUMES and LIST_VOLUMES_PUBLISHED_NODES",
+    );
+    assert.equal(byId(plain.report, "second-node").message, "no --second-node-id");
+    assert.equal(
+      byId(plain.report, "read-only").message,
+      "the driver has no PUBLISH_READONLY: the attacher sends readonly=false",
+    );
+    // The secret reached the driver with publish and unpublish.
+    const withSecret = driver.calls.filter((c) =>
+      (c.request as { secrets?: Record<string, string> }).secrets?.token === "s3cr3t-value"
+    ).map((c) => c.method);
+    assert.deepEqual(withSecret, ["ControllerPublishVolume", "ControllerUnpublishVolume"]);
+    assert.deepEqual(example.publications(), []);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+
+  const dir2 = await Deno.makeTempDir({ prefix: "sandbox-check-test-" });
+  try {
+    await using _driver = await FakeCsiDriver.start({
+      address: `${dir2}/csi.sock`,
+      controllerCapabilities: [],
+    });
+    const none = await checkJson([
+      `--csi-address=${dir2}/csi.sock`,
+      "--volume-handle=v",
+      "--node-id=n",
+    ]);
+    assert.equal(none.code, 0);
+    assert.deepEqual(
+      none.report.checks.filter((c) => c.status === "passed").map((c) => c.id),
+      ["probe", "plugin-info", "capabilities"],
+    );
+    for (const c of none.report.checks.slice(3)) {
+      assert.equal(
+        c.message,
+        "the driver has no PUBLISH_UNPUBLISH_VOLUME: the attacher marks VolumeAttachments " +
+          "attached without calling it",
+        c.id,
+      );
+    }
+  } finally {
+    await Deno.remove(dir2, { recursive: true });
   }
 });
 
