@@ -12,14 +12,9 @@
 import { errorText } from "../lib/errors.ts";
 import { FlagError, FlagSet } from "../lib/cli/flags.ts";
 import { ExampleDriver } from "../testkit/csi/example_driver.ts";
-import {
-  addFailure,
-  addSlowness,
-  type DriverFaults,
-  noFaults,
-} from "../testkit/csi/driver_faults.ts";
 import type { CsiDriverServer } from "../testkit/csi/server.ts";
 import { CheckRig } from "./check_rig.ts";
+import { defineFaultFlags, FAULTS_NEED_BUILT_IN } from "./fault_flags.ts";
 import {
   type CheckRecord,
   type CheckReport,
@@ -127,33 +122,7 @@ function defineFlags() {
       }.`,
       { parse: (text, current) => [...current, ...parseList(text)], typeName: "list" },
     ),
-    fail: set.custom<DriverFaults>(
-      "fail",
-      noFaults(),
-      "Built-in driver only: make a call fail, <call>:<gRPC code>, e.g. publish:NotFound (calls: publish, unpublish, list-volumes); repeatable.",
-      { parse: (text, current) => addFailure(current, text), typeName: "call:code" },
-    ),
-    slow: set.custom<DriverFaults>(
-      "slow",
-      noFaults(),
-      "Built-in driver only: make a call answer late, <call>:<duration>, e.g. publish:5s; repeatable.",
-      { parse: (text, current) => addSlowness(current, text), typeName: "call:duration" },
-    ),
-    multiAttach: set.bool(
-      "multi-attach",
-      false,
-      "Built-in driver only: publish a single-node volume to a second node instead of answering FailedPrecondition.",
-    ),
-    hidePublished: set.bool(
-      "hide-published",
-      false,
-      "Built-in driver only: ListVolumes lists every volume as published to no node.",
-    ),
-    nonIdempotent: set.bool(
-      "non-idempotent",
-      false,
-      "Built-in driver only: a repeated publish answers AlreadyExists, an unpublish of what is not published NotFound.",
-    ),
+    faults: defineFaultFlags(set),
   };
 }
 
@@ -221,20 +190,7 @@ export async function runCheck(args: string[], io: CheckIo): Promise<number> {
       "with --csi-address, --volume-handle and --node-id must name a real volume and node",
     );
   }
-  const faults: DriverFaults = {
-    fail: flags.fail.value.fail,
-    slowMs: flags.slow.value.slowMs,
-    multiAttach: flags.multiAttach.value,
-    hidePublished: flags.hidePublished.value,
-  };
-  const faulty = Object.keys(faults.fail).length > 0 || Object.keys(faults.slowMs).length > 0 ||
-    flags.nonIdempotent.value || flags.multiAttach.value || flags.hidePublished.value;
-  if (external && faulty) {
-    return usageError(
-      io,
-      "--fail, --slow, --multi-attach, --hide-published and --non-idempotent are for the built-in driver only",
-    );
-  }
+  if (external && flags.faults.any) return usageError(io, FAULTS_NEED_BUILT_IN);
   if (flags.volumeHandle.value === "" || flags.nodeId.value === "") {
     return usageError(io, "--volume-handle and --node-id must not be empty");
   }
@@ -274,11 +230,7 @@ export async function runCheck(args: string[], io: CheckIo): Promise<number> {
     if (!external) {
       dir = await Deno.makeTempDir({ prefix: "csi-attacher-sandbox-check-" });
       const nodeIds = [config.nodeId, ...(secondNodeId === "" ? [] : [secondNodeId])];
-      const driver = new ExampleDriver({}, {
-        nodeIds,
-        nonIdempotent: flags.nonIdempotent.value,
-        faults,
-      });
+      const driver = new ExampleDriver({}, { nodeIds, ...flags.faults.driverOptions() });
       driver.createVolume(config.volumeHandle);
       driverServer = await driver.start(`${dir}/csi.sock`);
       address = driverServer.address;
