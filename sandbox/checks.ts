@@ -559,7 +559,9 @@ const timeout: Check = {
     rig.note("ControllerPublishVolume with a deadline of 1ms");
     const cut = await rig.attach("va-timeout", { handler: rig.handler(1) });
     rig.note(`ControllerPublishVolume with --timeout=${config.timeoutMs / 1000}s`);
-    const retried = await rig.attach("va-timeout");
+    // Answered in time, the call is made again all the same: the driver sees the same pair of
+    // calls as after a cut-off one whose work it had finished.
+    const retried = await rig.attach("va-timeout", { force: cut.ok });
     const detached = await rig.detach("va-timeout");
     const slowest = rig.calls
       .filter((c) =>
@@ -567,7 +569,7 @@ const timeout: Check = {
       )
       .reduce((longest, c) => Math.max(longest, c.ms), 0);
     const first = cut.ok
-      ? "answered within 1ms"
+      ? "answered within 1ms (not cut off; the retry is made all the same)"
       : cut.message === DEADLINE_EXCEEDED
       ? `cut off: the attacher wrote status.attachError "${DEADLINE_EXCEEDED}" and retries`
       : `failed: ${cut.message}`;
