@@ -51,7 +51,7 @@ export interface CheckConfig {
 }
 
 /** What checks learn from the ones before them. */
-interface CheckState {
+export interface CheckState {
   /** Set when the attacher would not get past its startup: why. */
   startupFailed?: string;
   /** The publish context of the first publish, when it succeeded. */
@@ -619,5 +619,3 @@ export const CHECK_IDS: readonly string[] = allChecks([]).map((c) => c.id);
 export function newCheckState(): CheckState {
   return {};
 }
-
-export type { CheckState };
