@@ -12,6 +12,7 @@
 
 import { FlagError, FlagSet } from "../lib/cli/flags.ts";
 import { runScenario, type ScenarioConfig } from "./scenario.ts";
+import { defineFaultFlags, FAULTS_NEED_BUILT_IN } from "./fault_flags.ts";
 
 /** Where the sandbox writes. */
 export interface SandboxIo {
@@ -80,12 +81,14 @@ function defineFlags() {
       "Upper bound of each wait: startup, attach, detach, release.",
     ),
     v: set.int("v", 0, "Also print the attacher's log lines up to this verbosity."),
+    faults: defineFaultFlags(set),
   };
 }
 
 /** The usage text of `csi-attacher sandbox`. */
 export const SANDBOX_USAGE: string = [
   "Usage: csi-attacher sandbox [flags] [-- attacher flags]",
+  "       csi-attacher sandbox check [flags]   (checks a driver; see sandbox check -h)",
   "",
   "Runs the attacher against an in-memory API server and a CSI driver, attaches and detaches",
   "one volume and prints a timeline of the attacher's API requests and CSI calls.",
@@ -95,6 +98,7 @@ export const SANDBOX_USAGE: string = [
   "  csi-attacher sandbox",
   "  csi-attacher sandbox --csi-address=/run/csi/socket --volume-handle=vol-42 --node-id=worker-7",
   "  csi-attacher sandbox -- --leader-election --timeout=5s",
+  "  csi-attacher sandbox --fail=publish:NotFound",
   "",
   defineFlags().set.printDefaults().trimEnd(),
 ].join("\n");
@@ -110,6 +114,10 @@ function writeUsage(io: SandboxIo): void {
  * (each wait is bounded by `--wait-timeout`) and removes everything it created.
  */
 export async function runSandbox(args: string[], io: SandboxIo): Promise<number> {
+  if (args[0] === "check") {
+    const { runCheck } = await import("./check_main.ts");
+    return await runCheck(args.slice(1), io);
+  }
   const flags = defineFlags();
   let rest: string[];
   try {
@@ -138,6 +146,10 @@ export async function runSandbox(args: string[], io: SandboxIo): Promise<number>
     io.write("with --csi-address, --volume-handle and --node-id must name a real volume and node");
     return 2;
   }
+  if (external && flags.faults.any) {
+    io.write(FAULTS_NEED_BUILT_IN);
+    return 2;
+  }
   if (flags.volumeHandle.value === "" || flags.nodeId.value === "" || flags.nodeName.value === "") {
     io.write("--volume-handle, --node-id and --node-name must not be empty");
     return 2;
@@ -155,6 +167,7 @@ export async function runSandbox(args: string[], io: SandboxIo): Promise<number>
     waitTimeoutMs: flags.waitTimeout.value,
     attacherArgs,
     verbosity: flags.v.isSet ? flags.v.value : undefined,
+    driverOptions: flags.faults.driverOptions(),
   };
   const report = await runScenario(config, io);
   return report.exitCode;

@@ -13,7 +13,11 @@
 
 import { runAttacher } from "../lib/run.ts";
 import type { CsiDriverServer } from "../testkit/csi/server.ts";
-import { ExampleDriver, type Publication } from "../testkit/csi/example_driver.ts";
+import {
+  ExampleDriver,
+  type ExampleDriverOptions,
+  type Publication,
+} from "../testkit/csi/example_driver.ts";
 import { CSI_NODES, PERSISTENT_VOLUMES, SECRETS, VOLUME_ATTACHMENTS } from "../lib/kube/api.ts";
 import { KubeClient } from "../lib/kube/client.ts";
 import { connectionFromKubeconfigs } from "../lib/kube/config.ts";
@@ -73,6 +77,8 @@ export interface ScenarioConfig {
   attacherArgs: readonly string[];
   /** Verbosity of the attacher's log lines in the output; unset: no log lines. */
   verbosity?: number;
+  /** Faults of the built-in driver (see `testkit/csi/driver_faults.ts`); none when unset. */
+  driverOptions?: Pick<ExampleDriverOptions, "faults" | "nonIdempotent">;
 }
 
 /** Where the scenario writes. */
@@ -301,7 +307,7 @@ export async function runScenario(config: ScenarioConfig, io: ScenarioIo): Promi
     let address: string;
     if (config.csiAddress === undefined) {
       dir = await Deno.makeTempDir({ prefix: "csi-attacher-sandbox-" });
-      builtIn = new ExampleDriver({}, { nodeIds: [config.nodeId] });
+      builtIn = new ExampleDriver({}, { nodeIds: [config.nodeId], ...config.driverOptions });
       builtIn.createVolume(config.volumeHandle);
       driverServer = await builtIn.start(`${dir}/csi.sock`);
       address = driverServer.address;

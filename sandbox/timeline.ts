@@ -194,10 +194,19 @@ export class Timeline {
   #count = 0;
   /** Requests of CSI calls in flight, per method, oldest first. */
   readonly #pending = new Map<string, Record<string, unknown>[]>();
+  readonly #hidden: ReadonlySet<string>;
 
-  /** @param deps.write receives each line, without a trailing newline */
-  constructor(deps: { write: (line: string) => void }) {
+  /**
+   * @param deps.write receives each line, without a trailing newline
+   * @param options.showListVolumes shows ListVolumes calls too (hidden by default: see the
+   *   module documentation)
+   */
+  constructor(
+    deps: { write: (line: string) => void },
+    options: { showListVolumes?: boolean } = {},
+  ) {
     this.#write = deps.write;
+    this.#hidden = options.showListVolumes ? new Set() : HIDDEN_METHODS;
   }
 
   /** Number of lines written so far. */
@@ -219,7 +228,7 @@ export class Timeline {
 
   /** Records a step of a CSI call; a line is written when the call finishes. */
   csi(event: CsiCallEvent): void {
-    if (HIDDEN_METHODS.has(event.method)) return;
+    if (this.#hidden.has(event.method)) return;
     if (event.kind === "call") {
       const queue = this.#pending.get(event.method) ?? [];
       queue.push(event.request);

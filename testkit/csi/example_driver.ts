@@ -19,6 +19,7 @@ import {
   startCsiDriverServer,
 } from "./server.ts";
 import { type Logger, nullLogger } from "../../lib/observe/logger.ts";
+import { type DriverFaults, noFaults, withFaults } from "./driver_faults.ts";
 
 /** gRPC status codes the driver answers with (numbers as in grpc's statuscodes.md). */
 const Code = {
@@ -57,6 +58,14 @@ export interface ExampleDriverOptions {
   nodeIds?: readonly string[];
   /** Publications per node before ResourceExhausted; 0 (default) means no limit. */
   maxVolumesPerNode?: number;
+  /**
+   * A fault to practise against: publishing what is already published answers AlreadyExists,
+   * unpublishing what is not published answers NotFound, as a driver that is not idempotent
+   * would (the CSI spec asks for OK in both cases). Default false.
+   */
+  nonIdempotent?: boolean;
+  /** Calls that fail or answer late (see driver_faults.ts). Default none. */
+  faults?: DriverFaults;
 }
 
 /** One volume published to one node. */
@@ -84,6 +93,9 @@ interface VolumeState {
  *   ResourceExhausted beyond `maxVolumesPerNode`.
  * - unpublish: InvalidArgument without volume ID; OK for an unknown volume, an unknown node or a
  *   volume that is not published there; an empty node ID unpublishes from every node.
+ * - with `nonIdempotent`, a repeated publish answers AlreadyExists and an unpublish of what is
+ *   not published NotFound; `faults` make calls fail or answer late, ignore single-node modes
+ *   or hide publications from ListVolumes.
  * - ListVolumes: volumes by ID, paged by `max_entries` with the next index as token (a bad token
  *   gives Aborted), each with the nodes it is published to.
  *
@@ -105,6 +117,8 @@ export class ExampleDriver {
   #vendorVersion: string;
   #nodeIds: Set<string> | undefined;
   #maxVolumesPerNode: number;
+  #nonIdempotent: boolean;
+  #faults: DriverFaults;
   #volumes = new Map<string, VolumeState>();
 
   constructor(deps: ExampleDriverDeps = {}, options: ExampleDriverOptions = {}) {
@@ -115,6 +129,8 @@ export class ExampleDriver {
       ? new Set(options.nodeIds)
       : undefined;
     this.#maxVolumesPerNode = options.maxVolumesPerNode ?? 0;
+    this.#nonIdempotent = options.nonIdempotent ?? false;
+    this.#faults = options.faults ?? noFaults();
   }
 
   /** The driver name (GetPluginInfo). */
@@ -189,9 +205,9 @@ export class ExampleDriver {
     };
   }
 
-  /** Controller handlers for {@link startCsiDriverServer}. */
+  /** Controller handlers for {@link startCsiDriverServer}, with the driver's faults. */
   controllerHandlers(): ControllerHandlers {
-    return {
+    return withFaults({
       controllerGetCapabilities: () =>
         Promise.resolve({
           capabilities: ExampleDriver.CONTROLLER_CAPABILITIES.map((type) => ({ rpc: { type } })),
@@ -202,7 +218,7 @@ export class ExampleDriver {
         return Promise.resolve();
       },
       listVolumes: (req) => Promise.resolve(this.list(req)),
-    };
+    }, this.#faults);
   }
 
   /** Starts a server for this driver on `address` (socket path or `127.0.0.1:0`). */
@@ -242,6 +258,12 @@ export class ExampleDriver {
     const publishContext = { devicePath: `/dev/example/${req.volumeId}` };
     const existing = volume.published.get(req.nodeId);
     if (existing !== undefined) {
+      if (this.#nonIdempotent) {
+        throw new CsiStatusError(
+          Code.AlreadyExists,
+          `volume ${req.volumeId} is already published to node ${req.nodeId}`,
+        );
+      }
       if (existing.readonly !== req.readonly || existing.mode !== mode) {
         throw new CsiStatusError(
           Code.AlreadyExists,
@@ -251,6 +273,7 @@ export class ExampleDriver {
       return { publishContext };
     }
     for (const other of volume.published.values()) {
+      if (this.#faults.multiAttach) break;
       if (SINGLE_NODE_MODES.has(mode) || SINGLE_NODE_MODES.has(other.mode)) {
         throw new CsiStatusError(
           Code.FailedPrecondition,
@@ -283,6 +306,12 @@ export class ExampleDriver {
       throw new CsiStatusError(Code.InvalidArgument, "volume ID missing in request");
     }
     const volume = this.#volumes.get(req.volumeId);
+    if (this.#nonIdempotent && !(volume?.published.has(req.nodeId) ?? false)) {
+      throw new CsiStatusError(
+        Code.NotFound,
+        `volume ${req.volumeId} is not published to node ${req.nodeId}`,
+      );
+    }
     if (volume === undefined) return;
     const nodes = req.nodeId === "" ? [...volume.published.keys()] : [req.nodeId];
     for (const node of nodes) {
@@ -324,7 +353,9 @@ export class ExampleDriver {
           capacityBytes: String(volume.capacityBytes),
           volumeContext: { ...volume.volumeContext },
         },
-        status: { publishedNodeIds: [...volume.published.keys()].sort() },
+        status: {
+          publishedNodeIds: this.#faults.hidePublished ? [] : [...volume.published.keys()].sort(),
+        },
       };
     });
     return { entries, nextToken: end < volumes.length ? String(end) : "" };

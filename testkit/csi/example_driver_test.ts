@@ -204,3 +204,32 @@ Deno.test("ExampleDriver.start() serves the attacher's calls over a unix socket"
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("ExampleDriver faults: not idempotent, multi-attach, publications hidden from list()", () => {
+  const strict = new ExampleDriver({}, { nonIdempotent: true });
+  strict.createVolume("vol-1");
+  assert.equal(codeOf(() => strict.unpublish({ volumeId: "vol-1", nodeId: "node-1" })), 5);
+  assert.equal(codeOf(() => strict.publish(req())), undefined);
+  assert.equal(codeOf(() => strict.publish(req())), 6);
+  assert.equal(codeOf(() => strict.unpublish({ volumeId: "vol-1", nodeId: "node-1" })), undefined);
+  assert.equal(codeOf(() => strict.unpublish({ volumeId: "vol-1", nodeId: "node-1" })), 5);
+
+  const loose = new ExampleDriver({}, {
+    faults: { fail: {}, slowMs: {}, multiAttach: true, hidePublished: true },
+  });
+  loose.createVolume("vol-1");
+  loose.publish(req());
+  loose.publish(req({ nodeId: "node-2" }));
+  assert.deepEqual(loose.publications().map((p) => p.nodeId), ["node-1", "node-2"]);
+  assert.deepEqual(loose.list({ maxEntries: 0, startingToken: "" }).entries[0]?.status, {
+    publishedNodeIds: [],
+  });
+  // Without the faults: FailedPrecondition, and the publication listed.
+  const plain = new ExampleDriver();
+  plain.createVolume("vol-1");
+  plain.publish(req());
+  assert.equal(codeOf(() => plain.publish(req({ nodeId: "node-2" }))), 9);
+  assert.deepEqual(plain.list({ maxEntries: 0, startingToken: "" }).entries[0]?.status, {
+    publishedNodeIds: ["node-1"],
+  });
+});

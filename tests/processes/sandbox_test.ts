@@ -183,3 +183,24 @@ Deno.test("sandbox reports a missing driver socket at once: exit 1", async () =>
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("sandbox --fail=publish:NotFound: the built-in driver's fault as attachError", async () => {
+  const { code, lines } = await sandbox(["--fail=publish:NotFound"]);
+  const out = text(lines);
+  assert.equal(code, 1, out);
+  assert.match(
+    out,
+    /^Attach failed: status\.attachError\.message: rpc error: code = NotFound desc = fault injected with --fail=publish:NotFound$/m,
+  );
+  assert.match(out, /^Detached: va-1 is gone and the driver publishes nothing$/m);
+  assert.equal(lines.at(-1), "Outcome: FAILED (attach error)");
+
+  const external = await sandbox([
+    "--csi-address=/run/csi/socket",
+    "--volume-handle=v",
+    "--node-id=n",
+    "--non-idempotent",
+  ]);
+  assert.equal(external.code, 2);
+  assert.match(external.lines[0]!, /are for the built-in driver only$/);
+});
