@@ -32,6 +32,7 @@ import {
   VOLUME_ATTACHMENTS,
 } from "../lib/kube/api.ts";
 import { KubeClient } from "../lib/kube/client.ts";
+import { SOLE_REPLICA } from "../lib/lease_fence.ts";
 import { connectionFromKubeconfigs } from "../lib/kube/config.ts";
 import type { ObjectStore } from "../lib/kube/store.ts";
 import type {
@@ -237,6 +238,8 @@ export class CheckRig {
       clock: this.#clock,
       stores: this.#stores,
       memory: this.#memory,
+      // The check is the only replica: nothing elects it, nothing can take its place.
+      fence: SOLE_REPLICA,
     }, {
       driverName: this.#driverName,
       timeoutMs,
@@ -261,6 +264,7 @@ export class CheckRig {
       stores: this.#stores,
       memory: this.#memory,
       queue: { add: (name) => queued.push(name), isQueuedOrProcessing: () => false },
+      fence: SOLE_REPLICA,
     }, { driverName: this.#driverName, timeoutMs: this.#options.timeoutMs, maxEntries });
     await reconciler.reconcile(this.#stop.signal);
     for (const name of queued) this.#memory.takeOutOfSync(name);
