@@ -284,7 +284,8 @@ Deno.test("sandbox check --skip and a missing driver: skipped with the reason", 
     assert.equal(probe.status, "failed");
     assert.equal(
       probe.attacherText,
-      `timed out after 0.2s waiting to connect to the CSI driver at ${dir}/missing.sock`,
+      `timed out after 0.2s waiting to connect to the CSI driver at ${dir}/missing.sock: ` +
+        `last error: dial unix ${dir}/missing.sock: connect: no such file or directory`,
     );
     for (const c of missing.report.checks.slice(1)) {
       assert.equal(c.status, "skipped", c.id);
