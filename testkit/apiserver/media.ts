@@ -74,6 +74,31 @@ export class ServerMedia {
     }
   }
 
+  /**
+   * An error for a request whose `Accept` nothing served fits: `responsewriters.ErrorNegotiated`
+   * then writes the Status with `WriteRawJSON`, indented by two spaces, in `metav1.Status`'s
+   * field order.
+   */
+  rawJsonError(err: StatusError): Response {
+    const { kind, apiVersion, metadata, status, message, reason, details, code, ...rest } = err
+      .status as unknown as Record<string, unknown>;
+    const ordered = { kind, apiVersion, metadata, status, message, reason, details, code, ...rest };
+    return new Response(JSON.stringify(ordered, null, 2), {
+      status: err.status.code,
+      headers: { "content-type": "application/json" },
+    });
+  }
+
+  /** True when some served type fits `accept`. */
+  negotiable(accept: string): boolean {
+    try {
+      negotiateOutput(accept, false, this.protobuf);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
   /** The router's 406 (see {@link routerAcceptError}), or undefined. */
   routerError(accept: string, collectionGet: boolean): StatusError | undefined {
     return routerAcceptError(accept, collectionGet, this.protobuf);

@@ -771,7 +771,11 @@ export class MemoryApiServer {
       }
       return response;
     } catch (err) {
-      if (err instanceof StatusError) return this.#media.error(out, err);
+      if (err instanceof StatusError) {
+        return this.#media.negotiable(record.accept)
+          ? this.#media.error(out, err)
+          : this.#media.rawJsonError(err);
+      }
       const message = err instanceof Error ? err.message : String(err);
       return this.#media.respond(
         out,

@@ -150,6 +150,15 @@ test("errors are a Status in the negotiated type; nothing acceptable is a 406 in
     details: {},
     code: 406,
   });
+  // Written by WriteRawJSON: indented, in metav1.Status' field order.
+  const raw = await fetch(`${server.url}${VA_PATH}/a`, { headers: { accept: "text/html" } });
+  assert.equal(
+    await raw.text(),
+    '{\n  "kind": "Status",\n  "apiVersion": "v1",\n  "metadata": {},\n  "status": "Failure",\n' +
+      '  "message": "406: Not Acceptable\\n\\nAvailable representations: application/json, ' +
+      `application/yaml, ${KUBE_PROTOBUF}",\n  "reason": "NotAcceptable",\n  "details": {},\n` +
+      '  "code": 406\n}',
+  );
   // The handler's negotiation: the type passes the router, its parameters do not.
   const handler = await fetch(`${server.url}${VA_PATH}/a`, {
     headers: { accept: `${KUBE_PROTOBUF};stream=other` },

@@ -333,6 +333,12 @@ export function describe(codec: KubeProtos, answer: RawAnswer): string {
       return text;
     }
   }
+  try {
+    // One JSON document, however it is indented (Go's WriteRawJSON indents a 406).
+    return JSON.stringify(normalize(JSON.parse(text))) + tail;
+  } catch {
+    // A watch: one event a line.
+  }
   return text.trim().split("\n").map((line) => {
     try {
       return JSON.stringify(normalize(JSON.parse(line)));
