@@ -24,3 +24,21 @@ export function concatBytes(parts: readonly Uint8Array[], length?: number): Uint
   }
   return out;
 }
+
+/**
+ * Reads `next` until it returns null and joins what it gave (see {@link concatBytes}): a body read
+ * piece by piece, whole. `next` gives one or more non-empty views per call.
+ */
+export async function readAllChunks(
+  next: () => Promise<readonly Uint8Array[] | null>,
+): Promise<Uint8Array> {
+  const parts: Uint8Array[] = [];
+  let length = 0;
+  for (let data = await next(); data !== null; data = await next()) {
+    for (const part of data) {
+      parts.push(part);
+      length += part.length;
+    }
+  }
+  return concatBytes(parts, length);
+}

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { concatBytes } from "./bytes.ts";
+import { concatBytes, readAllChunks } from "./bytes.ts";
 
 Deno.test("concatBytes returns a single part as is and joins several in order", () => {
   const one = new Uint8Array([1, 2]);
@@ -8,4 +8,13 @@ Deno.test("concatBytes returns a single part as is and joins several in order", 
   assert.deepEqual(concatBytes(parts), new Uint8Array([1, 2, 3]));
   assert.deepEqual(concatBytes(parts, 3), new Uint8Array([1, 2, 3]));
   assert.deepEqual(concatBytes([]), new Uint8Array(0));
+});
+
+Deno.test("readAllChunks() joins every piece until the end, and none is an empty array", async () => {
+  const pieces = [[Uint8Array.of(1, 2)], [Uint8Array.of(3), Uint8Array.of(4, 5)], null];
+  let i = 0;
+  const all = await readAllChunks(() => Promise.resolve(pieces[i++] ?? null));
+  assert.deepEqual([...all], [1, 2, 3, 4, 5]);
+  assert.equal(i, 3, "read up to and including the end");
+  assert.equal((await readAllChunks(() => Promise.resolve(null))).length, 0);
 });

@@ -26,6 +26,7 @@ import type {
 } from "./api.ts";
 import { TransportError } from "./errors.ts";
 import { type Clock, realClock } from "../../clock.ts";
+import { readAllChunks } from "../../bytes.ts";
 import { Connection } from "./connection.ts";
 import { dial, type DialOptions, type TcpConnect } from "./dial.ts";
 import { tlsSettings } from "./tls_settings.ts";
@@ -86,22 +87,7 @@ class Body {
    * announces.
    */
   async text(): Promise<string> {
-    const parts: Uint8Array[] = [];
-    let length = 0;
-    for (let data = await this.next(); data !== null; data = await this.next()) {
-      for (const part of data) {
-        parts.push(part);
-        length += part.length;
-      }
-    }
-    if (parts.length === 1) return UTF8.decode(parts[0]);
-    const out = new Uint8Array(length);
-    let offset = 0;
-    for (const part of parts) {
-      out.set(part, offset);
-      offset += part.length;
-    }
-    return UTF8.decode(out);
+    return UTF8.decode(await readAllChunks(() => this.next()));
   }
 
   /** Stops reading: the connection is closed. */

@@ -14,6 +14,7 @@ import { TransportError } from "../http1/errors.ts";
 import type { HeaderField } from "./hpack.ts";
 import { StreamError } from "./stream_error.ts";
 import type { StreamingStream } from "./session_types.ts";
+import { readAllChunks } from "../../bytes.ts";
 
 const UTF8 = new TextDecoder();
 const UTF8_ENCODER = new TextEncoder();
@@ -178,22 +179,7 @@ export function responseOf(
     },
     text: async () => {
       use();
-      const parts: Uint8Array[] = [];
-      let length = 0;
-      for (let data = await next(); data !== null; data = await next()) {
-        for (const part of data) {
-          parts.push(part);
-          length += part.length;
-        }
-      }
-      if (parts.length === 1) return UTF8.decode(parts[0]);
-      const out = new Uint8Array(length);
-      let offset = 0;
-      for (const part of parts) {
-        out.set(part, offset);
-        offset += part.length;
-      }
-      return UTF8.decode(out);
+      return UTF8.decode(await readAllChunks(next));
     },
     chunks: () => {
       use();
