@@ -15,6 +15,7 @@ import { ExampleDriver } from "../testkit/csi/example_driver.ts";
 import type { CsiDriverServer } from "../testkit/csi/server.ts";
 import { CheckRig } from "./check_rig.ts";
 import { defineFaultFlags, FAULTS_NEED_BUILT_IN } from "./fault_flags.ts";
+import { defineVolumeFlags, parseList } from "./volume_flags.ts";
 import {
   type CheckRecord,
   type CheckReport,
@@ -37,21 +38,6 @@ export const CHECK_DEFAULT_SECOND_NODE_ID = "example-node-2";
 
 /** Checks that cannot be skipped: every other one needs them. */
 const STARTUP_CHECKS = new Set(["probe", "plugin-info", "capabilities"]);
-
-function parseKeyValues(text: string, current: Record<string, string>): Record<string, string> {
-  const out = { ...current };
-  for (const part of text.split(",")) {
-    if (part === "") continue;
-    const eq = part.indexOf("=");
-    if (eq <= 0) throw new Error(`expected key=value, got ${JSON.stringify(part)}`);
-    out[part.slice(0, eq)] = part.slice(eq + 1);
-  }
-  return out;
-}
-
-function parseList(text: string): string[] {
-  return text.split(",").filter((s) => s !== "");
-}
 
 function defineFlags() {
   const set = new FlagSet({ name: "csi-attacher sandbox check" });
@@ -90,17 +76,9 @@ function defineFlags() {
       "spec.mountOptions of the mount-options check, comma-separated.",
       { parse: parseList, typeName: "list", defaultText: "noatime" },
     ),
-    volumeAttributes: set.custom<Record<string, string>>(
-      "volume-attributes",
-      {},
-      "Volume context as key=value,... (spec.csi.volumeAttributes).",
-      { parse: parseKeyValues, typeName: "key=value,..." },
-    ),
-    secret: set.custom<Record<string, string> | undefined>(
-      "secret",
-      undefined,
+    ...defineVolumeFlags(
+      set,
       "The controllerPublishSecretRef Secret of the secrets check, key=value,...; default: one random value.",
-      { parse: (text, current) => parseKeyValues(text, current ?? {}), typeName: "key=value,..." },
     ),
     timeout: set.duration(
       "timeout",

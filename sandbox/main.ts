@@ -13,6 +13,7 @@
 import { FlagError, FlagSet } from "../lib/cli/flags.ts";
 import { runScenario, type ScenarioConfig } from "./scenario.ts";
 import { defineFaultFlags, FAULTS_NEED_BUILT_IN } from "./fault_flags.ts";
+import { defineVolumeFlags } from "./volume_flags.ts";
 
 /** Where the sandbox writes. */
 export interface SandboxIo {
@@ -22,18 +23,6 @@ export interface SandboxIo {
 
 /** The node ID the built-in example driver is given (and the CSINode names) by default. */
 export const DEFAULT_SANDBOX_NODE_ID = "example-node-1";
-
-/** Parses `k=v,k2=v2` into a map; later keys win. */
-function parseKeyValues(text: string, current: Record<string, string>): Record<string, string> {
-  const out = { ...current };
-  for (const part of text.split(",")) {
-    if (part === "") continue;
-    const eq = part.indexOf("=");
-    if (eq <= 0) throw new Error(`expected key=value, got ${JSON.stringify(part)}`);
-    out[part.slice(0, eq)] = part.slice(eq + 1);
-  }
-  return out;
-}
 
 /** The sandbox's flags, defined on a fresh FlagSet. */
 function defineFlags() {
@@ -63,17 +52,9 @@ function defineFlags() {
     ),
     fsType: set.string("fs-type", "", "spec.csi.fsType of the PersistentVolume."),
     readOnly: set.bool("read-only", false, "spec.csi.readOnly of the PersistentVolume."),
-    volumeAttributes: set.custom<Record<string, string>>(
-      "volume-attributes",
-      {},
-      "Volume context as key=value,... (spec.csi.volumeAttributes).",
-      { parse: parseKeyValues, typeName: "key=value,..." },
-    ),
-    secret: set.custom<Record<string, string> | undefined>(
-      "secret",
-      undefined,
+    ...defineVolumeFlags(
+      set,
       "Create a Secret with these key=value,... pairs and make it the PersistentVolume's controllerPublishSecretRef.",
-      { parse: (text, current) => parseKeyValues(text, current ?? {}), typeName: "key=value,..." },
     ),
     waitTimeout: set.duration(
       "wait-timeout",
