@@ -119,10 +119,10 @@ export interface AuditEvent {
 }
 
 /**
- * The audit policy: every request of the attacher's user (and of {@link REPLICA_GROUP}'s users,
- * selected alike: a rule's `users` and `userGroups` must both match, so each has its own rules),
- * with the bodies of its Lease and
- * VolumeAttachment writes (the Lease holder as the server stored it, the finalizers a
+ * The audit policy: every request of the attacher's user and of {@link REPLICA_GROUP}'s users
+ * (each its own rules: a rule's `users` and `userGroups` must both match, k8s.io/apiserver
+ * pkg/audit/policy/checker.go, `ruleMatches`), with the bodies of their Lease and VolumeAttachment
+ * writes (the Lease holder as the server stored it, the finalizers a
  * VolumeAttachment had after each write: what `paused_leader.ts` and the cluster chaos check).
  * Status writes are subresources (`volumeattachments/status`) and stay at Metadata.
  */
