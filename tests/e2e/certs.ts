@@ -143,16 +143,24 @@ export async function makeCertificates(
     serviceAccountPublicKey,
   ]);
   const issued: Record<string, CertPair> = {};
-  for (const client of clients) {
-    issued[client.id] = await issue(
-      dir,
-      ca,
-      `client-${client.id}`,
-      subject(client.user, client.groups),
-      "extendedKeyUsage=clientAuth\nkeyUsage=critical,digitalSignature\n",
-    );
-  }
+  for (const client of clients) issued[client.id] = await issueClient(dir, ca, client);
   return { ca, server, serviceAccountKey, serviceAccountPublicKey, clients: issued };
+}
+
+/**
+ * Issues one more client certificate from the CA of {@link makeCertificates} (`<dir>/ca.crt` and
+ * `ca.key`), written to `dir` as `client-<id>.crt` and `.key`.
+ *
+ * @throws {Error} when openssl is missing or fails.
+ */
+export function issueClient(dir: string, ca: CertPair, client: ClientIdentity): Promise<CertPair> {
+  return issue(
+    dir,
+    ca,
+    `client-${client.id}`,
+    subject(client.user, client.groups),
+    "extendedKeyUsage=clientAuth\nkeyUsage=critical,digitalSignature\n",
+  );
 }
 
 /**

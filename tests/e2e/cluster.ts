@@ -9,7 +9,7 @@
  */
 
 import type { Binaries } from "./binaries.ts";
-import { type ClusterCertificates, kubeconfigFor, makeCertificates } from "./certs.ts";
+import { type ClusterCertificates, issueClient, kubeconfigFor, makeCertificates } from "./certs.ts";
 import { DriverClient } from "./driver_client.ts";
 import { type DriverCall, parseDriverCalls } from "./driver_log.ts";
 import { applyManifest } from "./manifests.ts";
@@ -19,6 +19,17 @@ import { RawApi } from "./raw_api.ts";
 
 /** The user the attacher authenticates as: the name a `csi-attacher` service account gets. */
 export const ATTACHER_USER = "system:serviceaccount:default:csi-attacher";
+/**
+ * The group of the chaos run's replica users (`csi-attacher-<replica>`, see
+ * {@link LocalCluster.replicaKubeconfig}): each replica its own user, so the audit log names the
+ * replica behind every request; the audit policy selects the group as it selects
+ * {@link ATTACHER_USER}, and the chaos run binds it to the attacher's roles.
+ */
+export const REPLICA_GROUP = "csi-attacher-e2e-replicas";
+/** The user name of a replica's own client certificate. */
+export function replicaUser(replica: string): string {
+  return `csi-attacher-${replica}`;
+}
 /** The suite's administrator (member of `system:masters`). */
 export const ADMIN_USER = "csi-attacher-e2e-admin";
 /**
@@ -59,8 +70,9 @@ export interface ClusterInfo {
   /** The driver's call log. */
   driverLog: string;
   /**
-   * The API server's audit log (requests of {@link ATTACHER_USER} only; its writes of Leases and
-   * VolumeAttachments with request and response bodies, see {@link AUDIT_POLICY}).
+   * The API server's audit log (requests of {@link ATTACHER_USER} and {@link REPLICA_GROUP} only;
+   * their writes of Leases and VolumeAttachments with request and response bodies, see
+   * {@link AUDIT_POLICY}).
    */
   auditLog: string;
   /** Process group ids (0: not running). */
@@ -107,8 +119,10 @@ export interface AuditEvent {
 }
 
 /**
- * The audit policy: every request of the attacher's user, with the bodies of its Lease and
- * VolumeAttachment writes (the Lease holder as the server stored it, the finalizers a
+ * The audit policy: every request of the attacher's user and of {@link REPLICA_GROUP}'s users
+ * (each its own rules: a rule's `users` and `userGroups` must both match, k8s.io/apiserver
+ * pkg/audit/policy/checker.go, `ruleMatches`), with the bodies of their Lease and VolumeAttachment
+ * writes (the Lease holder as the server stored it, the finalizers a
  * VolumeAttachment had after each write: what `paused_leader.ts` and the cluster chaos check).
  * Status writes are subresources (`volumeattachments/status`) and stay at Metadata.
  */
@@ -124,8 +138,18 @@ rules:
         resources: ["leases"]
       - group: storage.k8s.io
         resources: ["volumeattachments"]
+  - level: RequestResponse
+    userGroups: ["${REPLICA_GROUP}"]
+    verbs: ["create", "update", "patch"]
+    resources:
+      - group: coordination.k8s.io
+        resources: ["leases"]
+      - group: storage.k8s.io
+        resources: ["volumeattachments"]
   - level: Metadata
     users: ["${ATTACHER_USER}"]
+  - level: Metadata
+    userGroups: ["${REPLICA_GROUP}"]
   - level: None
 `;
 
@@ -527,6 +551,27 @@ export class LocalCluster {
   driver(): DriverClient {
     this.#driverClient ??= new DriverClient(this.info.driverSocket);
     return this.#driverClient;
+  }
+
+  /**
+   * A kubeconfig of `replica`'s own user ({@link replicaUser}, in {@link REPLICA_GROUP}), with a
+   * client certificate issued now by the cluster's CA; its path. The group has no rights until
+   * bound (the chaos run binds it to the RBAC manifest's roles).
+   */
+  async replicaKubeconfig(replica: string): Promise<string> {
+    const certs = `${this.info.dir}/certs`;
+    const user = replicaUser(replica);
+    const pair = await issueClient(certs, { cert: `${certs}/ca.crt`, key: `${certs}/ca.key` }, {
+      id: `replica-${replica}`,
+      user,
+      groups: [REPLICA_GROUP],
+    });
+    const path = `${this.info.dir}/replica-${replica}.kubeconfig`;
+    await Deno.writeTextFile(
+      path,
+      await kubeconfigFor(this.info.server, `${certs}/ca.crt`, pair, user),
+    );
+    return path;
   }
 
   /** Every call the driver served so far, from its log (all of its runs). */

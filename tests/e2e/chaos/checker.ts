@@ -7,6 +7,10 @@
  * - `outside-term`: a ControllerPublishVolume or ControllerUnpublishVolume served for a replica
  *   outside its term as the server saw it (`lease_terms.ts`), beyond {@link TERM_TOLERANCE_MS};
  * - `unattributed`: such a call no replica logged;
+ * - `write-outside-term`: a write of a VolumeAttachment (its object or its status) or of a
+ *   PersistentVolume (the attacher writes only their finalizers) that kube-apiserver received
+ *   from a replica outside its term, beyond the same tolerance; the replica is the audit record's
+ *   user, each replica's own (`replica_users.ts`); Lease writes and Events need no lease;
  * - `not-final`: a VolumeAttachment that did not reach its final state (attached, then gone);
  * - `driver-state`: a volume whose final publication differs from its VolumeAttachment
  *   (published with none left, or not published while attached);
@@ -18,7 +22,7 @@
 
 import type { AuditEvent } from "../cluster.ts";
 import { PUBLISH, UNPUBLISH } from "../driver_log.ts";
-import { auditTime, type LeaseWrite, termVerdict } from "../lease_terms.ts";
+import { auditTime, type LeaseWrite, type TermVerdict, termVerdict } from "../lease_terms.ts";
 import type { AttributedCall } from "../replica_calls.ts";
 
 /**
@@ -33,6 +37,7 @@ export const TERM_TOLERANCE_MS = 250;
 export type ViolationKind =
   | "outside-term"
   | "unattributed"
+  | "write-outside-term"
   | "not-final"
   | "driver-state"
   | "no-finalizer";
@@ -62,6 +67,30 @@ export interface VaWrite {
   finalizers: string[];
 }
 
+/**
+ * A request of a replica that needs its lease: a create, update, patch or delete of a
+ * VolumeAttachment (any subresource) or a PersistentVolume, whatever the server answered (the
+ * bytes were sent).
+ */
+export interface ApiWrite {
+  replica: string;
+  verb: string;
+  /** `volumeattachments`, `volumeattachments/status`, `persistentvolumes`. */
+  resource: string;
+  name: string;
+  /** When kube-apiserver received it (ms since the epoch). */
+  received: number;
+  code: number;
+}
+
+/** What the checker counted of one replica's {@link ApiWrite}s. */
+export interface WriteFigures {
+  checked: number;
+  outside: number;
+  /** The latest write outside the term, ms past its end (0 for a replica that never led). */
+  latestMs: number;
+}
+
 /** Everything the checker reads. */
 export interface ChaosRecord {
   leaseWrites: readonly LeaseWrite[];
@@ -69,6 +98,8 @@ export interface ChaosRecord {
   calls: readonly AttributedCall[];
   lifecycles: readonly LifecycleRecord[];
   vaWrites: readonly VaWrite[];
+  /** Every write of a replica that needs its lease ({@link apiWrites}). */
+  apiWrites: readonly ApiWrite[];
   /** At the end: VolumeAttachments that still exist, by name, and whether attached. */
   finalVas: ReadonlyMap<string, boolean>;
   /** At the end: the volumes the driver has published. */
@@ -86,6 +117,48 @@ export interface CheckFigures {
   closestToEndMs: number | undefined;
   /** Calls outside the caller's term, per replica, and the latest (ms past the term's end). */
   outside: Map<string, { calls: number; latestMs: number }>;
+  /** {@link ApiWrite}s per replica. */
+  writes: Map<string, WriteFigures>;
+}
+
+const LEASED_RESOURCES = new Set(["volumeattachments", "persistentvolumes"]);
+const WRITE_VERBS = new Set(["create", "update", "patch", "delete", "deletecollection"]);
+
+/**
+ * The writes that need a lease, from the audit log, attributed by `replicaOf` (audit user name →
+ * replica); requests of other users are left out. Oldest first, by the time received.
+ */
+export function apiWrites(
+  events: readonly AuditEvent[],
+  replicaOf: ReadonlyMap<string, string>,
+): ApiWrite[] {
+  const out: ApiWrite[] = [];
+  for (const e of events) {
+    if (e.stage !== "ResponseComplete" || !WRITE_VERBS.has(e.verb)) continue;
+    const resource = e.objectRef?.resource ?? "";
+    if (!LEASED_RESOURCES.has(resource)) continue;
+    const replica = replicaOf.get(e.user.username);
+    if (replica === undefined) continue;
+    const sub = e.objectRef?.subresource ?? "";
+    out.push({
+      replica,
+      verb: e.verb,
+      resource: sub === "" ? resource : `${resource}/${sub}`,
+      name: e.objectRef?.name ?? "",
+      received: auditTime(e.requestReceivedTimestamp),
+      code: e.responseStatus?.code ?? 0,
+    });
+  }
+  return out.sort((a, b) => a.received - b.received);
+}
+
+/** Why a moment lies outside a term, in words. */
+function outsideWhy(verdict: Exclude<TermVerdict, { inside: true }>): string {
+  return verdict.why === "never-held"
+    ? "it never held the Lease before"
+    : verdict.why === "taken"
+    ? `${verdict.by} had taken the Lease ${(verdict.lateMs / 1000).toFixed(2)} s before`
+    : `its lease had run out ${(verdict.lateMs / 1000).toFixed(2)} s before`;
 }
 
 /** The successful writes of VolumeAttachments (not their status) by the attacher, from the audit. */
@@ -119,6 +192,7 @@ export function checkChaos(
     byReplica: new Map(),
     closestToEndMs: undefined,
     outside: new Map(),
+    writes: new Map(),
   };
   for (const { served, logged } of record.calls) {
     const what = `${served.method.slice(served.method.lastIndexOf("/") + 1)} of volume ` +
@@ -147,14 +221,24 @@ export function checkChaos(
       calls: seen.calls + 1,
       latestMs: Math.max(seen.latestMs, late),
     });
-    const why = verdict.why === "never-held"
-      ? "it never held the Lease before"
-      : verdict.why === "taken"
-      ? `${verdict.by} had taken the Lease ${(verdict.lateMs / 1000).toFixed(2)} s before`
-      : `its lease had run out ${(verdict.lateMs / 1000).toFixed(2)} s before`;
     violations.push({
       kind: "outside-term",
-      detail: `${what} for ${logged.replica} (logged ${at(logged.time)}): ${why}`,
+      detail: `${what} for ${logged.replica} (logged ${at(logged.time)}): ${outsideWhy(verdict)}`,
+    });
+  }
+
+  for (const w of record.apiWrites) {
+    const seen = figures.writes.get(w.replica) ?? { checked: 0, outside: 0, latestMs: 0 };
+    figures.writes.set(w.replica, seen);
+    seen.checked++;
+    const verdict = termVerdict(record.leaseWrites, w.replica, w.received, TERM_TOLERANCE_MS);
+    if (verdict.inside) continue;
+    seen.outside++;
+    seen.latestMs = Math.max(seen.latestMs, verdict.why === "never-held" ? 0 : verdict.lateMs);
+    violations.push({
+      kind: "write-outside-term",
+      detail: `${w.verb} of ${w.resource} ${w.name} (answered ${w.code}) received at ` +
+        `${at(w.received)} from ${w.replica}: ${outsideWhy(verdict)}`,
     });
   }
 

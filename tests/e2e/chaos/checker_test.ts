@@ -3,7 +3,14 @@ import type { AuditEvent } from "../cluster.ts";
 import { type DriverCall, PUBLISH, UNPUBLISH } from "../driver_log.ts";
 import { holderChanges, leaseWrites } from "../lease_terms.ts";
 import { attributeCalls, type LoggedCall } from "../replica_calls.ts";
-import { type ChaosRecord, checkChaos, type LifecycleRecord, vaWrites } from "./checker.ts";
+import {
+  apiWrites,
+  type ChaosRecord,
+  checkChaos,
+  type LifecycleRecord,
+  vaWrites,
+} from "./checker.ts";
+import { replicaOfUser } from "./replica_users.ts";
 
 const T0 = Date.parse("2026-11-28T05:00:00Z");
 const iso = (ms: number) => new Date(T0 + ms).toISOString().replace("Z", "123Z");
@@ -40,6 +47,42 @@ function vaEvent(ms: number, va: string, finalizers: string[]): AuditEvent {
     responseObject: { metadata: { name: va, finalizers } },
   };
 }
+
+/** A write of `user` as the Metadata level records it: no bodies. */
+function writeEvent(
+  ms: number,
+  user: string,
+  resource: string,
+  name: string,
+  { verb = "patch", subresource, code = 200, stage = "ResponseComplete" }: {
+    verb?: string;
+    subresource?: string;
+    code?: number;
+    stage?: string;
+  } = {},
+): AuditEvent {
+  return {
+    verb,
+    requestURI: `/x/${resource}/${name}${subresource ? `/${subresource}` : ""}`,
+    user: { username: user },
+    objectRef: { resource, name, ...(subresource ? { subresource } : {}) },
+    responseStatus: { code },
+    stage,
+    requestReceivedTimestamp: iso(ms),
+    stageTimestamp: iso(ms + 3),
+  };
+}
+
+const REPLICA_OF = replicaOfUser(["a", "b"]);
+
+/** a's writes inside its term (the last within the tolerance after it), b's inside its own. */
+const WRITES: AuditEvent[] = [
+  writeEvent(1_900, "csi-attacher-a", "persistentvolumes", "pv1"),
+  writeEvent(2_000, "csi-attacher-a", "volumeattachments", "va1"),
+  writeEvent(3_000, "csi-attacher-a", "volumeattachments", "va1", { subresource: "status" }),
+  writeEvent(16_100, "csi-attacher-a", "volumeattachments", "va1", { code: 409 }),
+  writeEvent(19_000, "csi-attacher-b", "volumeattachments", "va2"),
+];
 
 function served(ms: number, method: string, volume: string): DriverCall {
   return {
@@ -83,6 +126,7 @@ function record(over: Partial<ChaosRecord> = {}): ChaosRecord {
     ),
     lifecycles,
     vaWrites: vaWrites(AUDIT),
+    apiWrites: apiWrites(WRITES, REPLICA_OF),
     finalVas: new Map(),
     finalPublished: new Set(),
     finalizer: FINALIZER,
@@ -158,4 +202,66 @@ Deno.test("checkChaos() flags lifecycles not finished and driver state unlike th
     ["driver-state", "volume v1 is published, its VolumeAttachment va1 is gone"],
     ["driver-state", "volume v3 is not published, its VolumeAttachment va3 is attached"],
   ]);
+});
+
+Deno.test("apiWrites() attributes each write of a VA, its status or a PV to its replica's user", () => {
+  const writes = apiWrites([
+    ...WRITES,
+    leaseEvent(500, "a"),
+    writeEvent(600, "csi-attacher-a", "leases", "l", { verb: "update" }),
+    writeEvent(700, "csi-attacher-a", "events", "e", { verb: "create" }),
+    writeEvent(800, "csi-attacher-a", "volumeattachments", "va1", { verb: "get" }),
+    writeEvent(900, "csi-attacher-a", "volumeattachments", "va1", { stage: "Panic" }),
+    writeEvent(1_000, "csi-attacher-e2e-admin", "volumeattachments", "va1"),
+    writeEvent(1_100, "csi-attacher-b", "persistentvolumes", "pv9", { verb: "delete" }),
+  ], REPLICA_OF);
+  assert.deepEqual(
+    writes.map((w) => [Math.round(w.received - T0), w.replica, w.verb, w.resource, w.name, w.code]),
+    [
+      [1_100, "b", "delete", "persistentvolumes", "pv9", 200],
+      [1_900, "a", "patch", "persistentvolumes", "pv1", 200],
+      [2_000, "a", "patch", "volumeattachments", "va1", 200],
+      [3_000, "a", "patch", "volumeattachments/status", "va1", 200],
+      [16_100, "a", "patch", "volumeattachments", "va1", 409],
+      [19_000, "b", "patch", "volumeattachments", "va2", 200],
+    ],
+  );
+});
+
+Deno.test("checkChaos() passes writes inside their replica's term and counts them", () => {
+  const { violations, figures } = checkChaos(record());
+  assert.deepEqual(violations, []);
+  assert.deepEqual([...figures.writes], [
+    ["a", { checked: 4, outside: 0, latestMs: 0 }],
+    ["b", { checked: 1, outside: 0, latestMs: 0 }],
+  ]);
+});
+
+Deno.test("checkChaos() flags writes after the lease ran out, after another took it, before any", () => {
+  const { violations, figures } = checkChaos(record({
+    apiWrites: apiWrites([
+      ...WRITES,
+      writeEvent(16_600, "csi-attacher-a", "volumeattachments", "va1", { subresource: "status" }),
+      // Refused (the test op of the finalizer patch failed), yet sent outside the term.
+      writeEvent(17_800, "csi-attacher-a", "persistentvolumes", "pv1", { code: 422 }),
+      writeEvent(5_000, "csi-attacher-b", "volumeattachments", "va1"),
+    ], REPLICA_OF),
+  }));
+  assert.deepEqual(violations.map((v) => v.kind), [
+    "write-outside-term",
+    "write-outside-term",
+    "write-outside-term",
+  ]);
+  assert.match(violations[0]!.detail, /^patch of volumeattachments va1 .* from b: it never held/);
+  assert.match(
+    violations[1]!.detail,
+    /^patch of volumeattachments\/status va1 \(answered 200\) received at 05:00:16\.600 from a: its lease had run out 0\.60 s before$/,
+  );
+  assert.match(
+    violations[2]!.detail,
+    /^patch of persistentvolumes pv1 \(answered 422\) .* from a: b had taken the Lease 0\.80 s before$/,
+  );
+  assert.deepEqual(figures.writes.get("b"), { checked: 2, outside: 1, latestMs: 0 });
+  const a = figures.writes.get("a")!;
+  assert.deepEqual([a.checked, a.outside, Math.round(a.latestMs)], [6, 2, 800]);
 });

@@ -10,7 +10,8 @@
  * (SIGSTOP) for 1-20 s, replicas killed (SIGKILL, started again 1 s after any exit, as a
  * Deployment would), kube-apiserver restarted, the driver restarted. Then the faults stop, every
  * lifecycle gets up to {@link DRAIN_MS} to finish, and the checker (`checker.ts`) reads the
- * audit log, the replicas' and the driver's logs and the final state. It prints the schedule as
+ * audit log (each replica runs as its own user, `replica_users.ts`, so it names the replica behind
+ * every write), the replicas' and the driver's logs and the final state. It prints the schedule as
  * it ran, the figures, every violation and the command that replays the seed, and exits 1 when
  * our attacher broke a rule. `--attacher go` runs the Go csi-attacher v4.13.0 instead (each
  * replica in its own UTS namespace for its identity): it has no fencing, so its violations are
@@ -31,12 +32,21 @@ import { Prng } from "../../chaos/prng.ts";
 import { LocalCluster } from "../cluster.ts";
 import { finalizerFor, sleep } from "../kit.ts";
 import { holderChanges, leaseWrites } from "../lease_terms.ts";
+import { applyManifest } from "../manifests.ts";
 import { PATHS } from "../objects.ts";
 import { attributeCalls, loggedCalls } from "../replica_calls.ts";
 import { LEASE_FLAGS, leaseName } from "../scenarios/leader_failover.ts";
 import { ensureSettingsBinaries, resolveSettings } from "../settings.ts";
-import { checkChaos, TERM_TOLERANCE_MS, vaWrites, type Violation } from "./checker.ts";
+import {
+  apiWrites,
+  checkChaos,
+  TERM_TOLERANCE_MS,
+  vaWrites,
+  type Violation,
+  type WriteFigures,
+} from "./checker.ts";
 import { type ExitCause, type Replica, ReplicaSet } from "./replicas.ts";
+import { groupBindings, replicaOfUser } from "./replica_users.ts";
 import { countKinds, describeFault, drawSchedule, type Fault, FAULT_KINDS } from "./schedule.ts";
 import { Workload } from "./workload.ts";
 
@@ -144,9 +154,14 @@ export async function clusterChaosMain(argv: readonly string[]): Promise<number>
   let replicas: ReplicaSet | undefined;
   try {
     for (const node of NODES) await cluster.addNode(node);
+    // Each replica its own user, so the audit log attributes every write (replica_users.ts).
+    await applyManifest(cluster.admin, groupBindings(settings.rbacManifest.text));
+    const kubeconfigs = new Map<string, string>();
+    for (const name of REPLICAS) kubeconfigs.set(name, await cluster.replicaKubeconfig(name));
     replicas = new ReplicaSet({
       cluster: cluster.info,
       names: REPLICAS,
+      kubeconfigs,
       args: [...LEASE_FLAGS, ...QPS_FLAGS],
       entry,
       ownHostname: args.attacher === "go",
@@ -197,6 +212,7 @@ export async function clusterChaosMain(argv: readonly string[]): Promise<number>
       calls,
       lifecycles: workload.lifecycles,
       vaWrites: vaWrites(audit),
+      apiWrites: apiWrites(audit, replicaOfUser(REPLICAS)),
       finalVas,
       finalPublished,
       finalizer: finalizerFor(DRIVER_NAME),
@@ -243,6 +259,11 @@ export async function clusterChaosMain(argv: readonly string[]): Promise<number>
           ).join(", "),
       );
     }
+    log(
+      `  API writes (VolumeAttachments, their status, PersistentVolumes): ${
+        formatWrites(figures.writes)
+      }`,
+    );
     log(`  violations: ${violations.length}${describeViolations(violations)}`);
     log(`replay: ${replay}`);
     failed = violations.length > 0 && args.attacher === "ours";
@@ -337,6 +358,20 @@ function formatCounts(counts: Record<string, number>): string {
 function formatExits(causes: readonly ExitCause[]): string {
   const all: ExitCause[] = ["killed", "lost-lease", "lost-driver", "other"];
   return all.map((c) => `${c} ${causes.filter((x) => x === c).length}`).join(", ");
+}
+
+function formatWrites(writes: ReadonlyMap<string, WriteFigures>): string {
+  let checked = 0;
+  let outside = 0;
+  for (const w of writes.values()) {
+    checked += w.checked;
+    outside += w.outside;
+  }
+  const each = [...writes].sort(([a], [b]) => a.localeCompare(b)).map(([r, w]) =>
+    `${r} ${w.checked}` +
+    (w.outside > 0 ? ` (${w.outside} outside, the latest ${(w.latestMs / 1000).toFixed(2)} s)` : "")
+  );
+  return `${checked} checked, ${outside} outside their term; by replica: ${each.join(", ")}`;
 }
 
 function describeOutcome(o: FaultOutcome): string {

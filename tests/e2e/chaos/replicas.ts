@@ -35,6 +35,8 @@ export interface Replica {
 export interface ReplicaSetOptions {
   cluster: ClusterInfo;
   names: readonly string[];
+  /** `--kubeconfig` of each replica by name (its own user); default the attacher user's. */
+  kubeconfigs?: ReadonlyMap<string, string>;
   /** Extra flags of every replica. */
   args: readonly string[];
   /** The program (default our main.ts). */
@@ -73,6 +75,7 @@ export class ReplicaSet {
       const process = startAttacher(this.#options.cluster, {
         name,
         args: [...this.#options.args],
+        kubeconfig: this.#options.kubeconfigs?.get(name),
         entry: this.#options.entry,
         ownHostname: this.#options.ownHostname,
         ownerPid: this.#options.ownerPid,
