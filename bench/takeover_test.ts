@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { listsSentAt, replicaCommand, workEnd } from "./takeover.ts";
+import { listsSentAt, replicaCommand, setUpTimeoutMs, workEnd } from "./takeover.ts";
 
 Deno.test("workEnd() is the last busy sample once a quiet window followed", () => {
   // [ms, CPU s]: busy (a full core) from 1000 to 2000, then idle.
@@ -66,4 +66,9 @@ Deno.test("listsSentAt() is the later of the VA and PV lists sent from `fromMs` 
   ];
   assert.equal(listsSentAt(sent, 1000), 1700);
   assert.ok(Number.isNaN(listsSentAt(sent.slice(0, 4), 1000)), "no VA list after 1000");
+});
+
+Deno.test("setUpTimeoutMs() gives the leader's first attach of N at least 20 ms per VA", () => {
+  assert.equal(setUpTimeoutMs(5000, 120_000), 120_000);
+  assert.equal(setUpTimeoutMs(20_000, 120_000), 400_000);
 });
