@@ -31,7 +31,12 @@ import {
 import type { Logger } from "../observe/logger.ts";
 import type { ClusterConnection, CredentialHeaders } from "./config.ts";
 import { sameCredentials } from "./credential_headers.ts";
-import { createTransport, type ProxyEnvironment, type Transport } from "./transport.ts";
+import {
+  createTransport,
+  type ProxyEnvironment,
+  type Transport,
+  type TransportResponse,
+} from "./transport.ts";
 import { ABORTED, raceAbort } from "../abort.ts";
 import type { KubeObject } from "./types.ts";
 import { FencedError, type LeaseFence } from "../lease_fence.ts";
@@ -606,29 +611,13 @@ export class KubeClient implements KubeApi {
       );
       if (response === undefined) throw controller.signal.reason;
       lastProgress = clock.now();
-      const length = Number(response.headers.get("content-length") ?? NaN);
-      let text = "";
-      let bytes: Uint8Array | undefined;
-      if (isProtobuf(response.headers.get("content-type"))) {
-        bytes = await readBytes(response.body, controller.signal, {
-          maxBytes: maxBodyBytes,
-          onChunk: () => lastProgress = clock.now(),
-        });
-      } else if (length <= WHOLE_BODY_MAX_BYTES && response.text !== undefined) {
-        const whole = await raceAbort(response.text(), controller.signal);
-        if (whole === ABORTED) throw controller.signal.reason;
-        text = whole;
-      } else {
-        text = await readText(response.body, controller.signal, {
-          maxBytes: maxBodyBytes,
-          onChunk: () => lastProgress = clock.now(),
-        });
-      }
+      const read = await this.#readBody(response, controller.signal, maxBodyBytes, () => {
+        lastProgress = clock.now();
+      });
       if (controller.signal.aborted) throw controller.signal.reason;
       return {
         status: response.status,
-        text,
-        ...(bytes === undefined ? {} : { bytes }),
+        ...read,
         retryAfter: response.headers.get("retry-after") ?? undefined,
         flowSchemaUid: response.headers.get("x-kubernetes-pf-flowschema-uid") ?? undefined,
       };
@@ -642,6 +631,31 @@ export class KubeClient implements KubeApi {
       timer.cancel();
       dispose();
     }
+  }
+
+  /**
+   * An answer's body: protobuf as bytes, anything else as text (in one read when the transport
+   * has one and the length is known to be small); `onProgress` is called as pieces arrive.
+   */
+  async #readBody(
+    response: TransportResponse,
+    signal: AbortSignal,
+    maxBytes: number,
+    onProgress: () => void,
+  ): Promise<{ text: string; bytes?: Uint8Array }> {
+    if (isProtobuf(response.headers.get("content-type"))) {
+      return {
+        text: "",
+        bytes: await readBytes(response.body, signal, { maxBytes, onChunk: onProgress }),
+      };
+    }
+    const length = Number(response.headers.get("content-length") ?? NaN);
+    if (length <= WHOLE_BODY_MAX_BYTES && response.text !== undefined) {
+      const whole = await raceAbort(response.text(), signal);
+      if (whole === ABORTED) throw signal.reason;
+      return { text: whole };
+    }
+    return { text: await readText(response.body, signal, { maxBytes, onChunk: onProgress }) };
   }
 
   async *#watch<T extends KubeObject>(
