@@ -218,7 +218,9 @@ export function parseGenerateArgs(args: readonly string[]): GenerateArgs {
   const ruleArgs: string[] = [];
   let names: LayoutName[] = ["deployment", "sidecar"];
   const change: Partial<LayoutSettings> = {};
-  for (const arg of args) {
+  // `deno task monitoring -- --flag` passes the `--` on (as `deno task dev` does to main.ts):
+  // a leading one is dropped.
+  for (const arg of args[0] === "--" ? args.slice(1) : args) {
     const m = /^--(layout|labels|namespace|pod-selector|port)=(.+)$/.exec(arg);
     if (m === null) {
       ruleArgs.push(arg);

@@ -154,6 +154,11 @@ Deno.test("monitoring: the rules find the attacher by its container, its runbook
   assert.equal(args.layouts.sidecar!.port, "metrics");
   assert.deepEqual(args.settings, { container: "attacher" });
   assert.throws(() => parseGenerateArgs(["--layout=daemonset"]), /deployment or sidecar/);
+  // As deploy/monitoring/README.md runs it (`deno task monitoring -- --layout=sidecar ...`).
+  assert.deepEqual(
+    parseGenerateArgs(["--", "--layout=sidecar", "--container=attacher"]),
+    parseGenerateArgs(["--layout=sidecar", "--container=attacher"]),
+  );
   // The sidecar layout's unit tests put the attacher and the other sidecars in one job.
   const sidecarTests = read(SIDECAR_UNIT_TESTS);
   assert.match(sidecarTests, new RegExp(`job="${SIDECAR_JOB}", container="csi-provisioner"`));
