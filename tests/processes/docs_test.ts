@@ -9,6 +9,7 @@
 import assert from "node:assert/strict";
 import { parseOptions } from "../../lib/cli/options.ts";
 import { FOLDER_IMPORTS } from "./layout_rules.ts";
+import { SANDBOX_USAGE } from "../../sandbox/main.ts";
 
 const ROOT = new URL("../../", import.meta.url);
 
@@ -72,6 +73,28 @@ Deno.test("docs: README.md's flag table lists every flag --help prints", () => {
   assert.deepEqual(missing, []);
   const unknown = [...documented].filter((f) => !flags.includes(f) && f !== "help");
   assert.deepEqual(unknown, [], "flags in the table that --help does not print");
+});
+
+Deno.test("docs: `deno task demo` is given the sandbox's flags before any `--`", () => {
+  // `deno task demo -- <args>` passes the `--` on, and `csi-attacher sandbox [flags] [--
+  // attacher flags]` gives everything after it to the attacher: a sandbox flag there is refused
+  // (`--fail`) or goes to the attacher instead (`--v`).
+  const sandboxFlags = new Set(usageFlags(SANDBOX_USAGE));
+  assert.ok(sandboxFlags.has("fail") && sandboxFlags.has("v"), SANDBOX_USAGE);
+  let seen = 0;
+  for (const doc of ["README.md", "CONTRIBUTING.md", "sandbox/README.md"]) {
+    for (const [span, rest] of read(doc).matchAll(/`deno task demo( [^`]*)?`/g)) {
+      seen++;
+      const args = (rest ?? "").trim().split(/\s+/).filter((a) => a !== "");
+      if (args[0] !== "--") continue;
+      assert.ok(args.length > 1, `${doc}: ${span} gives the attacher no flag`);
+      for (const arg of args.slice(1)) {
+        const name = /^--?([a-z0-9-]+)/.exec(arg)?.[1];
+        assert.ok(name === undefined || !sandboxFlags.has(name), `${doc}: ${span}: ${arg}`);
+      }
+    }
+  }
+  assert.ok(seen >= 3, `only ${seen} \`deno task demo\` spans read`);
 });
 
 Deno.test("docs: ARCHITECTURE.md's folder table is FOLDER_IMPORTS", () => {
