@@ -1,5 +1,5 @@
 /**
- * Scenario 22: `csi-attacher sandbox check` against the Kubernetes CSI mock driver, run as a
+ * Scenario 23: `csi-attacher sandbox check` against the Kubernetes CSI mock driver, run as a
  * driver author runs it (`deno run main.ts sandbox check --csi-address=...`): every check that
  * applies passes, the JUnit file has one test case per check, and the driver publishes nothing
  * afterwards. A second run names a second node, which the mock driver (one node only) answers
