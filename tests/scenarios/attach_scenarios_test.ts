@@ -1,7 +1,7 @@
 /**
  * Attach in the Go attacher's TestCSIHandler scenarios (external-attacher
  * `pkg/controller/csi_handler_test.go`), by their Go test names, plus
- * TestVolumeAttachmentWithErrorCode, TestCSIHandlerReadOnly and TestMarkAsMigrated (§3.4):
+ * TestVolumeAttachmentWithErrorCode, TestCSIHandlerReadOnly and TestMarkAsMigrated:
  * ControllerPublishVolume and the writes around it, through the whole controller.
  *
  * Differences from the Go lists, all because our fakes are real where Go's were not:
