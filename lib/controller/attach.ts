@@ -25,24 +25,19 @@ import {
   attempt,
   callOptions,
   DONE,
-  type Failed,
   failed,
   failedBeforeDriver,
   failedDriverCall,
-  type Failure,
   fenceClosed,
   mustStop,
-  type Ok,
   ok,
   sourcePersistentVolume,
   type Step,
   STOPPED,
-  type Stopped,
   type SyncContext,
-  type SyncResult,
   volumeOf,
-  withUid,
 } from "./sync_step.ts";
+import { withUid, writeStatus } from "./status_write.ts";
 import { recordRecovery } from "./va_events.ts";
 
 /** What a successful publish gave: the driver's publish context, and the request it answered. */
@@ -50,7 +45,6 @@ type Published = Omit<UnrecordedPublish, "uid">;
 
 /** A publish that succeeded (or had succeeded before), and the newest VA the attach saw. */
 interface Attached {
-  readonly kind: "ok";
   readonly va: VolumeAttachment;
   readonly published: Published;
 }
@@ -64,7 +58,7 @@ export async function syncAttach(
   va: VolumeAttachment,
   log: Logger,
   signal: AbortSignal,
-): Promise<SyncResult> {
+): Promise<Step<void>> {
   const forced = ctx.memory.takeOutOfSync(va.metadata.name);
   if (!forced && va.status?.attached) {
     log.v(4).info("VolumeAttachment is already attached");
@@ -75,18 +69,19 @@ export async function syncAttach(
   if (attached.kind !== "ok") return attached;
   log.v(2).info("Attached", { node: va.spec.nodeName });
   if (fenceClosed(ctx, log)) return STOPPED; // the next leader publishes again and records it
-  const marked = await markAsAttached(ctx, attached.va, attached.published, va.metadata.uid);
+  const { va: current, published } = attached.value;
+  const marked = await markAsAttached(ctx, current, published, va.metadata.uid);
   if (marked.kind === "failed") {
     if (va.metadata.uid) {
       ctx.memory.rememberUnrecordedPublish(va.metadata.name, {
         uid: va.metadata.uid,
-        ...attached.published,
+        ...published,
       });
     }
-    const error = new Error(`failed to mark as attached: ${errorText(marked.error)}`, {
-      cause: marked.error,
-    });
-    return { kind: "unrecorded", error };
+    // Not recorded on the VA: the retry records the driver's answer.
+    return failed(
+      new Error(`failed to mark as attached: ${errorText(marked.error)}`, { cause: marked.error }),
+    );
   }
   recordRecovery(ctx, va, "attach");
   log.v(4).info("Fully attached");
@@ -114,7 +109,7 @@ async function csiAttach(
   va: VolumeAttachment,
   log: Logger,
   signal: AbortSignal,
-): Promise<Attached | Failure | Stopped> {
+): Promise<Step<Attached>> {
   const prepared = await publishRequest(ctx, va, log, signal);
   if (prepared.kind !== "ok") return failedBeforeDriver("attach", va, prepared, signal);
   const { migrated, secrets, ...call } = prepared.value;
@@ -133,7 +128,7 @@ async function csiAttach(
       volumeHandle: volumeId,
       nodeID: nodeId,
     });
-    return { kind: "ok", va: current, published: earlier };
+    return ok({ va: current, published: earlier });
   }
   if (mustStop(ctx, signal, log)) return STOPPED;
   log.v(4).info("Calling ControllerPublishVolume", { volumeHandle: volumeId, nodeID: nodeId });
@@ -142,7 +137,7 @@ async function csiAttach(
       { volumeId, nodeId, volumeCapability, readonly, secrets: secrets ?? {}, volumeContext },
       callOptions(ctx, migrated),
     );
-    return { kind: "ok", va: current, published: { publishContext: res.publishContext, request } };
+    return ok({ va: current, published: { publishContext: res.publishContext, request } });
   } catch (error) {
     return failedDriverCall("attach", current, error, log);
   }
@@ -247,16 +242,13 @@ async function saveAttachMetadata(
   // under the same name after the sync began: the driver must not publish for an object this
   // attacher has not seen, whose deletion the cache may already have passed on to the PV's
   // finalizer check. (The Go attacher patches by name only.)
-  if (va.metadata.uid) {
-    (metadataPatch.metadata as Record<string, unknown>).uid = va.metadata.uid;
-  }
   if (mustStop(ctx, signal, log)) return STOPPED;
   let saved: VolumeAttachment;
   try {
     saved = await ctx.kube.patch<VolumeAttachment>(
       VOLUME_ATTACHMENTS,
       va.metadata.name,
-      { type: "merge", body: metadataPatch },
+      { type: "merge", body: withUid(metadataPatch, va.metadata.uid) },
       { signal },
     );
   } catch (err) {
@@ -267,39 +259,31 @@ async function saveAttachMetadata(
 }
 
 /**
- * Writes `attached: true` and the publish context on the status subresource. `uid`: of the VA
- * the sync started from (see {@link withUid}).
+ * Writes `attached: true` and the publish context on the status subresource, with the error
+ * cleared whatever the cached copy says: an error written by an earlier sync that the cache has
+ * not shown yet would otherwise stay on the attached VA (the Go attacher computes the patch from
+ * the cache alone). `uid`: of the VA the sync started from (see {@link withUid}).
  */
 async function markAsAttached(
   ctx: SyncContext,
   va: VolumeAttachment,
   published: Published,
   uid: string | undefined,
-): Promise<Ok<void> | Failed> {
+): Promise<Step<void>> {
   const { publishContext } = published;
-  const next = {
-    ...(va.status ?? {}),
-    attached: true,
-    attachmentMetadata: Object.keys(publishContext).length > 0 ? publishContext : undefined,
-    attachError: undefined,
-  };
-  const body = createMergePatch({ status: va.status ?? {} }, { status: next });
-  // Cleared whatever the cached copy says: an error written by an earlier sync that the cache
-  // has not shown yet would otherwise stay on the attached VA (the Go attacher computes the
-  // patch from the cache alone).
-  body.status = { ...(body.status as Record<string, unknown> | undefined), attachError: null };
   let written: VolumeAttachment;
   try {
-    written = await ctx.kube.patch<VolumeAttachment>(
-      VOLUME_ATTACHMENTS,
-      va.metadata.name,
-      { type: "merge", body: withUid(body, uid) },
-      { subresource: "status" },
-    );
+    written = await writeStatus(ctx.kube, va, {
+      set: {
+        attached: true,
+        attachmentMetadata: Object.keys(publishContext).length > 0 ? publishContext : undefined,
+      },
+      clear: ["attachError"],
+    }, uid);
   } catch (error) {
     return failed(error);
   }
   ctx.memory.attached(va);
   ctx.memory.recordOwnWrite(va.metadata.name, written);
-  return ok(undefined);
+  return DONE;
 }

@@ -4,7 +4,8 @@
  * `syncAttach`, `csiAttach`, `syncDetach`, `csiDetach`, `markAsDetached`,
  * `SyncNewOrUpdatedPersistentVolume`). The attach is `attach.ts`, the detach `detach.ts`, what
  * they share `sync_step.ts`; this module dispatches a sync to them and is the one place where how
- * it ended ({@link SyncResult}) becomes what happens to the key. The ListVolumes reconciliation
+ * a sync ended (its `Step<void>`) becomes what happens to the key ({@link SyncOutcome}), for
+ * PersistentVolumes too. The ListVolumes reconciliation
  * (`ReconcileVA`) is `reconciler.ts`; what is kept per VolumeAttachment between syncs is
  * `attachment_memory.ts`.
  *
@@ -36,9 +37,8 @@ import type { EventSink } from "../events/recorder.ts";
 import type { Handler, HandlerStores, SyncOutcome } from "./handler.ts";
 import type { AttachmentMemory } from "./attachment_memory.ts";
 import type { KubeApi } from "../kube/api.ts";
-import { PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../kube/api.ts";
+import { PERSISTENT_VOLUMES } from "../kube/api.ts";
 import type { Logger } from "../observe/logger.ts";
-import { createMergePatch } from "../kube/patches.ts";
 import { isMigratablePersistentVolume } from "./migration.ts";
 import { finalizerName, MIGRATED_TO_ANNOTATION } from "./names.ts";
 import { removeFinalizerPatch } from "../kube/finalizer_patch.ts";
@@ -47,16 +47,15 @@ import { syncAttach } from "./attach.ts";
 import { syncDetach } from "./detach.ts";
 import {
   type CsiHandlerOptions,
+  DONE,
   failed,
-  type Failure,
+  type FailureRecord,
   fenceClosed,
-  ok,
   type Step,
   STOPPED,
   type SyncContext,
-  type SyncResult,
-  withUid,
 } from "./sync_step.ts";
+import { writeStatus } from "./status_write.ts";
 import { recordFailure } from "./va_events.ts";
 
 export type { CsiHandlerOptions } from "./sync_step.ts";
@@ -83,6 +82,17 @@ export interface CsiHandlerDeps {
 
 /** The line logged when a sync failed and its key is retried with backoff. */
 const RETRY_MESSAGE = "Error processing VolumeAttachment, will retry";
+
+/** The line logged when removing the PV finalizer failed and the PV is retried with backoff. */
+const PV_RETRY_MESSAGE = "Failed to remove PersistentVolume finalizer, will retry";
+
+/**
+ * What a sync's conclusion needs of the object it synced: its kind, and for a VolumeAttachment
+ * the uid of the one the sync started from (see `withUid` in `status_write.ts`).
+ */
+type Synced =
+  | { readonly kind: "VolumeAttachment"; readonly uid: string | undefined }
+  | { readonly kind: "PersistentVolume" };
 
 /** The gRPC code of `err` if it is a gRPC status error, as Go's `status.FromError` tells. */
 function grpcCode(err: unknown): number | undefined {
@@ -131,35 +141,43 @@ export class CsiHandler implements Handler {
     const result = va.metadata.deletionTimestamp
       ? await syncDetach(this.#ctx, va, log, signal)
       : await syncAttach(this.#ctx, va, log, signal);
-    return await this.#conclude(result, va, log, signal);
+    return await this.#conclude(result, { kind: "VolumeAttachment", uid: va.metadata.uid }, log, {
+      signal,
+    });
   }
 
   /**
-   * The one place where how an attach or detach ended becomes what happens to the key: `done`
-   * resets its backoff, `retry` re-queues it with exponential backoff, `stopped` leaves it as it
-   * is. A failure is first recorded (see {@link #recordFailure}).
+   * The one place where how a sync ended becomes what happens to the key: `ok` is `done` (its
+   * backoff is reset), `failed` is `retry` (re-queued with exponential backoff), `stopped` leaves
+   * it as it is. A failure with a record is first recorded on its VA (see
+   * {@link #recordFailure}), one without is logged. A write the fence refused after the rate
+   * limiter or at the connection stops the sync instead. `signal`: the stop signal of a
+   * VolumeAttachment's sync, which tells a stop for shutdown from one for the fence.
    */
   async #conclude(
-    result: SyncResult,
-    va: VolumeAttachment,
+    result: Step<void>,
+    synced: Synced,
     log: Logger,
-    signal: AbortSignal,
+    opts: { signal?: AbortSignal } = {},
   ): Promise<SyncOutcome> {
-    if ((result.kind === "failed" || result.kind === "unrecorded") && fencedIn(result.error)) {
-      // A write the fence refused after the rate limiter or at the connection: not sent.
+    if (result.kind === "failed" && fencedIn(result.error)) {
       log.info(FENCE_REFUSED_MESSAGE);
-      return stopped(log, "fence");
+      return stopped(log, "fence", synced.kind);
     }
     switch (result.kind) {
-      case "done":
+      case "ok":
         return "done";
       case "stopped":
-        return stopped(log, signal.aborted ? "shutdown" : "fence");
-      case "unrecorded":
-        log.error(result.error, RETRY_MESSAGE);
-        return "retry";
+        return stopped(log, opts.signal?.aborted ? "shutdown" : "fence", synced.kind);
       case "failed":
-        return await this.#recordFailure(result, va.metadata.uid, log);
+        if (result.record !== undefined && synced.kind === "VolumeAttachment") {
+          return await this.#recordFailure(result.error, result.record, synced.uid, log);
+        }
+        log.error(
+          result.error,
+          synced.kind === "VolumeAttachment" ? RETRY_MESSAGE : PV_RETRY_MESSAGE,
+        );
+        return "retry";
     }
   }
 
@@ -173,19 +191,18 @@ export class CsiHandler implements Handler {
    * logs both, the sync's error as `err` and the write's as `saveError`. Only a closed lease
    * fence at the write stops the sync instead (nothing more is written, no Event).
    *
-   * `uid`: of the VA the sync started from (see {@link withUid}).
+   * `uid`: of the VA the sync started from (see `withUid` in `status_write.ts`).
    */
   async #recordFailure(
-    failure: Failure,
+    cause: unknown,
+    record: FailureRecord,
     uid: string | undefined,
     log: Logger,
   ): Promise<SyncOutcome> {
-    const saved = await this.#saveError(failure, uid, log);
-    if (saved.kind === "stopped") return stopped(log, "fence");
-    recordFailure(this.#ctx, failure.va, failure.op, failure.error);
-    const error = new Error(`failed to ${failure.op}: ${errorText(failure.error)}`, {
-      cause: failure.error,
-    });
+    const saved = await this.#saveError(cause, record, uid, log);
+    if (saved.kind === "stopped") return stopped(log, "fence", "VolumeAttachment");
+    recordFailure(this.#ctx, record.va, record.op, cause);
+    const error = new Error(`failed to ${record.op}: ${errorText(cause)}`, { cause });
     if (saved.kind === "failed") {
       log.error(error, RETRY_MESSAGE, { saveError: errorText(saved.error) });
     } else {
@@ -195,27 +212,24 @@ export class CsiHandler implements Handler {
   }
 
   /** Writes the failure's text (and gRPC code, on attach) into the status of its VA. */
-  async #saveError(failure: Failure, uid: string | undefined, log: Logger): Promise<Step<void>> {
-    const field = failure.op === "attach" ? "attachError" : "detachError";
+  async #saveError(
+    cause: unknown,
+    record: FailureRecord,
+    uid: string | undefined,
+    log: Logger,
+  ): Promise<Step<void>> {
+    const field = record.op === "attach" ? "attachError" : "detachError";
     const error: { message: string; time: string; errorCode?: number } = {
-      message: errorText(failure.error),
+      message: errorText(cause),
       time: new Date(this.#ctx.clock.wallNow()).toISOString().replace(/\.\d+Z$/, "Z"),
     };
-    const code = grpcCode(failure.error);
+    const code = grpcCode(cause);
     if (field === "attachError" && this.#ctx.opts.attachErrorCodes && code !== undefined) {
       error.errorCode = code;
     }
-    const oldStatus = failure.va.status ?? {};
     if (fenceClosed(this.#ctx, log)) return STOPPED;
-    const body = withUid(
-      createMergePatch({ status: oldStatus }, { status: { ...oldStatus, [field]: error } }),
-      uid,
-    );
     try {
-      await this.#ctx.kube.patch(VOLUME_ATTACHMENTS, failure.va.metadata.name, {
-        type: "merge",
-        body,
-      }, { subresource: "status" });
+      await writeStatus(this.#ctx.kube, record.va, { set: { [field]: error } }, uid);
     } catch (saveErr) {
       if (fencedIn(saveErr)) {
         log.info(FENCE_REFUSED_MESSAGE);
@@ -225,7 +239,7 @@ export class CsiHandler implements Handler {
         new Error(`failed to save ${field}: ${errorText(saveErr)}`, { cause: saveErr }),
       );
     }
-    return ok(undefined);
+    return DONE;
   }
 
   async syncPersistentVolume(pv: PersistentVolume): Promise<SyncOutcome> {
@@ -247,22 +261,23 @@ export class CsiHandler implements Handler {
       });
       return "done";
     }
-    if (fenceClosed(this.#ctx, log)) return "stopped";
+    const removed = await this.#removePersistentVolumeFinalizer(pv, log);
+    return await this.#conclude(removed, { kind: "PersistentVolume" }, log);
+  }
+
+  /** Removes our finalizer from `pv` with a guarded JSON patch (asking the fence first). */
+  async #removePersistentVolumeFinalizer(pv: PersistentVolume, log: Logger): Promise<Step<void>> {
+    if (fenceClosed(this.#ctx, log)) return STOPPED;
     try {
-      await this.#ctx.kube.patch(PERSISTENT_VOLUMES, name, {
+      await this.#ctx.kube.patch(PERSISTENT_VOLUMES, pv.metadata.name, {
         type: "json",
         body: removeFinalizerPatch(pv.metadata.finalizers, this.#ctx.finalizer),
       });
     } catch (err) {
-      if (fencedIn(err)) {
-        log.info(FENCE_REFUSED_MESSAGE);
-        return "stopped";
-      }
-      log.error(err, "Failed to remove PersistentVolume finalizer, will retry");
-      return "retry";
+      return failed(err);
     }
     log.v(2).info("PersistentVolume finalizer removed");
-    return "done";
+    return DONE;
   }
 }
 
@@ -272,9 +287,13 @@ export class CsiHandler implements Handler {
  * stopped), or the lease fence closed, which may be after the driver was called: the result is
  * then not written, and the next leader calls again and records it.
  */
-function stopped(log: Logger, why: "shutdown" | "fence"): SyncOutcome {
+function stopped(
+  log: Logger,
+  why: "shutdown" | "fence",
+  kind: "VolumeAttachment" | "PersistentVolume",
+): SyncOutcome {
   log.v(2).info(
-    "Sync stopped before its next write or driver call; the VolumeAttachment is left for the next leader",
+    `Sync stopped before its next write or driver call; the ${kind} is left for the next leader`,
     { reason: why === "shutdown" ? "attacher stopping" : "lease fence closed" },
   );
   return "stopped";

@@ -23,19 +23,17 @@ import {
   failed,
   failedBeforeDriver,
   failedDriverCall,
-  type Failure,
   fenceClosed,
   mustStop,
   type Ok,
   ok,
   sourcePersistentVolume,
+  type Step,
   STOPPED,
-  type Stopped,
   type SyncContext,
-  type SyncResult,
   volumeOf,
-  withUid,
 } from "./sync_step.ts";
+import { withUid, writeStatus } from "./status_write.ts";
 import { recordRecovery } from "./va_events.ts";
 
 /**
@@ -48,7 +46,7 @@ export async function syncDetach(
   va: VolumeAttachment,
   log: Logger,
   signal: AbortSignal,
-): Promise<SyncResult> {
+): Promise<Step<void>> {
   const forced = ctx.memory.takeOutOfSync(va.metadata.name);
   ctx.memory.takeUnrecordedPublish(va.metadata.name); // a detach: never recorded as attached
   if (!forced && !(va.metadata.finalizers ?? []).includes(ctx.finalizer)) {
@@ -58,7 +56,7 @@ export async function syncDetach(
   }
   log.v(2).info("Detaching", { node: va.spec.nodeName });
   const detached = await csiDetach(ctx, va, log, signal);
-  if (detached.kind !== "done") return detached;
+  if (detached.kind !== "ok") return detached;
   recordRecovery(ctx, va, "detach");
   log.v(2).info("Fully detached", { node: va.spec.nodeName });
   return DONE;
@@ -73,7 +71,7 @@ async function csiDetach(
   va: VolumeAttachment,
   log: Logger,
   signal: AbortSignal,
-): Promise<SyncResult> {
+): Promise<Step<void>> {
   const source = sourcePersistentVolume(ctx.stores, va);
   if (source.kind !== "ok") return failedBeforeDriver("detach", va, source, signal);
   const volume = volumeOf(va, source.value);
@@ -93,13 +91,11 @@ async function csiDetach(
     return failedDriverCall("detach", va, error, log);
   }
   const marked = await markAsDetached(ctx, va, log);
-  if (marked.kind === "failed") {
-    const error = new Error(`could not mark as detached: ${errorText(marked.error)}`, {
-      cause: marked.error,
-    });
-    return { ...marked, error };
-  }
-  return marked.kind === "stopped" ? marked : DONE;
+  if (marked.kind !== "failed") return marked;
+  const error = new Error(`could not mark as detached: ${errorText(marked.error)}`, {
+    cause: marked.error,
+  });
+  return failed(error, marked.record);
 }
 
 /**
@@ -112,44 +108,29 @@ async function markAsDetached(
   ctx: SyncContext,
   va: VolumeAttachment,
   log: Logger,
-): Promise<Ok<void> | Failure | Stopped> {
+): Promise<Step<void>> {
   const finalizers = va.metadata.finalizers ?? [];
   const found = finalizers.includes(ctx.finalizer);
   let current = va;
   if (found) {
     if (fenceClosed(ctx, log)) return STOPPED;
     const removed = await removeFinalizer(ctx, va);
-    if (removed.kind !== "ok") return { kind: "failed", op: "detach", va, error: removed.error };
+    if (removed.kind !== "ok") return failed(removed.error, { op: "detach", va });
     current = removed.value;
   }
-  if (!found && !current.status?.attached) return ok(undefined);
-  const next = {
-    ...(current.status ?? {}),
-    attached: false,
-    detachError: undefined,
-    attachmentMetadata: undefined,
-  };
+  if (!found && !current.status?.attached) return DONE;
   if (fenceClosed(ctx, log)) return STOPPED;
   try {
-    const written = await ctx.kube.patch<VolumeAttachment>(
-      VOLUME_ATTACHMENTS,
-      va.metadata.name,
-      {
-        type: "merge",
-        body: withUid(
-          createMergePatch({ status: current.status ?? {} }, { status: next }),
-          va.metadata.uid,
-        ),
-      },
-      { subresource: "status" },
-    );
+    const written = await writeStatus(ctx.kube, current, {
+      set: { attached: false, detachError: undefined, attachmentMetadata: undefined },
+    }, va.metadata.uid);
     ctx.memory.recordOwnWrite(va.metadata.name, written);
   } catch (error) {
     // The VA is gone: nothing left to mark.
-    if (isNotFound(error)) return ok(undefined);
-    return { kind: "failed", op: "detach", va: current, error };
+    if (isNotFound(error)) return DONE;
+    return failed(error, { op: "detach", va: current });
   }
-  return ok(undefined);
+  return DONE;
 }
 
 /** Removes our finalizer from the VA (carrying its uid); the VA as the API server stored it. */
@@ -159,11 +140,13 @@ async function removeFinalizer(
 ): Promise<Ok<VolumeAttachment> | Failed> {
   const remaining = (va.metadata.finalizers ?? []).filter((f) => f !== ctx.finalizer);
   const newMeta = { ...va.metadata, finalizers: remaining.length > 0 ? remaining : undefined };
-  const body = createMergePatch({ metadata: va.metadata }, { metadata: newMeta });
   // The uid makes the API server refuse the patch if it arrives late, after the VA was
   // deleted and created again under the same name: stripping the new VA's finalizer would
   // let it go without a detach. (The Go attacher patches by name only.)
-  if (va.metadata.uid) (body.metadata as Record<string, unknown>).uid = va.metadata.uid;
+  const body = withUid(
+    createMergePatch({ metadata: va.metadata }, { metadata: newMeta }),
+    va.metadata.uid,
+  );
   let current: VolumeAttachment;
   try {
     current = await ctx.kube.patch<VolumeAttachment>(

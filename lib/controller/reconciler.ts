@@ -29,7 +29,14 @@ import type { AttachmentMemory } from "./attachment_memory.ts";
 import type { HandlerStores } from "./handler.ts";
 import { repairVolumeHandle } from "./migration.ts";
 import { nodeIdOf } from "./volume_source.ts";
-import { attempt, type Lookup, ok, sourcePersistentVolume, volumeOf } from "./sync_step.ts";
+import {
+  attempt,
+  type Failed,
+  type Ok,
+  ok,
+  sourcePersistentVolume,
+  volumeOf,
+} from "./sync_step.ts";
 
 /** What the controller's reconcile loop runs, once per `--reconcile-sync`. */
 export interface Reconciler {
@@ -274,7 +281,7 @@ export class ListVolumesReconciler implements Reconciler {
    * The VA's node ID (the annotation standing in for a missing CSINode) and volume handle (an
    * in-tree one repaired with the node ID, as csi-translation-lib's `RepairVolumeHandle`).
    */
-  #volumeOnNode(va: VolumeAttachment): Lookup<{ volumeHandle: string; nodeId: string }> {
+  #volumeOnNode(va: VolumeAttachment): Ok<{ volumeHandle: string; nodeId: string }> | Failed {
     const { stores } = this.#deps;
     const nodeId = attempt(() =>
       nodeIdOf(stores.csiNodes, this.#opts.driverName, va.spec.nodeName, va)

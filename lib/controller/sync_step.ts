@@ -6,8 +6,8 @@
  * same source lookups.
  *
  * Every step returns what happened as a value ({@link Step}); nothing is thrown to jump out of
- * a sync. Attach and detach end in a {@link SyncResult}, which the handler
- * (`csi_handler.ts`) alone turns into what happens to the key: done, retry or stopped.
+ * a sync. Attach and detach end in a `Step<void>` too, which the handler (`csi_handler.ts`)
+ * alone turns into what happens to the key: done, retry or stopped.
  *
  * @module
  */
@@ -76,106 +76,100 @@ export interface Stopped {
 /** The one {@link Stopped} value. */
 export const STOPPED: Stopped = Object.freeze({ kind: "stopped" });
 
-/** A step failed with `error` (the text the Go attacher gives, with its cause). */
-export interface Failed {
-  readonly kind: "failed";
-  readonly error: unknown;
-}
-
 /** A step ended with `value`. */
 export interface Ok<T> {
   readonly kind: "ok";
   readonly value: T;
 }
 
-/** How a lookup ended, a step that cannot stop: with its value, or failed. */
-export type Lookup<T> = Ok<T> | Failed;
+/**
+ * What a failed attach or detach writes: `error`'s text goes to the `attachError` (`op`
+ * "attach") or `detachError` status of `va`, the newest VolumeAttachment the sync saw (after its
+ * own metadata patch, if any), and into a Warning Event.
+ */
+export interface FailureRecord {
+  readonly op: Operation;
+  readonly va: VolumeAttachment;
+}
 
-/** How one step of a sync ended: with its value, failed, or stopped. */
-export type Step<T> = Lookup<T> | Stopped;
+/**
+ * A step failed with `error` (the text the Go attacher gives, with its cause). With `record`, the
+ * sync failed on a VolumeAttachment and the handler writes the error to it (see
+ * {@link FailureRecord}); without, the error is only logged: a lookup inside a step not yet
+ * placed in its sync, or a write that failed after the driver acted (the retry records the
+ * driver's answer), or a PersistentVolume's sync.
+ */
+export interface Failed {
+  readonly kind: "failed";
+  readonly error: unknown;
+  readonly record?: FailureRecord;
+}
+
+/**
+ * How one step of a sync ended: with its value, failed, or stopped. A whole attach, detach or
+ * PV sync is a `Step<void>` too, which the handler (`csi_handler.ts`) alone turns into the
+ * sync's outcome for the key (`SyncOutcome` of `handler.ts`): `ok` is done, `failed` a retry
+ * (after recording it), `stopped` leaves the key as it is.
+ */
+export type Step<T> = Ok<T> | Failed | Stopped;
 
 /** A step's value. */
 export function ok<T>(value: T): Ok<T> {
   return { kind: "ok", value };
 }
 
-/** A step's failure. */
-export function failed(error: unknown): Failed {
-  return { kind: "failed", error };
+/** The value of a step, or a whole sync, that has nothing to give but its success. */
+export const DONE: Ok<void> = Object.freeze({ kind: "ok", value: undefined });
+
+/** A step's failure; with `record`, the one written to a VolumeAttachment. */
+export function failed(error: unknown, record?: FailureRecord): Failed {
+  return record === undefined ? { kind: "failed", error } : { kind: "failed", error, record };
 }
 
-/**
- * The attach or detach failed: `error` is written to `va`'s status (`attachError` or
- * `detachError`: `va` is the newest VolumeAttachment the sync saw, after its own metadata patch
- * if any) and told in a Warning Event, and the key is retried.
- */
-export interface Failure {
-  readonly kind: "failed";
-  readonly op: Operation;
-  readonly va: VolumeAttachment;
-  readonly error: unknown;
-}
-
-/**
- * How an attach or detach ended, for the handler to decide what happens to the key:
- * - `done`: finished, or nothing to do;
- * - `stopped`: see {@link Stopped}; nothing more was written;
- * - `failed`: see {@link Failure};
- * - `unrecorded`: the driver call succeeded but writing its result failed (`error`): retried,
- *   nothing is written to the status (the retry records the driver's answer).
- */
-export type SyncResult =
-  | { readonly kind: "done" }
-  | Stopped
-  | Failure
-  | { readonly kind: "unrecorded"; readonly error: Error };
-
-/** The one `done` {@link SyncResult}. */
-export const DONE: SyncResult = Object.freeze({ kind: "done" });
-
-/** `step`'s failure as the {@link Failure} of `op` on `va`; a stop stays a stop. */
+/** `step`'s failure as the failure of `op` recorded on `va`; a stop stays a stop. */
 export function failure(
   op: Operation,
   va: VolumeAttachment,
   step: Failed | Stopped,
-): Failure | Stopped {
-  return step.kind === "stopped" ? step : { kind: "failed", op, va, error: step.error };
+): Failed | Stopped {
+  return step.kind === "stopped" ? step : failed(step.error, { op, va });
 }
 
 /**
  * A failure of a step before the driver call: a stop when the stop signal has aborted (the API
- * request or rate-limiter wait ended with it: nothing is recorded), else the {@link Failure}.
+ * request or rate-limiter wait ended with it: nothing is recorded), else recorded as
+ * {@link failure}.
  */
 export function failedBeforeDriver(
   op: Operation,
   va: VolumeAttachment,
   step: Failed | Stopped,
   signal: AbortSignal,
-): Failure | Stopped {
+): Failed | Stopped {
   return signal.aborted ? STOPPED : failure(op, va, step);
 }
 
 /**
  * A rejected ControllerPublishVolume or ControllerUnpublishVolume: a stop when the CSI client
- * refused to send it because the fence closed (logged), else the {@link Failure}. The stop
- * signal does not matter once the driver was called.
+ * refused to send it because the fence closed (logged), else recorded on `va`. The stop signal
+ * does not matter once the driver was called.
  */
 export function failedDriverCall(
   op: Operation,
   va: VolumeAttachment,
   error: unknown,
   log: Logger,
-): Failure | Stopped {
+): Failed | Stopped {
   if (error instanceof FencedError) {
     const call = op === "attach" ? "ControllerPublishVolume" : "ControllerUnpublishVolume";
     log.info(FENCE_REFUSED_MESSAGE, { call });
     return STOPPED;
   }
-  return { kind: "failed", op, va, error };
+  return failed(error, { op, va });
 }
 
 /** What `fn` returns, or what it throws as a failed step (the lookups that throw on bad input). */
-export function attempt<T>(fn: () => T): Lookup<T> {
+export function attempt<T>(fn: () => T): Ok<T> | Failed {
   try {
     return ok(fn());
   } catch (error) {
@@ -206,7 +200,7 @@ export function mustStop(ctx: SyncContext, signal: AbortSignal, log: Logger): bo
 export function sourcePersistentVolume(
   stores: Pick<HandlerStores, "persistentVolumes">,
   va: VolumeAttachment,
-): Lookup<PersistentVolume | undefined> {
+): Ok<PersistentVolume | undefined> | Failed {
   const name = attempt(() => persistentVolumeNameOf(va));
   if (name.kind !== "ok") return name;
   if (name.value === undefined) return ok(undefined);
@@ -222,7 +216,10 @@ export interface Volume {
 }
 
 /** The VA's {@link Volume}, from `pv` or its inline spec. */
-export function volumeOf(va: VolumeAttachment, pv: PersistentVolume | undefined): Lookup<Volume> {
+export function volumeOf(
+  va: VolumeAttachment,
+  pv: PersistentVolume | undefined,
+): Ok<Volume> | Failed {
   return attempt(() => {
     const source = volumeSourceOf(va, pv);
     return { source, ...getVolumeHandle(source.csi) };
@@ -296,19 +293,4 @@ export function callOptions(ctx: SyncContext, migrated: boolean): CallOptions {
   return MIGRATION_DRIVER_NAMES.has(ctx.opts.driverName)
     ? { timeoutMs: ctx.opts.timeoutMs, migrated, fence }
     : { timeoutMs: ctx.opts.timeoutMs, fence };
-}
-
-/**
- * `patch` of a status with `metadata.uid` (of the VA the sync started from, as the metadata
- * patches carry it): the API server refuses it (the uid is immutable) when the VA was deleted
- * and created again under its name since, so a status write it handles late cannot land on the
- * new VA. The Go attacher patches by name only.
- */
-export function withUid(
-  patch: Record<string, unknown>,
-  uid: string | undefined,
-): Record<string, unknown> {
-  if (!uid) return patch;
-  const metadata = (patch.metadata ?? {}) as Record<string, unknown>;
-  return { ...patch, metadata: { ...metadata, uid } };
 }

@@ -11,6 +11,9 @@ import type { Operation } from "./attachment_memory.ts";
 import type { ObjectReference, VolumeAttachment } from "../kube/types.ts";
 import type { SyncContext } from "./sync_step.ts";
 
+/** What the Events of a sync are recorded with: the per-VA memory and the Event sink. */
+export type EventContext = Pick<SyncContext, "memory" | "events">;
+
 /** Reasons of the Events on VolumeAttachments. */
 export const EVENT_REASONS = {
   attachFailed: "AttachFailed",
@@ -37,7 +40,7 @@ function involvedObject(va: VolumeAttachment): ObjectReference {
  * CSI request).
  */
 export function recordFailure(
-  ctx: SyncContext,
+  ctx: EventContext,
   va: VolumeAttachment,
   op: Operation,
   err: unknown,
@@ -48,7 +51,7 @@ export function recordFailure(
 }
 
 /** A Normal Event when the attach or detach that just succeeded had failed before. */
-export function recordRecovery(ctx: SyncContext, va: VolumeAttachment, op: Operation): void {
+export function recordRecovery(ctx: EventContext, va: VolumeAttachment, op: Operation): void {
   const failedHere = ctx.memory.takeFailure(va.metadata.name) === op;
   const hadError = op === "attach"
     ? va.status?.attachError != null

@@ -82,6 +82,9 @@ Deno.test("main.ts --dummy marks csi/dummy VolumeAttachments attached and leaves
   const mine = server.requests.filter((r) => r.name === "mine" && r.verb === "patch");
   assert.equal(mine.length, 1, "one status patch for the dummy VA");
   assert.equal(mine[0]!.subresource, "status");
-  assert.deepEqual(mine[0]!.body, { status: { attached: true } });
+  // The write carries the VA's uid, so it cannot mark a VA created again under the name.
+  const uid = server.get<VolumeAttachment>(VOLUME_ATTACHMENTS, "mine").metadata.uid;
+  assert.ok(uid);
+  assert.deepEqual(mine[0]!.body, { status: { attached: true }, metadata: { uid } });
   assert.match(stderr, /Running in dummy mode/);
 });

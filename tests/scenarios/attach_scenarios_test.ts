@@ -1,6 +1,8 @@
 /**
- * The Go attacher's TestCSIHandler scenarios (external-attacher `pkg/controller/csi_handler_test.go`), by their Go test names, plus
- * TestVolumeAttachmentWithErrorCode, TestCSIHandlerReadOnly and TestMarkAsMigrated (§3.4).
+ * Attach in the Go attacher's TestCSIHandler scenarios (external-attacher
+ * `pkg/controller/csi_handler_test.go`), by their Go test names, plus
+ * TestVolumeAttachmentWithErrorCode, TestCSIHandlerReadOnly and TestMarkAsMigrated:
+ * ControllerPublishVolume and the writes around it, through the whole controller.
  *
  * Differences from the Go lists, all because our fakes are real where Go's were not:
  * - The fake CSI driver is a real gRPC server, so a driver error always has a gRPC code: the Go
@@ -15,12 +17,7 @@
  */
 
 import assert from "node:assert/strict";
-import type { ScriptedCall } from "../../testkit/csi/fake_driver.ts";
-import type {
-  Scenario,
-  ScenarioResult,
-  TimelineEntry,
-} from "../../testkit/harness/scenario_harness.ts";
+import type { Scenario } from "../../testkit/harness/scenario_harness.ts";
 import { runScenario } from "../../testkit/harness/scenario_harness.ts";
 import {
   ADD_FIN_ANN,
@@ -31,20 +28,15 @@ import {
   csiNode,
   csiNodeEmpty,
   deleted,
-  DET,
-  DET_CLR,
   detachError,
   emptySecret,
   FIN,
   gcePdPv,
   getSecret,
-  inlineSpec,
   node,
   NODE_ID_ANN,
   pv,
   PV_ADD_FIN,
-  pvRemoveFin,
-  REMOVE_FIN,
   secret,
   va,
   vaInline,
@@ -53,113 +45,34 @@ import {
   with_,
   withSecretRef,
 } from "../../testkit/harness/fixtures.ts";
-import type { CsiNode, PersistentVolume, VolumeAttachment } from "../../lib/kube/types.ts";
+import {
+  csiEntries,
+  CSINODE_NOT_FOUND,
+  DEADLINE,
+  GCE_HANDLE,
+  inlineReadOnly,
+  inlineWithAttributes,
+  inlineWithSecretRef,
+  MISSING_SECRET,
+  MOCK_ERROR,
+  MOUNT_SNW,
+  publish,
+  PV_NOT_FOUND,
+  pvReadOnly,
+  pvWithAttributes,
+  TIMEOUT_DELAY_MS,
+  UNKNOWN,
+  unpublish,
+  VA_FORBIDDEN,
+  vaBothSources,
+  vaEntries,
+  vaNoSource,
+  vaUnknownDriver,
+} from "../../testkit/harness/handler_scenario_fixtures.ts";
+import type { CsiNode, VolumeAttachment } from "../../lib/kube/types.ts";
 import { VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
 
-/** Capability of `pv()` (RWX, no fsType: `--default-fstype` ext4). */
-const MOUNT_MNMW = { mount: { fsType: "ext4" }, accessMode: { mode: "MULTI_NODE_MULTI_WRITER" } };
-/** Capability of the inline spec (RWO) and of the GCE PD PV (RWO, ext4). */
-const MOUNT_SNW = { mount: { fsType: "ext4" }, accessMode: { mode: "SINGLE_NODE_WRITER" } };
-const GCE_HANDLE = "projects/UNSPECIFIED/zones/testZone/disks/testpd";
-const DEADLINE = "rpc error: code = DeadlineExceeded desc = context deadline exceeded";
-/** The Go fake's plain `mock error`, as a gRPC driver's plain error arrives (code Unknown). */
-const MOCK_ERROR = "rpc error: code = Unknown desc = mock error";
-const UNKNOWN = 2;
-/** Longer than SCENARIO_TIMEOUT_MS: the call times out (Go: 500 ms against 10 ms). */
-const TIMEOUT_DELAY_MS = 2000;
-
-/** A: ControllerPublishVolume(handle1, nodeID1), no attributes, no secrets, read-write. */
-function publish(expect: Record<string, unknown> = {}, answer: Partial<ScriptedCall> = {}) {
-  return {
-    method: "ControllerPublishVolume" as const,
-    expect: {
-      volumeId: "handle1",
-      nodeId: "nodeID1",
-      readonly: false,
-      secrets: {},
-      volumeContext: {},
-      volumeCapability: MOUNT_MNMW,
-      ...expect,
-    },
-    ...answer,
-  };
-}
-
-/** D: ControllerUnpublishVolume(handle1, nodeID1), no secrets. */
-function unpublish(expect: Record<string, unknown> = {}, answer: Partial<ScriptedCall> = {}) {
-  return {
-    method: "ControllerUnpublishVolume" as const,
-    expect: { volumeId: "handle1", nodeId: "nodeID1", secrets: {}, ...expect },
-    ...answer,
-  };
-}
-
-function pvReadOnly(obj: PersistentVolume): PersistentVolume {
-  return with_(obj, (o) => o.spec.csi!.readOnly = true);
-}
-
-function pvWithAttributes(obj: PersistentVolume, attrs: Record<string, string>): PersistentVolume {
-  return with_(obj, (o) => o.spec.csi!.volumeAttributes = attrs);
-}
-
-function inlineReadOnly(obj: VolumeAttachment): VolumeAttachment {
-  return with_(obj, (o) => o.spec.source.inlineVolumeSpec!.csi!.readOnly = true);
-}
-
-function inlineWithAttributes(
-  obj: VolumeAttachment,
-  attrs: Record<string, string>,
-): VolumeAttachment {
-  return with_(obj, (o) => o.spec.source.inlineVolumeSpec!.csi!.volumeAttributes = attrs);
-}
-
-function inlineWithSecretRef(obj: VolumeAttachment, name: string): VolumeAttachment {
-  return with_(obj, (o) => {
-    o.spec.source.inlineVolumeSpec!.csi!.controllerPublishSecretRef = {
-      name,
-      namespace: "default",
-    };
-  });
-}
-
-/** `vaWithNoPVReferenceNorInlineVolumeSpec`. */
-function vaNoSource(obj: VolumeAttachment): VolumeAttachment {
-  return with_(obj, (o) => o.spec.source = {});
-}
-
-/** `vaAddInlineSpec`: both a PV name and an inline spec. */
-function vaBothSources(obj: VolumeAttachment): VolumeAttachment {
-  return with_(obj, (o) => o.spec.source.inlineVolumeSpec = inlineSpec());
-}
-
-/** `vaWithInvalidDriver`. */
-function vaUnknownDriver(): VolumeAttachment {
-  return with_(va(false), (o) => o.spec.attacher = "unknownDriver");
-}
-
-const MISSING_SECRET =
-  'failed to load secret "default/unknownSecret": secrets "unknownSecret" not found';
-const PV_NOT_FOUND = 'persistentvolume "pv1" not found';
-const CSINODE_NOT_FOUND = 'csinode.storage.k8s.io "node1" not found';
-const VA_FORBIDDEN = 'volumeattachments.storage.k8s.io "pv1-node1" is forbidden';
-
-type CsiEntry = Extract<TimelineEntry, { kind: "csi" }>;
-type ApiEntry = Extract<TimelineEntry, { kind: "api" }>;
-
-function csiEntries(result: ScenarioResult, method: CsiEntry["method"]): CsiEntry[] {
-  return result.timeline.filter((e): e is CsiEntry => e.kind === "csi" && e.method === method);
-}
-
-function vaEntries(result: ScenarioResult): ApiEntry[] {
-  return result.timeline.filter((e): e is ApiEntry =>
-    e.kind === "api" && e.resource === "volumeattachments"
-  );
-}
-
 const scenarios: Scenario[] = [
-  //
-  // ATTACH
-  //
   {
     name: "VolumeAttachment added -> successful attachment",
     initialObjects: [pv(), csiNode()],
@@ -438,240 +351,6 @@ const scenarios: Scenario[] = [
         volumeCapability: MOUNT_SNW,
       }),
     ],
-  },
-  //
-  // DETACH
-  //
-  {
-    name: "VolumeAttachment marked for deletion -> successful detach",
-    initialObjects: [pv(), csiNode()],
-    addedVA: deleted(va(true, FIN, ANN)),
-    expectedActions: [REMOVE_FIN, DET],
-    expectedCsiCalls: [unpublish()],
-  },
-  {
-    name: "VolumeAttachment with InlineVolumeSpec marked for deletion -> successful detach",
-    initialObjects: [csiNode()],
-    addedVA: deleted(vaInline(true, FIN, ANN)),
-    expectedActions: [REMOVE_FIN, DET],
-    expectedCsiCalls: [unpublish()],
-  },
-  {
-    name: "volume with secrets -> successful detach",
-    // No CSINode: the node ID comes from the annotation.
-    initialObjects: [withSecretRef(pv(), "secret"), secret()],
-    addedVA: deleted(va(true, FIN, ANN)),
-    expectedActions: [getSecret("secret"), REMOVE_FIN, DET],
-    expectedCsiCalls: [unpublish({ secrets: { foo: "bar" } })],
-  },
-  {
-    name: "volume attachment with InlineVolumeSpec and secrets -> successful detach",
-    initialObjects: [secret()],
-    addedVA: deleted(inlineWithSecretRef(vaInline(true, FIN, ANN), "secret")),
-    expectedActions: [getSecret("secret"), REMOVE_FIN, DET],
-    expectedCsiCalls: [unpublish({ secrets: { foo: "bar" } })],
-  },
-  {
-    name: "volume with empty secrets -> successful detach",
-    initialObjects: [withSecretRef(pv(), "emptySecret"), emptySecret()],
-    addedVA: deleted(va(true, FIN, ANN)),
-    expectedActions: [getSecret("emptySecret"), REMOVE_FIN, DET],
-    expectedCsiCalls: [unpublish({ secrets: {} })],
-  },
-  {
-    name: "volume attachment with InlineVolumeSpec and empty secrets -> successful detach",
-    initialObjects: [emptySecret()],
-    addedVA: deleted(inlineWithSecretRef(vaInline(true, FIN, ANN), "emptySecret")),
-    expectedActions: [getSecret("emptySecret"), REMOVE_FIN, DET],
-    expectedCsiCalls: [unpublish({ secrets: {} })],
-  },
-  {
-    name: "volume with missing secrets -> error",
-    initialObjects: [withSecretRef(pv(), "unknownSecret"), csiNode()],
-    addedVA: deleted(va(true, FIN, ANN)),
-    expectedActions: [getSecret("unknownSecret"), detachError(MISSING_SECRET)],
-  },
-  {
-    name: "CSI detach fails with an error -> controller retries",
-    initialObjects: [pv(), csiNode()],
-    addedVA: deleted(va(true, FIN, ANN)),
-    expectedActions: [detachError(MOCK_ERROR), REMOVE_FIN, DET_CLR],
-    expectedCsiCalls: [
-      unpublish({}, { error: { code: UNKNOWN, message: "mock error" } }),
-      unpublish(),
-    ],
-  },
-  {
-    name: "CSI detach times out -> controller retries",
-    initialObjects: [pv(), csiNode()],
-    addedVA: deleted(va(true, FIN, ANN)),
-    expectedActions: [detachError(DEADLINE), REMOVE_FIN, DET_CLR],
-    expectedCsiCalls: [unpublish({}, { delayMs: TIMEOUT_DELAY_MS }), unpublish()],
-    check: (result) => {
-      // The finalizer stays on the VA until an unpublish succeeded; the VA then goes away.
-      const calls = csiEntries(result, "ControllerUnpublishVolume");
-      assert.deepEqual(calls.map((c) => c.code), [4, undefined]);
-      const succeeded = result.timeline.indexOf(calls[1]!);
-      const states = vaEntries(result);
-      const gone = result.timeline.findIndex((e) => e.kind === "api" && e.type === "DELETED");
-      assert.ok(gone > succeeded, "VA deleted only after the successful unpublish");
-      for (const s of states.filter((s) => s.type !== "DELETED")) {
-        assert.deepEqual(s.finalizers, [FIN]);
-      }
-      assert.equal(result.server.find(VOLUME_ATTACHMENTS, "pv1-node1"), undefined);
-    },
-  },
-  {
-    name: "already detached volume -> ignored",
-    initialObjects: [pv(), csiNode()],
-    updatedVA: deleted(va(false)),
-    expectedActions: [],
-  },
-  {
-    name: "detach unknown PV -> error",
-    initialObjects: [csiNode()],
-    addedVA: deleted(va(true, FIN, ANN)),
-    expectedActions: [detachError(PV_NOT_FOUND), detachError(PV_NOT_FOUND)],
-  },
-  {
-    name: "detach unknown PV -> error + error saving the error",
-    initialObjects: [csiNode()],
-    addedVA: deleted(va(true, FIN, ANN)),
-    faults: [{ verb: "patch", resource: "volumeattachments", status: 403, times: 2 }],
-    expectedActions: [
-      detachError(PV_NOT_FOUND),
-      detachError(PV_NOT_FOUND),
-      detachError(PV_NOT_FOUND),
-      detachError(PV_NOT_FOUND),
-    ],
-  },
-  {
-    name: "detach VA with neither PV nor InlineCSIVolumeSource reference-> error",
-    initialObjects: [pv(), csiNode()],
-    addedVA: deleted(vaNoSource(va(true, FIN, ANN))),
-    expectedActions: [
-      detachError("neither InlineCSIVolumeSource nor PersistentVolumeName specified in VA source"),
-    ],
-  },
-  {
-    name: "detach VA with both PV and InlineCSIVolumeSource reference-> error",
-    initialObjects: [pv(), csiNode()],
-    addedVA: deleted(vaBothSources(va(true, FIN, ANN))),
-    expectedActions: [
-      detachError("both InlineCSIVolumeSource and PersistentVolumeName specified in VA source"),
-    ],
-  },
-  {
-    name: "detach unknown node -> error",
-    initialObjects: [pv()],
-    addedVA: deleted(va(true, FIN)),
-    expectedActions: [detachError(CSINODE_NOT_FOUND)],
-  },
-  {
-    name: "detach unknown node -> use annotation",
-    initialObjects: [pv()],
-    addedVA: deleted(va(true, FIN, { [NODE_ID_ANN]: "annotatedNodeID" })),
-    expectedActions: [REMOVE_FIN, DET],
-    expectedCsiCalls: [unpublish({ nodeId: "annotatedNodeID" })],
-  },
-  {
-    name: "failed write with finalizer removal -> controller retries",
-    initialObjects: [pv(), csiNode()],
-    addedVA: deleted(va(true, FIN, ANN)),
-    faults: [{ verb: "patch", resource: "volumeattachments", status: 403, message: "mock error" }],
-    expectedActions: [
-      REMOVE_FIN, // fails
-      detachError(`could not mark as detached: ${VA_FORBIDDEN}: mock error`),
-      REMOVE_FIN,
-      DET_CLR,
-    ],
-    expectedCsiCalls: [unpublish(), unpublish()],
-  },
-  {
-    name:
-      "VolumeAttachment with GCEPersistentDiskVolumeSource marked for deletion -> successful detach",
-    initialObjects: [gcePdPv(), csiNode()],
-    addedVA: deleted(va(true, FIN, ANN)),
-    expectedActions: [REMOVE_FIN, DET],
-    expectedCsiCalls: [unpublish({ volumeId: GCE_HANDLE })],
-  },
-  //
-  // PV finalizers
-  //
-  {
-    name: "VA deleted -> PV finalizer removed",
-    initialObjects: [deleted(pv())],
-    deletedVA: va(false),
-    expectedActions: [pvRemoveFin(0)],
-  },
-  {
-    name: "VA deleted -> PV finalizer removed (GCE PD PV)",
-    initialObjects: [deleted(gcePdPv())],
-    deletedVA: va(false),
-    expectedActions: [pvRemoveFin(0)],
-  },
-  {
-    name: "VA deleted -> PV finalizer not removed",
-    initialObjects: [deleted(pv(null))],
-    deletedVA: va(false),
-    expectedActions: [],
-  },
-  {
-    name: "VA deleted -> PV finalizer not removed (GCE PD PV)",
-    initialObjects: [deleted(gcePdPv(null))],
-    deletedVA: va(false),
-    expectedActions: [],
-  },
-  {
-    name: "PV updated -> PV finalizer removed",
-    updatedPV: deleted(pv()),
-    expectedActions: [pvRemoveFin(0)],
-  },
-  {
-    name: "PV finalizer removed -> other finalizers preserved",
-    initialObjects: [deleted(pv([FIN, "foo/bar", "bar/baz"]))],
-    deletedVA: va(false),
-    expectedActions: [pvRemoveFin(0)],
-    check: ({ server }) => {
-      const stored = server.get<PersistentVolume>("persistentvolumes", "pv1");
-      assert.deepEqual(stored.metadata.finalizers, ["foo/bar", "bar/baz"]);
-    },
-  },
-  {
-    name: "finalizer removal fails -> controller retries",
-    initialObjects: [deleted(pv())],
-    deletedVA: va(false),
-    faults: [{
-      verb: "patch",
-      resource: "persistentvolumes",
-      status: 403,
-      message: "mock error",
-      times: 2,
-    }],
-    expectedActions: [pvRemoveFin(0), pvRemoveFin(0), pvRemoveFin(0)],
-  },
-  {
-    name: "no PV finalizer -> ignored",
-    initialObjects: [deleted(pv(null))],
-    deletedVA: va(false),
-    expectedActions: [],
-  },
-  {
-    name: "no deletion timestamp -> ignored",
-    initialObjects: [pv(null)],
-    deletedVA: va(false),
-    expectedActions: [],
-  },
-  {
-    name: "VA exists -> ignored",
-    initialObjects: [deleted(pv()), va(false)],
-    deletedVA: va(false),
-    expectedActions: [],
-  },
-  {
-    name: "PV created by other CSI drivers or in-tree provisioners -> ignored",
-    updatedPV: with_(pv(null), (o) => o.spec.csi!.driver = "dummy"),
-    expectedActions: [],
   },
 ];
 
