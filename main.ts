@@ -10,8 +10,8 @@
 
 import { runAttacher } from "./lib/run.ts";
 import { KubeClient, type KubeRequestObserver } from "./lib/kube/client.ts";
-import { type ProxyEnvironment, TRANSPORT_VARIABLES } from "./lib/kube/transport.ts";
-import { ThrottledLogger } from "./lib/kube/throttle_log.ts";
+import { type ProxyEnvironment, TRANSPORT_VARIABLES } from "./lib/kube/request/transport.ts";
+import { ThrottledLogger } from "./lib/kube/request/throttle_log.ts";
 import { loadConnection } from "./lib/kube/config.ts";
 import { SERVICE_ACCOUNT_NAMESPACE_FILE } from "./lib/leaderelection/config.ts";
 import { createLogger } from "./lib/observe/log.ts";

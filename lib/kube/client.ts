@@ -1,17 +1,17 @@
 /**
  * The production {@link KubeApi}: REST over the HTTP/1.1 transport (directly or through an HTTP
- * proxy's tunnel), with raw JSON out and JSON or Kubernetes protobuf in (`./protobuf_answer.ts`:
+ * proxy's tunnel), with raw JSON out and JSON or Kubernetes protobuf in (`./request/protobuf_answer.ts`:
  * reads of the attacher's kinds ask for protobuf, every answer is read by its `Content-Type`).
  *
  * Where to connect and how to authenticate comes from a {@link ClusterConnection}
  * (`./config.ts`): the client builds ONE transport from its TLS material on first use
- * (`./transport.ts`), and asks the connection for the credential headers of every request, so
+ * (`./request/transport.ts`), and asks the connection for the credential headers of every request, so
  * rotated tokens are picked up. A new connection pool per request would leak file descriptors
  * (client-node 1.x did that: https://github.com/kubernetes-client/javascript/issues/2893).
  *
- * The topics of a request live beside this file: `./request.ts` (the request context every step
- * gets), `./status_errors.ts` (error answers), `./connection_errors.ts` (no answer),
- * `./retry.ts` (when to send again), `./body.ts` (reading answers), `./watch_stream.ts` (watch
+ * The topics of a request live beside this file: `./request/request.ts` (the request context every step
+ * gets), `./request/status_errors.ts` (error answers), `./request/connection_errors.ts` (no answer),
+ * `./request/retry.ts` (when to send again), `./request/body.ts` (reading answers), `./request/watch_stream.ts` (watch
  * frames, events and the idle watchdog).
  *
  * @module
@@ -30,44 +30,44 @@ import {
 } from "./api.ts";
 import type { Logger } from "../observe/logger.ts";
 import type { ClusterConnection, CredentialHeaders } from "./config.ts";
-import { sameCredentials } from "./credential_headers.ts";
+import { sameCredentials } from "./request/credential_headers.ts";
 import {
   createTransport,
   type ProxyEnvironment,
   type Transport,
   type TransportResponse,
-} from "./transport.ts";
+} from "./request/transport.ts";
 import { ABORTED, raceAbort } from "../abort.ts";
 import type { KubeObject } from "./types.ts";
 import { FencedError, type LeaseFence } from "../lease_fence.ts";
 import { type Clock, realClock, type Timer } from "../clock.ts";
 import { isObject, tryParseJson } from "./json.ts";
-import { type RequestBody, type RequestContext, requestFailure } from "./request.ts";
-import { errorFromResponse } from "./status_errors.ts";
-import { clientClosedError, connectionError } from "./connection_errors.ts";
-import { type Answer, MAX_RETRIES, retryDelayMs } from "./retry.ts";
+import { type RequestBody, type RequestContext, requestFailure } from "./request/request.ts";
+import { errorFromResponse } from "./request/status_errors.ts";
+import { clientClosedError, connectionError } from "./request/connection_errors.ts";
+import { type Answer, MAX_RETRIES, retryDelayMs } from "./request/retry.ts";
 import {
   answerOrAbort,
   MAX_BODY_BYTES,
   readBytes,
   readText,
   WHOLE_BODY_MAX_BYTES,
-} from "./body.ts";
+} from "./request/body.ts";
 import {
   asksForProtobuf,
   errorFromProtobuf,
   isProtobuf,
   PROTOBUF_ACCEPT,
   protobufBody,
-} from "./protobuf_answer.ts";
-import { IdleWatchdog, watchEvents } from "./watch_stream.ts";
-import { requestUrl, type ServerUrl, serverUrl } from "./request_url.ts";
+} from "./request/protobuf_answer.ts";
+import { IdleWatchdog, watchEvents } from "./request/watch_stream.ts";
+import { requestUrl, type ServerUrl, serverUrl } from "./request/request_url.ts";
 import {
   CLIENT_SIDE_THROTTLING,
   logThrottleWait,
   retryReason,
   ThrottledLogger,
-} from "./throttle_log.ts";
+} from "./request/throttle_log.ts";
 import { errorText } from "../errors.ts";
 import type { KubeClientDeps, KubeClientOptions } from "./client_options.ts";
 import type { KubeRequestObserver, RequestRateLimiter } from "./request_reports.ts";
@@ -111,7 +111,7 @@ interface RequestSpec {
  *
  * Retries, as client-go's `rest.Request` makes them: a `429` or `5xx` answer with a
  * `Retry-After` of whole seconds is sent again after that delay (capped at
- * `MAX_RETRY_AFTER_MS` (`./retry.ts`)), for every method; a GET whose connection broke before the answer
+ * `MAX_RETRY_AFTER_MS` (`./request/retry.ts`)), for every method; a GET whose connection broke before the answer
  * after 1 s; at most {@link MAX_RETRIES} times, each try taking a token from the rate limiter,
  * reported to the observer and logged at verbosity 4. The wait ends early when the caller's signal
  * aborts (a Lease renewal retries only within its renew deadline).
@@ -327,7 +327,7 @@ export class KubeClient implements KubeApi {
     return this.close();
   }
 
-  /** Whether the request of `ctx` asks for protobuf (`./protobuf_answer.ts`). */
+  /** Whether the request of `ctx` asks for protobuf (`./request/protobuf_answer.ts`). */
   #asksForProtobuf(ctx: RequestContext): boolean {
     return this.#protobuf && asksForProtobuf(ctx.method, ctx.resource);
   }
@@ -348,7 +348,7 @@ export class KubeClient implements KubeApi {
     return body as unknown as T;
   }
 
-  /** The request context of `spec`: its URL built from the server's (`./request_url.ts`). */
+  /** The request context of `spec`: its URL built from the server's (`./request/request_url.ts`). */
   #context(spec: RequestSpec): RequestContext {
     const { resource: res, target } = spec;
     let path = res.group === "" ? `/api/${res.version}` : `/apis/${res.group}/${res.version}`;
@@ -429,7 +429,7 @@ export class KubeClient implements KubeApi {
 
   /**
    * One non-watch request: rate limit, send, parse; retried as client-go retries (see
-   * `./retry.ts`), each try taking its own token from the rate limiter.
+   * `./request/retry.ts`), each try taking its own token from the rate limiter.
    */
   async #call(spec: RequestSpec): Promise<unknown> {
     const ctx = this.#context(spec);
@@ -501,7 +501,7 @@ export class KubeClient implements KubeApi {
 
   /**
    * Waits for the rate limiter, then reports the wait and logs a long one as client-go's
-   * `tryThrottleWithInfo` does (`./throttle_log.ts`). Without a rate limiter: nothing.
+   * `tryThrottleWithInfo` does (`./request/throttle_log.ts`). Without a rate limiter: nothing.
    */
   async #throttle(ctx: RequestContext, reason: string): Promise<void> {
     if (this.#rateLimiter === undefined) return;

@@ -24,7 +24,7 @@ import type { Logger } from "../observe/logger.ts";
 import { nullLogger } from "../observe/logger.ts";
 import type { EventHandlers, ObjectStore } from "./store.ts";
 import type { KubeObject, Status } from "./types.ts";
-import { statusMessage, statusReason } from "./status_errors.ts";
+import { statusMessage, statusReason } from "./request/status_errors.ts";
 
 /** Collaborators of {@link Informer}. */
 export interface InformerDeps {

@@ -6,8 +6,8 @@
 import assert from "node:assert/strict";
 import { ApiError, LEASES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
 import { KubeClient, type RequestInfo, type RetryInfo } from "../../lib/kube/client.ts";
-import { isBrokenConnection } from "../../lib/kube/connection_errors.ts";
-import { MAX_RETRIES, retryAfterMs } from "../../lib/kube/retry.ts";
+import { isBrokenConnection } from "../../lib/kube/request/connection_errors.ts";
+import { MAX_RETRIES, retryAfterMs } from "../../lib/kube/request/retry.ts";
 import { type Clock, type Timer } from "../../lib/clock.ts";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
