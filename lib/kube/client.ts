@@ -1,18 +1,20 @@
 /**
  * The production {@link KubeApi}: REST over the HTTP/1.1 transport (directly or through an HTTP
- * proxy's tunnel), with raw JSON out and JSON or Kubernetes protobuf in (`./request/protobuf_answer.ts`:
- * reads of the attacher's kinds ask for protobuf, every answer is read by its `Content-Type`).
+ * proxy's tunnel), with raw JSON out and JSON or Kubernetes protobuf in
+ * (`./request/protobuf_answer.ts`: reads of the attacher's kinds ask for protobuf, every answer is
+ * read by its `Content-Type`).
  *
  * Where to connect and how to authenticate comes from a {@link ClusterConnection}
- * (`./config.ts`): the client builds ONE transport from its TLS material on first use
- * (`./request/transport.ts`), and asks the connection for the credential headers of every request, so
- * rotated tokens are picked up. A new connection pool per request would leak file descriptors
+ * (`./config.ts`): the client sends over ONE transport built from its TLS material on first use
+ * (`./request/transport.ts`), its own or the one its configuration's clients share
+ * (`./client_factory.ts`), and asks the connection for the credential headers of every request,
+ * so rotated tokens are picked up. A new connection pool per request would leak file descriptors
  * (client-node 1.x did that: https://github.com/kubernetes-client/javascript/issues/2893).
  *
- * The topics of a request live beside this file: `./request/request.ts` (the request context every step
- * gets), `./request/status_errors.ts` (error answers), `./request/connection_errors.ts` (no answer),
- * `./request/retry.ts` (when to send again), `./request/body.ts` (reading answers), `./request/watch_stream.ts` (watch
- * frames, events and the idle watchdog).
+ * The request plumbing lives in `./request/`, private to `lib/kube/`: `request.ts` (the request
+ * context every step gets), `status_errors.ts` (error answers), `connection_errors.ts` (no
+ * answer), `retry.ts` (when to send again), `body.ts` (reading answers), `watch_stream.ts`
+ * (watch frames, events and the idle watchdog).
  *
  * @module
  */
@@ -31,12 +33,8 @@ import {
 import type { Logger } from "../observe/logger.ts";
 import type { ClusterConnection, CredentialHeaders } from "./config.ts";
 import { sameCredentials } from "./request/credential_headers.ts";
-import {
-  createTransport,
-  type ProxyEnvironment,
-  type Transport,
-  type TransportResponse,
-} from "./request/transport.ts";
+import { createTransport, type Transport, type TransportResponse } from "./request/transport.ts";
+import { SharedTransport, type TransportUse } from "./request/shared_transport.ts";
 import { ABORTED, raceAbort } from "../abort.ts";
 import type { KubeObject } from "./types.ts";
 import { FencedError, type LeaseFence } from "../lease_fence.ts";
@@ -102,7 +100,8 @@ interface RequestSpec {
 }
 
 /**
- * A {@link KubeApi} over HTTP(S). One keep-alive connection pool per client; call
+ * A {@link KubeApi} over HTTP(S). One keep-alive connection pool per client, or per
+ * configuration when made by a `KubeClientFactory` (`./client_factory.ts`); call
  * {@link KubeClient.close} when done. The constructor does no I/O.
  *
  * Guarantees: every method rejects with {@link ApiError} for an error answer (code, Status
@@ -130,9 +129,8 @@ export class KubeClient implements KubeApi {
   readonly #deadlineMs: number;
   readonly #maxBodyBytes: number;
   readonly #watchGraceMs: number;
-  readonly #proxyEnvironment: ProxyEnvironment;
   readonly #protobuf: boolean;
-  #transport: Transport | undefined;
+  readonly #transport: TransportUse;
   /** The header lines of the last credentials, by content type ("" without a body). */
   #headerLines:
     | { credentials: CredentialHeaders; byContentType: Map<string, [string, string][]> }
@@ -167,7 +165,6 @@ export class KubeClient implements KubeApi {
     this.#deadlineMs = options.deadlineMs ?? 4 * this.#timeoutMs;
     this.#maxBodyBytes = options.maxBodyBytes ?? MAX_BODY_BYTES;
     this.#watchGraceMs = options.watchGraceMs ?? 30_000;
-    this.#proxyEnvironment = options.proxyEnvironment ?? {};
     this.#protobuf = options.protobuf ?? true;
     if (
       !(this.#timeoutMs > 0) || !(this.#deadlineMs > 0) || !(this.#maxBodyBytes > 0) ||
@@ -177,6 +174,9 @@ export class KubeClient implements KubeApi {
         "timeoutMs, deadlineMs and maxBodyBytes must be positive and watchGraceMs not negative",
       );
     }
+    const proxyEnvironment = options.proxyEnvironment ?? {};
+    this.#transport = deps.transport ??
+      new SharedTransport(() => createTransport(connection, proxyEnvironment)).use();
   }
 
   async list<T extends KubeObject>(
@@ -308,17 +308,16 @@ export class KubeClient implements KubeApi {
 
   /**
    * Ends every request and watch under way (they reject with a `ConnectionError` saying the
-   * client is closed, and their connections are closed), then closes the pooled connections.
-   * Later requests reject the same way.
+   * client is closed, and their streams are ended), then lets go of the connection pool: a pool
+   * of its own is closed; a shared one (`./client_factory.ts`) is closed by the last of its
+   * clients to close. Later requests reject the same way.
    */
   close(): Promise<void> {
     this.#closed = true;
     const closed = clientClosedError();
     for (const controller of this.#inflight) controller.abort(closed);
     this.#inflight.clear();
-    const transport = this.#transport;
-    this.#transport = undefined;
-    transport?.close();
+    this.#transport.release();
     return Promise.resolve();
   }
 
@@ -370,10 +369,10 @@ export class KubeClient implements KubeApi {
     };
   }
 
-  /** The one transport of this client, built on first use. */
+  /** The transport of this client (its own or its configuration's), built on first use. */
   #getTransport(): Transport {
     if (this.#closed) throw clientClosedError();
-    return this.#transport ??= createTransport(this.#connection, this.#proxyEnvironment);
+    return this.#transport.transport();
   }
 
   /**

@@ -11,6 +11,7 @@ import type { ClusterConnection } from "./config.ts";
 import type { KubeRequestObserver, RequestRateLimiter } from "./request_reports.ts";
 import type { ThrottledLogger } from "./request/throttle_log.ts";
 import type { ProxyEnvironment } from "./request/transport.ts";
+import type { TransportUse } from "./request/shared_transport.ts";
 
 /** Collaborators of a {@link import("./client.ts").KubeClient}. */
 export interface KubeClientDeps {
@@ -36,6 +37,12 @@ export interface KubeClientDeps {
    * milliseconds`); never headers or bodies.
    */
   log?: Logger;
+  /**
+   * The connection pool shared with the other clients of one configuration, from a
+   * `KubeClientFactory` (`./client_factory.ts`); {@link KubeClientOptions.proxyEnvironment} is
+   * then the factory's. @default a pool of this client's own, closed by its `close()`
+   */
+  transport?: TransportUse;
 }
 
 /** Options of a {@link import("./client.ts").KubeClient}. */

@@ -48,9 +48,10 @@ Deno.test("lib/ folders import only the folders the architecture allows", async 
   assert.deepEqual(forbiddenImports(libImports(await graph, ROOT.href)), []);
 });
 
-Deno.test("only lib/kube/ imports its request plumbing lib/kube/request/", async () => {
-  const imports = libImports(await graph, ROOT.href);
+Deno.test("only lib/kube/ imports its request plumbing lib/kube/request/, main.ts included", async () => {
+  const imports = libImports(await graph, ROOT.href, true);
   assert.ok(imports.some((i) => i.to.startsWith("lib/kube/request/")), "the folder is reached");
+  assert.ok(imports.some((i) => i.from === "main.ts"), "main.ts's imports are read");
   assert.deepEqual(privateImports(imports), []);
 });
 
