@@ -9,9 +9,12 @@
  */
 
 import { runAttacher } from "./lib/run.ts";
-import { KubeClient, type KubeRequestObserver } from "./lib/kube/client.ts";
-import { type ProxyEnvironment, TRANSPORT_VARIABLES } from "./lib/kube/transport.ts";
-import { ThrottledLogger } from "./lib/kube/throttle_log.ts";
+import type { KubeClient, KubeRequestObserver } from "./lib/kube/client.ts";
+import {
+  KubeClientFactory,
+  type ProxyEnvironment,
+  TRANSPORT_VARIABLES,
+} from "./lib/kube/client_factory.ts";
 import { loadConnection } from "./lib/kube/config.ts";
 import { SERVICE_ACCOUNT_NAMESPACE_FILE } from "./lib/leaderelection/config.ts";
 import { createLogger } from "./lib/observe/log.ts";
@@ -78,20 +81,16 @@ async function kubeFactory(
     kubeconfigEnv: env("KUBECONFIG"),
     home: env("HOME"),
   }, { log });
-  const proxies = proxyEnvironment();
-  // One for every client, as client-go's throttled logger is one per process.
-  const throttledLogger = new ThrottledLogger(realClock);
-  return (observer) =>
-    new KubeClient({
-      connection,
-      log,
-      rateLimiter: new TokenBucket({}, { qps: settings.qps, burst: settings.burst }),
-      observer,
-      throttledLogger,
-    }, {
-      userAgent: `csi-attacher/${VERSION}`,
-      proxyEnvironment: proxies,
-    });
+  // One connection pool for every client; a rate limiter of --kube-api-qps/burst for each.
+  const factory = new KubeClientFactory({
+    connection,
+    log,
+    rateLimiter: () => new TokenBucket({}, { qps: settings.qps, burst: settings.burst }),
+  }, {
+    userAgent: `csi-attacher/${VERSION}`,
+    proxyEnvironment: proxyEnvironment(),
+  });
+  return (observer) => factory.create(observer);
 }
 
 async function main(argv: string[]): Promise<number> {

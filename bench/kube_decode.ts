@@ -1,7 +1,7 @@
 /**
  * Microbenchmark: one VolumeAttachment watch event as kube-apiserver sends it (with the two
  * `managedFields` entries every attached VA carries), decoded the way the client decodes it:
- * a JSON line (`TextDecoder` and `JSON.parse` with the event checks, `lib/kube/watch_stream.ts`
+ * a JSON line (`TextDecoder` and `JSON.parse` with the event checks, `lib/kube/request/watch_stream.ts`
  * `decodeWatchEvent`) against a protobuf frame (`decodeProtobufWatchEvent`, the table-driven
  * decoder of `lib/wire/kubernetes/`). The protobuf bytes are protobufjs's encoding on the upstream
  * `.proto` files (`testkit/kube_protos.ts`), so the Go module cache must hold them.
@@ -15,7 +15,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { decodeProtobufWatchEvent, decodeWatchEvent } from "../lib/kube/watch_stream.ts";
+import { decodeProtobufWatchEvent, decodeWatchEvent } from "../lib/kube/request/watch_stream.ts";
 import { loadKubeProtos } from "../testkit/kube_protos.ts";
 import { volumeAttachment } from "../testkit/kube_protobuf_fixtures.ts";
 

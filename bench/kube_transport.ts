@@ -28,7 +28,7 @@
 
 import process from "node:process";
 import { parseArgs } from "node:util";
-import { createTransport } from "../lib/kube/transport.ts";
+import { createTransport } from "../lib/kube/request/transport.ts";
 import type { Transport, TransportRequest } from "../lib/wire/http1/api.ts";
 import { makePki } from "../testkit/pki.ts";
 import { median } from "./stats.ts";

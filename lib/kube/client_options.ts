@@ -9,8 +9,9 @@ import type { Clock } from "../clock.ts";
 import type { Logger } from "../observe/logger.ts";
 import type { ClusterConnection } from "./config.ts";
 import type { KubeRequestObserver, RequestRateLimiter } from "./request_reports.ts";
-import type { ThrottledLogger } from "./throttle_log.ts";
-import type { ProxyEnvironment } from "./transport.ts";
+import type { ThrottledLogger } from "./request/throttle_log.ts";
+import type { ProxyEnvironment } from "./request/transport.ts";
+import type { TransportUse } from "./request/shared_transport.ts";
 
 /** Collaborators of a {@link import("./client.ts").KubeClient}. */
 export interface KubeClientDeps {
@@ -36,6 +37,12 @@ export interface KubeClientDeps {
    * milliseconds`); never headers or bodies.
    */
   log?: Logger;
+  /**
+   * The connection pool shared with the other clients of one configuration, from a
+   * `KubeClientFactory` (`./client_factory.ts`); {@link KubeClientOptions.proxyEnvironment} is
+   * then the factory's. @default a pool of this client's own, closed by its `close()`
+   */
+  transport?: TransportUse;
 }
 
 /** Options of a {@link import("./client.ts").KubeClient}. */
@@ -55,7 +62,7 @@ export interface KubeClientOptions {
   /**
    * The largest answer to a non-watch request, in bytes; a larger one fails with a
    * `ConnectionError` whose cause is a `too-large` transport error; default 64 MiB
-   * (`MAX_BODY_BYTES` in `./body.ts`, which says why).
+   * (`MAX_BODY_BYTES` in `./request/body.ts`, which says why).
    */
   maxBodyBytes?: number;
   /** Extra time a watch may run past its `timeoutSeconds` before it is cut; default 30 s. */
@@ -63,11 +70,11 @@ export interface KubeClientOptions {
   /**
    * The proxy variables of the process environment (`main.ts` reads them): unless the
    * kubeconfig names a `proxy-url`, requests go through the proxy they name for the server, by
-   * Go's `ProxyFromEnvironment` rules (`./transport.ts`). Unset: no proxy.
+   * Go's `ProxyFromEnvironment` rules (`./request/transport.ts`). Unset: no proxy.
    */
   proxyEnvironment?: ProxyEnvironment;
   /**
-   * Ask for protobuf, JSON as the fallback, in the reads `./protobuf_answer.ts` names (as the Go
+   * Ask for protobuf, JSON as the fallback, in the reads `./request/protobuf_answer.ts` names (as the Go
    * csi-attacher asks); false: JSON only. Answers are read by their `Content-Type`. @default true
    */
   protobuf?: boolean;

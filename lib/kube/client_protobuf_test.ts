@@ -8,7 +8,7 @@ import {
   type WatchEvent,
 } from "./api.ts";
 import { KubeClient } from "./client.ts";
-import { errorFromResponse } from "./status_errors.ts";
+import { errorFromResponse } from "./request/status_errors.ts";
 import { connectionFromKubeconfigs } from "./config.ts";
 import type { KubeObject } from "./types.ts";
 import { lengthFrame, writeObject, writeWatchEvent } from "../../testkit/kube_protobuf_writer.ts";

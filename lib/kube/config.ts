@@ -59,7 +59,7 @@ export interface ClusterConnection {
   headers(): Promise<CredentialHeaders>;
   /**
    * The cluster's `proxy-url` (an `http:` proxy, reached with `CONNECT`); when unset, the proxy
-   * comes from the environment (`./transport.ts`).
+   * comes from the environment (`./request/transport.ts`).
    */
   proxyUrl?: URL;
 }

@@ -68,7 +68,7 @@ export interface RetryInfo {
   host: string;
   /** HTTP status code of the answer that is retried; 0 for a broken connection. */
   code: number;
-  /** 1 for the first retry, up to `MAX_RETRIES` (`./retry.ts`). */
+  /** 1 for the first retry, up to `MAX_RETRIES` (`./request/retry.ts`). */
   attempt: number;
   /** The wait before the retry, in milliseconds. */
   delayMs: number;

@@ -10,6 +10,11 @@
  * `metadata.resourceVersion` (`./lease_lock.ts`), so of two replicas racing for the lease exactly
  * one wins (the other gets 409 Conflict and tries again a period later).
  *
+ * This file holds the loops and the terms: acquire every retry period, lead, renew in rounds of
+ * up to the renew deadline, release. One attempt to acquire or renew (client-go's
+ * `tryAcquireOrRenew`: the fast path, the read, the take-over) and the release's requests are
+ * `./lease_attempts.ts`.
+ *
  * Beyond client-go, each term has its own fence ({@link LeaseFence}, handed to
  * {@link LeaderCallbacks.onStartedLeading} with the term's signal): the leader counts as leader
  * only while `now - start < leaseDurationSeconds - margin` on its monotonic clock, `start` being
@@ -26,13 +31,12 @@ import { type Clock, realClock } from "../clock.ts";
 import type { LeaseFence } from "../lease_fence.ts";
 import { LEASE_LAPSED_MESSAGE, TermFence } from "./term_fence.ts";
 import { checkTiming, JITTER_FACTOR } from "./config.ts";
-import type { LeaderElectionRecord } from "./record.ts";
 import { ObservedRecord } from "./observed_record.ts";
 import { LeaseLock } from "./lease_lock.ts";
+import { LeaseAttempts, type RequestSignal } from "./lease_attempts.ts";
 import { linkSignal, raceAbort } from "../abort.ts";
-import { isNotFound, type KubeApi } from "../kube/api.ts";
+import type { KubeApi } from "../kube/api.ts";
 import type { Logger } from "../observe/logger.ts";
-import { formatMicroTime } from "../kube/time.ts";
 import type { EventSink, EventSinks } from "../events/recorder.ts";
 
 export { JITTER_FACTOR } from "./config.ts";
@@ -134,9 +138,6 @@ export interface LeaderCallbacks {
  */
 type RenewOutcome = "renewed" | "failed" | "taken" | "stopped";
 
-/** How one acquire or renew attempt ended; `held`: another replica holds a valid lease. */
-type AttemptOutcome = "ok" | "failed" | "held";
-
 /** One term of leadership, from acquisition to its end. */
 interface Term {
   /** The leader signal's controller. */
@@ -195,6 +196,8 @@ type WorkOutcome = { failed: false } | { failed: true; error: unknown };
  */
 export class LeaderElector {
   #lock: LeaseLock;
+  /** One acquire or renew attempt, and the release (`./lease_attempts.ts`). */
+  #attempts: LeaseAttempts;
   #clock: Clock;
   #log: Logger;
   #metrics: LeaderElectionMetrics | undefined;
@@ -257,6 +260,14 @@ export class LeaderElector {
     this.#renewDeadlineMs = opts.renewDeadlineMs;
     this.#retryPeriodMs = opts.retryPeriodMs;
     this.#releaseOnCancel = opts.releaseOnCancel;
+    this.#attempts = new LeaseAttempts({
+      lock: this.#lock,
+      observed: this.#observed,
+      clock: this.#clock,
+      log: this.#log,
+      slowpathExercised: () => this.#metrics?.slowpathExercised?.(this.#name),
+      wrote: (startedAt) => this.#wrote(startedAt),
+    }, { identity: opts.identity, leaseDurationMs: opts.leaseDurationMs });
     // csi-lib-utils' leaderelection: `EventSource{Component: "<lock name>/<identity>"}`.
     this.#events = deps.events?.withSource({ component: `${opts.name}/${opts.identity}` });
     this.#healthCheckTimeoutMs = healthCheckTimeoutMs;
@@ -334,7 +345,7 @@ export class LeaderElector {
       const request = this.#requestSignal(signal);
       let acquired: boolean;
       try {
-        acquired = await this.#tryAcquireOrRenew(request.signal) === "ok";
+        acquired = await this.#attempts.tryAcquireOrRenew(request.signal) === "ok";
       } finally {
         request.done();
       }
@@ -357,12 +368,17 @@ export class LeaderElector {
   async #lead(signal: AbortSignal, callbacks: LeaderCallbacks): Promise<void> {
     const leader = new AbortController();
     const lapse = new AbortController();
-    const fence = new TermFence(this.#clock, this.#writtenSeconds(), this.#wroteAt, (err) => {
-      this.#metrics?.setLeader(this.#name, false);
-      this.#log.error(err, LEASE_LAPSED_MESSAGE, { identity: this.#identity });
-      lapse.abort(err);
-      leader.abort(err);
-    });
+    const fence = new TermFence(
+      this.#clock,
+      this.#attempts.writtenSeconds(),
+      this.#wroteAt,
+      (err) => {
+        this.#metrics?.setLeader(this.#name, false);
+        this.#log.error(err, LEASE_LAPSED_MESSAGE, { identity: this.#identity });
+        lapse.abort(err);
+        leader.abort(err);
+      },
+    );
     const term: Term = { leader, lapse, fence };
     this.#term = term;
     try {
@@ -425,7 +441,7 @@ export class LeaderElector {
     term.fence.close();
     this.#metrics?.setLeader(this.#name, false);
     this.#recordEvent("stopped leading");
-    if (this.#releaseOnCancel) await this.#release();
+    if (this.#releaseOnCancel) await this.#attempts.release(() => this.#requestSignal());
   }
 
   /**
@@ -451,11 +467,6 @@ export class LeaderElector {
     }
   }
 
-  /** The lease duration written into the Lease, in whole seconds (what other replicas count). */
-  #writtenSeconds(): number {
-    return Math.floor(this.#leaseDurationMs / 1000);
-  }
-
   /**
    * One renewal round, client-go's `PollUntilContextTimeout(retryPeriod, renewDeadline)`: an
    * attempt at once, then one every retry period, until one succeeds or the renew deadline
@@ -478,7 +489,7 @@ export class LeaderElector {
     try {
       for (;;) {
         const startedAt = this.#clock.now();
-        const attempt = await this.#tryAcquireOrRenew(request.signal);
+        const attempt = await this.#attempts.tryAcquireOrRenew(request.signal);
         if (attempt === "ok") return "renewed";
         if (cut.aborted) return "stopped";
         if (attempt === "held") {
@@ -506,149 +517,6 @@ export class LeaderElector {
       request.dispose();
       timer.cancel();
     }
-  }
-
-  /**
-   * One attempt to acquire or renew, client-go's `tryAcquireOrRenew`: "ok" when this replica
-   * holds the lease afterwards, "held" when another replica's lease is valid, "failed"
-   * otherwise. Never throws: failures are logged. A successful write moves the fence.
-   */
-  async #tryAcquireOrRenew(signal: AbortSignal): Promise<AttemptOutcome> {
-    // The lease's validity is judged on the monotonic clock, from our own observations (as
-    // client-go does); the times written into the Lease are wall time.
-    const now = this.#clock.now();
-    const nowText = formatMicroTime(this.#clock.wallNow());
-    const desired: LeaderElectionRecord = {
-      holderIdentity: this.#identity,
-      leaseDurationSeconds: this.#writtenSeconds(),
-      acquireTime: nowText,
-      renewTime: nowText,
-      leaderTransitions: 0,
-    };
-
-    // 1. Fast path: the leader updates optimistically, assuming its last record is current.
-    if (this.isLeader() && this.#observed.leaseValid(now) && this.#lock.initialized) {
-      const record: LeaderElectionRecord = {
-        ...desired,
-        acquireTime: this.#observed.record.acquireTime,
-        leaderTransitions: this.#observed.record.leaderTransitions,
-      };
-      const optimistic = await this.#write(record, signal, "update");
-      if (optimistic.ok) return "ok";
-      this.#log.error(
-        optimistic.error,
-        "Failed to update lock optimistically, falling back to slow path",
-      );
-    }
-
-    // 2. Read the lease, or create it when it does not exist.
-    let current: LeaderElectionRecord;
-    try {
-      current = await this.#lock.get(signal);
-    } catch (err) {
-      if (!isNotFound(err)) {
-        this.#log.error(err, "Error retrieving resource lock");
-        return "failed";
-      }
-      const created = await this.#write(desired, signal, "create");
-      if (created.ok) return "ok";
-      // 409 AlreadyExists: another replica created it first.
-      this.#log.error(created.error, "Error initially creating leader election record");
-      return "failed";
-    }
-
-    // 3. Note when the record changed; back off while another holder's lease is valid.
-    this.#observed.read(current);
-    if (current.holderIdentity !== "" && this.#observed.leaseValid(now) && !this.isLeader()) {
-      this.#log.v(4).info("Lock is held and has not yet expired", {
-        holder: current.holderIdentity,
-      });
-      return "held";
-    }
-
-    // 4. Take over (or renew on the slow path) with the resourceVersion just read.
-    let record: LeaderElectionRecord;
-    if (this.isLeader()) {
-      record = {
-        ...desired,
-        acquireTime: current.acquireTime,
-        leaderTransitions: current.leaderTransitions,
-      };
-      this.#metrics?.slowpathExercised?.(this.#name);
-    } else {
-      record = { ...desired, leaderTransitions: current.leaderTransitions + 1 };
-    }
-    const taken = await this.#write(record, signal, "update");
-    if (taken.ok) return "ok";
-    // 409 Conflict: another replica wrote since our read; try again next period.
-    this.#log.error(taken.error, "Failed to update lock");
-    return "failed";
-  }
-
-  /**
-   * Creates or updates the Lease with `record`, naming this replica; on success the record is
-   * the observed one and the fence moves to when the request started.
-   */
-  async #write(
-    record: LeaderElectionRecord,
-    signal: AbortSignal,
-    how: "create" | "update",
-  ): Promise<{ ok: true } | { ok: false; error: unknown }> {
-    const startedAt = this.#clock.now();
-    try {
-      if (how === "create") await this.#lock.create(record, signal);
-      else await this.#lock.update(record, signal);
-    } catch (error) {
-      return { ok: false, error };
-    }
-    this.#observed.wrote(record);
-    this.#wrote(startedAt);
-    return { ok: true };
-  }
-
-  /**
-   * client-go's `release()`: writes an empty holder with a one-second duration so that a
-   * standby takes over at its next attempt. Unlike client-go, it first checks that the freshly
-   * read Lease still names this replica, so it never overwrites a new leader's record.
-   */
-  async #release(): Promise<void> {
-    let current: LeaderElectionRecord;
-    const read = this.#requestSignal();
-    try {
-      current = await this.#lock.get(read.signal);
-    } catch (err) {
-      if (isNotFound(err)) this.#log.info("Lease lock not found; nothing to release");
-      else this.#log.error(err, "Error retrieving resource lock");
-      return;
-    } finally {
-      read.done();
-    }
-    if (!this.isLeader()) return;
-    if (current.holderIdentity !== this.#identity) {
-      this.#log.info("Lease is held by another replica; not releasing", {
-        holder: current.holderIdentity,
-      });
-      return;
-    }
-    const now = formatMicroTime(this.#clock.wallNow());
-    const record: LeaderElectionRecord = {
-      holderIdentity: "",
-      leaseDurationSeconds: 1,
-      acquireTime: now,
-      renewTime: now,
-      leaderTransitions: this.#observed.record.leaderTransitions,
-    };
-    const write = this.#requestSignal();
-    try {
-      await this.#lock.update(record, write.signal);
-    } catch (err) {
-      this.#log.error(err, "Failed to release lock");
-      return;
-    } finally {
-      write.done();
-    }
-    this.#observed.wrote(record);
-    this.#log.info("Released lease");
   }
 
   #maybeReportTransition(callbacks: LeaderCallbacks): void {
@@ -685,7 +553,7 @@ export class LeaderElector {
    * A signal that aborts after the renew deadline, or when `parent` aborts; `done` cancels the
    * timer and drops the link to `parent` (which may live as long as the process).
    */
-  #requestSignal(parent?: AbortSignal): { signal: AbortSignal; done(): void } {
+  #requestSignal(parent?: AbortSignal): RequestSignal {
     const timeout = new AbortController();
     const timer = this.#clock.setTimer(this.#renewDeadlineMs, () => {
       timeout.abort(

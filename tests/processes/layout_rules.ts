@@ -50,6 +50,15 @@ export const FOLDER_IMPORTS: Readonly<Record<string, readonly string[]>> = {
   controller: ["kube", "csi", "events", "observe", "workqueue"],
 };
 
+/**
+ * Folders private to their parent folder: only files under the parent import them. The request
+ * plumbing of the API client (`lib/kube/request/`: transport, retries, bodies, error answers, the
+ * watch stream) is reached from outside `lib/kube/` only through `KubeClient` and its factory.
+ */
+export const PRIVATE_FOLDERS: Readonly<Record<string, string>> = {
+  "lib/kube/request/": "lib/kube/",
+};
+
 /** The root file allowed to import every folder. */
 const WIRING_FILE = "lib/run.ts";
 
@@ -59,14 +68,20 @@ export interface LocalImport {
   to: string;
 }
 
-/** Every import between local files under `lib/`, static, dynamic and type-only alike. */
-export function libImports(graph: ModuleGraph, rootUrl: string): LocalImport[] {
+/**
+ * Every import between local files under `lib/`, static, dynamic and type-only alike; with
+ * `fromEntry`, the entry's own imports of `lib/` files too (`main.ts -> lib/…`).
+ */
+export function libImports(graph: ModuleGraph, rootUrl: string, fromEntry = false): LocalImport[] {
   const rel = (specifier: string): string | undefined =>
     specifier.startsWith(rootUrl) ? specifier.slice(rootUrl.length) : undefined;
   const imports: LocalImport[] = [];
   for (const module of graph.modules) {
     const from = rel(module.specifier);
-    if (from === undefined || !from.startsWith("lib/")) continue;
+    if (from === undefined) continue;
+    if (!from.startsWith("lib/") && !(fromEntry && graph.roots.includes(module.specifier))) {
+      continue;
+    }
     const targets = new Set<string>();
     for (const dep of module.dependencies ?? []) {
       for (const target of [dep.code?.specifier, dep.type?.specifier]) {
@@ -160,6 +175,23 @@ export function forbiddenImports(imports: readonly LocalImport[]): string[] {
       continue;
     }
     if (!(FOLDER_IMPORTS[a] ?? []).includes(b)) broken.push(`${from} -> ${to}`);
+  }
+  return broken.sort();
+}
+
+/**
+ * The imports that reach into a folder of {@link PRIVATE_FOLDERS} from outside its parent, as
+ * `from -> to` lines.
+ */
+export function privateImports(
+  imports: readonly LocalImport[],
+  folders: Readonly<Record<string, string>> = PRIVATE_FOLDERS,
+): string[] {
+  const broken: string[] = [];
+  for (const { from, to } of imports) {
+    for (const [folder, parent] of Object.entries(folders)) {
+      if (to.startsWith(folder) && !from.startsWith(parent)) broken.push(`${from} -> ${to}`);
+    }
   }
   return broken.sort();
 }

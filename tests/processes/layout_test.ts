@@ -16,6 +16,7 @@ import {
   longFiles,
   type ModuleGraph,
   PLATFORM_FOLDER,
+  privateImports,
 } from "./layout_rules.ts";
 
 const ROOT = new URL("../../", import.meta.url);
@@ -45,6 +46,13 @@ Deno.test("lib/ has no import loop between its files", async () => {
 
 Deno.test("lib/ folders import only the folders the architecture allows", async () => {
   assert.deepEqual(forbiddenImports(libImports(await graph, ROOT.href)), []);
+});
+
+Deno.test("only lib/kube/ imports its request plumbing lib/kube/request/, main.ts included", async () => {
+  const imports = libImports(await graph, ROOT.href, true);
+  assert.ok(imports.some((i) => i.to.startsWith("lib/kube/request/")), "the folder is reached");
+  assert.ok(imports.some((i) => i.from === "main.ts"), "main.ts's imports are read");
+  assert.deepEqual(privateImports(imports), []);
 });
 
 Deno.test("the protocol platform lib/wire/ imports nothing of lib/ outside itself but files directly in lib/", async () => {
@@ -96,6 +104,23 @@ Deno.test("fileLoops() finds a loop of files in one folder, type imports too, an
     { from: "lib/kube/client.ts", to: "lib/clock.ts" },
   ];
   assert.deepEqual(fileLoops(imports), [["lib/kube/fetch_transport.ts", "lib/kube/transport.ts"]]);
+});
+
+Deno.test("privateImports() names an import of a private folder from outside its parent only", () => {
+  const imports: LocalImport[] = [
+    { from: "lib/kube/client.ts", to: "lib/kube/request/retry.ts" },
+    { from: "lib/kube/request/body.ts", to: "lib/kube/request/transport.ts" },
+    { from: "lib/kube/request/body.ts", to: "lib/kube/api.ts" },
+    { from: "lib/run.ts", to: "lib/kube/request/throttle_log.ts" },
+    { from: "lib/kubelet/x.ts", to: "lib/kube/request/body.ts" },
+    { from: "main.ts", to: "lib/kube/request/transport.ts" },
+    { from: "lib/controller/x.ts", to: "lib/kube/client.ts" },
+  ];
+  assert.deepEqual(privateImports(imports), [
+    "lib/kubelet/x.ts -> lib/kube/request/body.ts",
+    "lib/run.ts -> lib/kube/request/throttle_log.ts",
+    "main.ts -> lib/kube/request/transport.ts",
+  ]);
 });
 
 Deno.test("forbiddenImports() names the platform importing a seam and a root file importing a folder", () => {

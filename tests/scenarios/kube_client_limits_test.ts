@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { ApiError, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
 import { KubeClient } from "../../lib/kube/client.ts";
-import { MAX_WATCH_EVENT_BYTES } from "../../lib/kube/watch_stream.ts";
+import { MAX_WATCH_EVENT_BYTES } from "../../lib/kube/request/watch_stream.ts";
 import { isTransportError } from "../../lib/wire/http1/errors.ts";
 import { RawHttpServer } from "../../testkit/http1/raw_server.ts";
 import { plainConnection } from "../../testkit/harness/client_fixtures.ts";

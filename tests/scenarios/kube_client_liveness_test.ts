@@ -12,7 +12,7 @@ import {
   type WatchEvent,
 } from "../../lib/kube/api.ts";
 import { KubeClient } from "../../lib/kube/client.ts";
-import { IdleWatchdog } from "../../lib/kube/watch_stream.ts";
+import { IdleWatchdog } from "../../lib/kube/request/watch_stream.ts";
 import { Informer } from "../../lib/kube/informer.ts";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";

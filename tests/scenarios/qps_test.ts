@@ -10,7 +10,7 @@ import { loadConnection } from "../../lib/kube/config.ts";
 import { VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import { TokenBucket } from "../../lib/workqueue/token_bucket.ts";
-import { ThrottledLogger, WAITED_MESSAGE } from "../../lib/kube/throttle_log.ts";
+import { ThrottledLogger, WAITED_MESSAGE } from "../../lib/kube/request/throttle_log.ts";
 import { createMetrics } from "../../lib/observe/metrics.ts";
 import { FakeLogger } from "../../testkit/fakes/fake_logger.ts";
 import { plainConnection } from "../../testkit/harness/client_fixtures.ts";

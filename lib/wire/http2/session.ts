@@ -26,6 +26,10 @@
  * window is then given back as it reads (`./stream_body.ts`). With `readIdleTimeoutMs`, a PING
  * checks a silent connection (`./health_check.ts`).
  *
+ * What is sent lives in `./outbound.ts`: streams opened within the peer's stream limit, HEADERS
+ * split at its frame size, DATA under its windows. This file reads frames and keeps the
+ * receiving side: our windows, responses, errors, GOAWAY and the end of the connection.
+ *
  * Memory follows octets, not frames (`./frames.ts`, `./receive_buffer.ts`, `./stream_body.ts`)
  * and the read loop yields to timers and I/O after 5 ms of frames (`./read_pacer.ts`).
  *
@@ -59,13 +63,7 @@ import {
   unpad,
   windowUpdateFrame,
 } from "./frames.ts";
-import {
-  encodeHeaders,
-  type HeaderField,
-  HeaderListSizeError,
-  HpackDecoder,
-  HpackError,
-} from "./hpack.ts";
+import { type HeaderField, HeaderListSizeError, HpackDecoder, HpackError } from "./hpack.ts";
 import { FrameWriter, type WriteFence } from "./writer.ts";
 import { StreamError, type StreamFailure } from "./stream_error.ts";
 import { HeaderBlock } from "./header_block.ts";
@@ -82,7 +80,8 @@ import type {
   StreamingStream,
   StreamResponse,
 } from "./session_types.ts";
-import type { PendingOpen, StreamState } from "./stream_state.ts";
+import type { StreamState } from "./stream_state.ts";
+import { OutboundStreams } from "./outbound.ts";
 import { openHooks, type StreamHooks, streamingOf } from "./streaming.ts";
 import {
   checkSetting,
@@ -112,14 +111,8 @@ export class Http2Session {
   readonly #streamWindow: number;
   readonly #connectionWindow: number;
   readonly #streams = new Map<number, StreamState>();
-  #pending: PendingOpen[] = [];
-  #nextStreamId = 1;
-  #lastOpened = 0;
-
-  #peerInitialWindow = PROTOCOL_INITIAL_WINDOW;
-  #peerMaxFrameSize = DEFAULT_MAX_FRAME_SIZE;
-  #peerMaxStreams = Infinity;
-  #connSendWindow = PROTOCOL_INITIAL_WINDOW;
+  /** The streams opened and the DATA sent on them (`./outbound.ts`). */
+  readonly #outbound: OutboundStreams;
   #connRecvWindow: number;
   #connRecvUnacked = 0;
 
@@ -151,6 +144,11 @@ export class Http2Session {
       options.connectionWindowSize ?? DEFAULT_CONNECTION_WINDOW,
     );
     this.#connRecvWindow = this.#connectionWindow;
+    this.#outbound = new OutboundStreams({
+      streams: this.#streams,
+      send: (bytes, fence) => this.#send(bytes, fence),
+      exhausted: () => this.#goAwayLocally("stream ids exhausted"),
+    });
   }
 
   /**
@@ -209,12 +207,12 @@ export class Http2Session {
 
   /** Streams open or waiting for a free slot. */
   get activeStreams(): number {
-    return this.#streams.size + this.#pending.length;
+    return this.#streams.size + this.#outbound.pendingCount;
   }
 
   /** True while a new stream would be opened at once (the peer's stream limit not reached). */
   get hasCapacity(): boolean {
-    return this.usable && this.activeStreams < this.#peerMaxStreams;
+    return this.usable && this.activeStreams < this.#outbound.peerMaxStreams;
   }
 
   /**
@@ -309,8 +307,7 @@ export class Http2Session {
         ),
       );
     } else {
-      this.#pending.push({ headers, body, state });
-      this.#openPending();
+      this.#outbound.add({ headers, body, state });
     }
     return {
       response,
@@ -343,9 +340,7 @@ export class Http2Session {
   }
 
   #cancel(state: StreamState): void {
-    const pendingIndex = this.#pending.findIndex((p) => p.state === state);
-    if (pendingIndex >= 0) {
-      this.#pending.splice(pendingIndex, 1);
+    if (this.#outbound.unqueue(state)) {
       state.reject(new StreamError({ kind: "cancelled" }));
       return;
     }
@@ -353,61 +348,6 @@ export class Http2Session {
     this.#send(rstStreamFrame(state.id, ErrorCode.CANCEL));
     this.#finish(state);
     state.reject(new StreamError({ kind: "cancelled" }));
-  }
-
-  #openPending(): void {
-    while (this.#pending.length > 0 && this.#streams.size < this.#peerMaxStreams) {
-      if (this.#nextStreamId > 2 ** 31 - 1) {
-        // Stream ids exhausted: this connection takes no more streams.
-        this.#goAwayLocally("stream ids exhausted");
-        return;
-      }
-      const { headers, state } = this.#pending.shift()!;
-      state.id = this.#nextStreamId;
-      this.#nextStreamId += 2;
-      this.#lastOpened = state.id;
-      state.sendWindow = this.#peerInitialWindow;
-      this.#streams.set(state.id, state);
-      this.#sendHeaders(state.id, encodeHeaders(headers), state.body.length === 0, state.fence);
-      if (state.body.length === 0) state.bodySent = true;
-    }
-    this.#flushData();
-  }
-
-  #sendHeaders(streamId: number, block: Uint8Array, endStream: boolean, fence?: WriteFence): void {
-    const max = this.#peerMaxFrameSize;
-    let offset = 0;
-    let first = true;
-    do {
-      const part = block.subarray(offset, offset + max);
-      offset += part.length;
-      const last = offset >= block.length;
-      const flags = (last ? Flag.END_HEADERS : 0) | (first && endStream ? Flag.END_STREAM : 0);
-      this.#send(
-        encodeFrame(first ? FrameType.HEADERS : FrameType.CONTINUATION, flags, streamId, part),
-        fence,
-      );
-      first = false;
-    } while (offset < block.length);
-  }
-
-  /** Sends request DATA as far as the windows and the frame size allow. */
-  #flushData(): void {
-    for (const s of this.#streams.values()) {
-      while (!s.bodySent) {
-        const remaining = s.body.length - s.bodyOffset;
-        const n = Math.min(remaining, this.#connSendWindow, s.sendWindow, this.#peerMaxFrameSize);
-        if (n <= 0 && remaining > 0) break;
-        const chunk = s.body.subarray(s.bodyOffset, s.bodyOffset + n);
-        s.bodyOffset += n;
-        s.sendWindow -= n;
-        this.#connSendWindow -= n;
-        const end = s.bodyOffset >= s.body.length;
-        this.#send(encodeFrame(FrameType.DATA, end ? Flag.END_STREAM : 0, s.id, chunk), s.fence);
-        if (end) s.bodySent = true;
-      }
-      if (this.#connSendWindow <= 0) return;
-    }
   }
 
   async #readLoop(): Promise<void> {
@@ -442,7 +382,7 @@ export class Http2Session {
       if (this.#closed) return;
       if (err instanceof ConnectionError || err instanceof HpackError) {
         const code = err instanceof ConnectionError ? err.code : ErrorCode.COMPRESSION_ERROR;
-        this.#send(goAwayFrame(this.#lastOpened, code, err.message));
+        this.#send(goAwayFrame(this.#outbound.lastOpened, code, err.message));
         this.#terminate(`connection error: ${errorCodeName(code)}: ${err.message}`, true);
       } else {
         this.#terminate(`error reading from server: ${errorText(err)}`);
@@ -501,7 +441,7 @@ export class Http2Session {
     if (streamId === 0) {
       throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `${what} on stream 0`);
     }
-    if (streamId % 2 === 0 || streamId > this.#lastOpened) {
+    if (streamId % 2 === 0 || streamId > this.#outbound.lastOpened) {
       throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `${what} on idle stream ${streamId}`);
     }
   }
@@ -644,23 +584,14 @@ export class Http2Session {
     for (const [id, value] of parseSettings(frame.payload)) {
       checkSetting(id, value);
       switch (id) {
-        case Setting.INITIAL_WINDOW_SIZE: {
-          const delta = value - this.#peerInitialWindow;
-          this.#peerInitialWindow = value;
-          for (const s of this.#streams.values()) {
-            s.sendWindow += delta;
-            if (s.sendWindow > MAX_WINDOW) {
-              // §6.9.2: a change that makes a window exceed the maximum is a connection error.
-              throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, "stream window overflow");
-            }
-          }
+        case Setting.INITIAL_WINDOW_SIZE:
+          this.#outbound.setInitialWindow(value);
           break;
-        }
         case Setting.MAX_FRAME_SIZE:
-          this.#peerMaxFrameSize = value;
+          this.#outbound.setMaxFrameSize(value);
           break;
         case Setting.MAX_CONCURRENT_STREAMS:
-          this.#peerMaxStreams = value;
+          this.#outbound.setMaxStreams(value);
           break;
         default:
           break; // HEADER_TABLE_SIZE: our encoder uses no dynamic table. Unknown: ignored.
@@ -672,7 +603,7 @@ export class Http2Session {
       this.#handshake = undefined;
       h.resolve();
     }
-    this.#openPending();
+    this.#outbound.openPending();
   }
 
   #onGoAway(frame: Frame): void {
@@ -701,7 +632,7 @@ export class Http2Session {
       this.#goneReason = reason;
       this.#onGone?.(reason);
     }
-    for (const p of this.#pending.splice(0)) {
+    for (const p of this.#outbound.takePending()) {
       p.state.reject(new StreamError({ kind: "refused", message: "the connection is draining" }));
     }
     if (this.#streams.size === 0) this.#terminate(reason);
@@ -716,10 +647,7 @@ export class Http2Session {
       if (increment === 0) {
         throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "WINDOW_UPDATE of 0");
       }
-      this.#connSendWindow += increment;
-      if (this.#connSendWindow > MAX_WINDOW) {
-        throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, "connection window overflow");
-      }
+      this.#outbound.connectionWindowUpdate(increment);
     } else {
       this.#checkStreamId(frame.streamId, "WINDOW_UPDATE");
       const s = this.#streams.get(frame.streamId);
@@ -734,7 +662,7 @@ export class Http2Session {
         return;
       }
     }
-    this.#flushData();
+    this.#outbound.flushData();
   }
 
   /** A stream error (§5.4.2): reset the stream, fail its request. */
@@ -760,8 +688,8 @@ export class Http2Session {
     s.bodySent = true;
     if (this.#goneAway) {
       if (this.#streams.size === 0) this.#terminate(this.#goneReason ?? "connection drained");
-    } else if (!this.#closed && this.#pending.length > 0) {
-      queueMicrotask(() => this.#openPending());
+    } else if (!this.#closed && this.#outbound.pendingCount > 0) {
+      queueMicrotask(() => this.#outbound.openPending());
     }
   }
 
@@ -781,7 +709,7 @@ export class Http2Session {
       this.#streams.delete(s.id);
       s.reject(new StreamError(failure));
     }
-    for (const p of this.#pending.splice(0)) p.state.reject(new StreamError(failure));
+    for (const p of this.#outbound.takePending()) p.state.reject(new StreamError(failure));
     if (!this.#goneAway) {
       this.#goneAway = true;
       this.#goneReason = reason;

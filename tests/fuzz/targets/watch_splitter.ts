@@ -1,6 +1,6 @@
 /**
  * Fuzz target: the watch frame splitter and event decoding of the Kubernetes client
- * (`lib/kube/watch_stream.ts`: `WatchFrameSplitter`, `decodeWatchEvent`) fed one body in pieces
+ * (`lib/kube/request/watch_stream.ts`: `WatchFrameSplitter`, `decodeWatchEvent`) fed one body in pieces
  * split at random.
  *
  * Each input is split three ways (whole, in pieces cut where a PRNG seeded from the input says,
@@ -13,7 +13,7 @@
  */
 
 import type { FuzzTarget, Rng } from "../target.ts";
-import { decodeWatchEvent, WatchFrameSplitter } from "../../../lib/kube/watch_stream.ts";
+import { decodeWatchEvent, WatchFrameSplitter } from "../../../lib/kube/request/watch_stream.ts";
 import { ApiError } from "../../../lib/kube/api.ts";
 import { randomPieces } from "../rng.ts";
 

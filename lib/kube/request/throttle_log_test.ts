@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { logThrottleWait, retryReason, ThrottledLogger, WAITED_MESSAGE } from "./throttle_log.ts";
-import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
-import { FakeLogger } from "../../testkit/fakes/fake_logger.ts";
+import { FakeClock } from "../../../testkit/fakes/fake_clock.ts";
+import { FakeLogger } from "../../../testkit/fakes/fake_logger.ts";
 
 const wait = (waitedMs: number) => ({ waitedMs, reason: "r", verb: "GET", url: "https://h/x" });
 

@@ -17,9 +17,9 @@
  *   "unable to decode an event from the watch stream").
  *
  * A protobuf watch (`Content-Type: application/vnd.kubernetes.protobuf;stream=watch`) is read
- * as length-delimited frames of `metav1.WatchEvent` (`../wire/kubernetes/framing.ts`, the same
+ * as length-delimited frames of `metav1.WatchEvent` (`../../wire/kubernetes/framing.ts`, the same
  * 16 MiB limit, checked when a frame's length is read) and decoded to the same JSON form
- * (`../wire/kubernetes/decode.ts`); a frame that does not decode, a body that ends inside a
+ * (`../../wire/kubernetes/decode.ts`); a frame that does not decode, a body that ends inside a
  * frame, and an object in another encoding (JSON inside a protobuf stream) fail the watch in the
  * same way.
  *
@@ -29,21 +29,21 @@
  * @module
  */
 
-import { peerText } from "../peer_text.ts";
-import { ApiError, type WatchEvent } from "./api.ts";
-import type { Clock, Timer } from "../clock.ts";
-import { concatBytes } from "../bytes.ts";
+import { peerText } from "../../peer_text.ts";
+import { ApiError, type WatchEvent } from "../api.ts";
+import type { Clock, Timer } from "../../clock.ts";
+import { concatBytes } from "../../bytes.ts";
 import { chunkReader } from "./body.ts";
 import type { TransportResponse } from "./transport.ts";
-import { isObject, tryParseJson } from "./json.ts";
+import { isObject, tryParseJson } from "../json.ts";
 import { type RequestContext, requestFailure } from "./request.ts";
-import type { KubeObject } from "./types.ts";
-import { errorText } from "../errors.ts";
-import { FrameError, LengthFrameSplitter } from "../wire/kubernetes/framing.ts";
+import type { KubeObject } from "../types.ts";
+import { errorText } from "../../errors.ts";
+import { FrameError, LengthFrameSplitter } from "../../wire/kubernetes/framing.ts";
 import {
   decodeWatchEvent as decodeProtobufEvent,
   KubeProtobufError,
-} from "../wire/kubernetes/decode.ts";
+} from "../../wire/kubernetes/decode.ts";
 
 /** Most characters of a bad event line quoted in an error message. */
 const LINE_SNIPPET_CHARS = 200;

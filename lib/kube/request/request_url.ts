@@ -14,7 +14,7 @@
  * @module
  */
 
-import type { RequestUrl } from "../wire/http1/api.ts";
+import type { RequestUrl } from "../../wire/http1/api.ts";
 
 /** The parts of the API server's URL every request URL shares. */
 export interface ServerUrl {

@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
 import { createTransport, DISABLE_HTTP2, ENABLE_HTTP2, http2Enabled } from "./transport.ts";
-import type { ClusterConnection } from "./config.ts";
-import { Http1Transport } from "../wire/http1/transport.ts";
-import { Http2Transport } from "../wire/http2/transport.ts";
-import { hasOpenssl } from "../../testkit/pki.ts";
-import { startNodeH2Server } from "../../testkit/h2/node_h2_server.ts";
+import type { ClusterConnection } from "../config.ts";
+import { Http1Transport } from "../../wire/http1/transport.ts";
+import { Http2Transport } from "../../wire/http2/transport.ts";
+import { hasOpenssl } from "../../../testkit/pki.ts";
+import { startNodeH2Server } from "../../../testkit/h2/node_h2_server.ts";
 
 function connection(server: string, ca?: string): ClusterConnection {
   return {

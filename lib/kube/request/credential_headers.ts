@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { CredentialHeaders } from "./config.ts";
+import type { CredentialHeaders } from "../config.ts";
 
 /** True when `a` and `b` name the same headers with the same values, in any order. */
 export function sameCredentials(a: CredentialHeaders, b: CredentialHeaders): boolean {

@@ -7,10 +7,10 @@
  * @module
  */
 
-import { ApiError } from "./api.ts";
-import { peerText } from "../peer_text.ts";
-import { isObject, tryParseJson } from "./json.ts";
-import type { Status } from "./types.ts";
+import { ApiError } from "../api.ts";
+import { peerText } from "../../peer_text.ts";
+import { isObject, tryParseJson } from "../json.ts";
+import type { Status } from "../types.ts";
 
 /**
  * Most characters of a non-Status error body kept in the message, and of a Status' reason; a

@@ -14,11 +14,15 @@
  * @module
  */
 
-import { ApiError, type Resource } from "./api.ts";
-import { decodeObject, KubeProtobufError, PROTOBUF_MEDIA_TYPE } from "../wire/kubernetes/decode.ts";
+import { ApiError, type Resource } from "../api.ts";
+import {
+  decodeObject,
+  KubeProtobufError,
+  PROTOBUF_MEDIA_TYPE,
+} from "../../wire/kubernetes/decode.ts";
 import { type RequestContext, requestFailure } from "./request.ts";
 import { errorFromStatus, reasonForCode } from "./status_errors.ts";
-import type { Status } from "./types.ts";
+import type { Status } from "../types.ts";
 
 /** The `Accept` of a read that may be answered in protobuf. */
 export const PROTOBUF_ACCEPT = `${PROTOBUF_MEDIA_TYPE}, application/json`;

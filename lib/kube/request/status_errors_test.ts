@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { ApiError } from "./api.ts";
+import { ApiError } from "../api.ts";
 import { errorFromResponse, statusMessage, statusReason } from "./status_errors.ts";
 import { decodeWatchEvent } from "./watch_stream.ts";
 import { requestUrl, serverUrl } from "./request_url.ts";

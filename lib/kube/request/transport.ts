@@ -1,25 +1,25 @@
 /**
- * How {@link import("./client.ts").KubeClient} sends its requests: one transport per
+ * How {@link import("../client.ts").KubeClient} sends its requests: one transport per
  * configuration, as client-go has one `http.Transport` per configuration. With HTTP/2 on
  * ({@link http2Enabled}), an `https:` server that picks `h2` in its TLS handshake gets one HTTP/2
- * connection for every request and watch (`../wire/http2/transport.ts`), as client-go's; HTTP/1.1
- * (`../wire/http1/transport.ts`) carries the rest, where client-go keeps HTTP/1.1 too: proxies,
+ * connection for every request and watch (`../../wire/http2/transport.ts`), as client-go's; HTTP/1.1
+ * (`../../wire/http1/transport.ts`) carries the rest, where client-go keeps HTTP/1.1 too: proxies,
  * `http:` servers, servers without `h2`, and TLS settings only `node:tls` can express. Metrics and
  * request logs are the client's, the same over both.
  *
  * The proxy is the kubeconfig cluster's `proxy-url` when it has one (client-go's `rest.Config.Proxy`
  * set from it by `clientcmd`), else the environment's, by the rules of Go's
  * `http.ProxyFromEnvironment` (`HTTPS_PROXY`, `HTTP_PROXY`, `NO_PROXY`, either case; client-go's
- * `SetTransportDefaults` installs it). Those rules are `../wire/http1/proxy.ts`'s.
+ * `SetTransportDefaults` installs it). Those rules are `../../wire/http1/proxy.ts`'s.
  *
  * @module
  */
 
-import type { ClusterConnection } from "./config.ts";
-import type { Transport } from "../wire/http1/api.ts";
-import { Http1Transport } from "../wire/http1/transport.ts";
-import { Http2Transport } from "../wire/http2/transport.ts";
-import { PROXY_ENVIRONMENT_VARIABLES, proxyFunc, proxySettings } from "../wire/http1/proxy.ts";
+import type { ClusterConnection } from "../config.ts";
+import type { Transport } from "../../wire/http1/api.ts";
+import { Http1Transport } from "../../wire/http1/transport.ts";
+import { Http2Transport } from "../../wire/http2/transport.ts";
+import { PROXY_ENVIRONMENT_VARIABLES, proxyFunc, proxySettings } from "../../wire/http1/proxy.ts";
 
 export type {
   RequestUrl,
@@ -27,9 +27,9 @@ export type {
   Transport,
   TransportRequest,
   TransportResponse,
-} from "../wire/http1/api.ts";
+} from "../../wire/http1/api.ts";
 
-/** The environment variables that choose a proxy (`../wire/http1/proxy.ts`). */
+/** The environment variables that choose a proxy (`../../wire/http1/proxy.ts`). */
 export const PROXY_VARIABLES: readonly string[] = PROXY_ENVIRONMENT_VARIABLES;
 
 /**

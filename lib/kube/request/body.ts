@@ -9,10 +9,10 @@
  * @module
  */
 
-import { ABORTED, raceAbort } from "../abort.ts";
+import { ABORTED, raceAbort } from "../../abort.ts";
 import type { TransportResponse } from "./transport.ts";
-import { TransportError } from "../wire/http1/errors.ts";
-import { concatBytes } from "../bytes.ts";
+import { TransportError } from "../../wire/http1/errors.ts";
+import { concatBytes } from "../../bytes.ts";
 
 /**
  * The largest answer to a non-watch request the client reads, in bytes: 64 MiB. client-go reads

@@ -8,9 +8,9 @@
  * @module
  */
 
-import { ApiError } from "./api.ts";
-import { errorText } from "../errors.ts";
-import { isTransportError } from "../wire/http1/errors.ts";
+import { ApiError } from "../api.ts";
+import { errorText } from "../../errors.ts";
+import { isTransportError } from "../../wire/http1/errors.ts";
 import { type RequestContext, requestFailure } from "./request.ts";
 
 /**

@@ -1,14 +1,14 @@
 /**
- * One API request as {@link import("./client.ts").KubeClient} carries it through its steps (rate
+ * One API request as {@link import("../client.ts").KubeClient} carries it through its steps (rate
  * limit, send, read, retry, report): what is asked, of which resource, at which URL, with which
  * body and signal. Built once per call, handed to every step instead of their separate arguments.
  *
  * @module
  */
 
-import type { LeaseFence } from "../lease_fence.ts";
-import type { Resource } from "./api.ts";
-import type { RequestUrl } from "../wire/http1/api.ts";
+import type { LeaseFence } from "../../lease_fence.ts";
+import type { Resource } from "../api.ts";
+import type { RequestUrl } from "../../wire/http1/api.ts";
 
 /** A request body and its content type. */
 export interface RequestBody {
@@ -34,7 +34,7 @@ export interface RequestContext {
   readonly body?: RequestBody;
   /** The caller's signal: aborting it ends the request with its reason. */
   readonly signal?: AbortSignal;
-  /** The write's lease fence ({@link import("./api.ts").ObjectOptions.fence}); none for reads. */
+  /** The write's lease fence ({@link import("../api.ts").ObjectOptions.fence}); none for reads. */
   readonly fence?: LeaseFence;
 }
 

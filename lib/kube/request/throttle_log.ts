@@ -14,9 +14,9 @@
  * @module
  */
 
-import type { Clock } from "../clock.ts";
-import type { Logger } from "../observe/logger.ts";
-import { formatGoDuration } from "../go_duration.ts";
+import type { Clock } from "../../clock.ts";
+import type { Logger } from "../../observe/logger.ts";
+import { formatGoDuration } from "../../go_duration.ts";
 
 /** A wait for the rate limiter longer than this is logged at V(3) (client-go `longThrottleLatency`). */
 export const LONG_THROTTLE_LATENCY_MS = 50;
