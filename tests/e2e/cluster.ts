@@ -94,6 +94,8 @@ export interface ClusterOptions {
   ownerPid?: number;
   /** Also run kube-controller-manager with {@link CONTROLLERS}. */
   controllerManager?: boolean;
+  /** Extra flags of the CSI mock driver (`tools/mockdriver`), e.g. `--abort-busy-volumes`. */
+  driverArgs?: readonly string[];
 }
 
 /**
@@ -224,6 +226,7 @@ export class LocalCluster {
    */
   readonly apiserverStarts: { startedAt: number; readyAt: number }[] = [];
   readonly #binaries: Binaries;
+  readonly #driverArgs: readonly string[];
   readonly #log: (line: string) => void;
   /** The owner given in the options: processes die with it. */
   readonly ownerPid: number | undefined;
@@ -239,6 +242,7 @@ export class LocalCluster {
     this.info = info;
     this.admin = admin;
     this.#binaries = options.binaries;
+    this.#driverArgs = options.driverArgs ?? [];
     this.#log = options.log;
     this.ownerPid = options.ownerPid;
   }
@@ -550,6 +554,7 @@ export class LocalCluster {
         `--name=${this.info.driverName}`,
         `--state-file=${this.info.dir}/csi/driver-state.json`,
         `--fault-file=${this.info.dir}/csi/driver-fault.json`,
+        ...this.#driverArgs,
         "--v=3",
       ],
       logFile: this.info.driverLog,

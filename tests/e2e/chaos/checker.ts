@@ -200,6 +200,11 @@ export function vaWrites(events: readonly AuditEvent[]): VaWrite[] {
   return out.sort((a, b) => a.answered - b.answered);
 }
 
+/** `1.50 s after` or `0.20 s before`. */
+function relative(ms: number): string {
+  return `${(Math.abs(ms) / 1000).toFixed(2)} s ${ms < 0 ? "before" : "after"}`;
+}
+
 /** Checks a run; violations in the order of the list above. */
 export function checkChaos(
   record: ChaosRecord,
@@ -249,8 +254,8 @@ export function checkChaos(
           next: next === undefined
             ? undefined
             : `${short(next.served.method)} for ${next.logged?.replica ?? "nobody"} received ${
-              ((next.served.time - served.completed) / 1000).toFixed(2)
-            } s after it ended` +
+              relative(next.served.time - served.completed)
+            } it ended` +
               (next.served.error === "" ? "" : ` (${next.served.error})`),
         });
       }

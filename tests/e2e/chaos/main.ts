@@ -164,6 +164,10 @@ export async function clusterChaosMain(argv: readonly string[]): Promise<number>
     rbacManifest: settings.rbacManifest.text,
     log,
     ownerPid: Deno.pid,
+    // A driver that refuses a second call for a busy volume, as the CSI spec recommends: the only
+    // way a publish still running when its caller's lease passed cannot land after the next
+    // leader's unpublish (ARCHITECTURE.md, "A call still at the driver").
+    driverArgs: ["--abort-busy-volumes"],
   });
   let failed = true;
   let replicas: ReplicaSet | undefined;

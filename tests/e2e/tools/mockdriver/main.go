@@ -17,7 +17,12 @@
 // With --fault-file the controller's ControllerPublishVolume and ControllerUnpublishVolume calls
 // meet the fault that file describes while it lasts (see fault): they hang, fail with a gRPC code,
 // or are served late. The file is read at every such call, so a test changes the fault by
-// rewriting it; no file, or an ended fault, serves calls as usual. That package's
+// rewriting it; no file, or an ended fault, serves calls as usual.
+//
+// With --abort-busy-volumes a ControllerPublishVolume or ControllerUnpublishVolume for a volume
+// that has one of them in progress is answered ABORTED at once, as the CSI spec recommends
+// ("Concurrency": "the Plugin SHOULD return ABORTED ... operation pending for volume"); without it,
+// as the mock service does, a late publish can land after a later unpublish. That package's
 // server is not used: its Stop calls grpc-go's Server.Stop, which closes every connection at once.
 // SIGTERM or SIGINT here calls Server.GracefulStop, as CSI drivers built on csi-lib-utils or
 // csi-driver-host-path do: no new connections, a GOAWAY on each open one, the calls in flight
@@ -225,6 +230,36 @@ var actingMethods = map[string]bool{
 // faultFile is the path of --fault-file ("" when none).
 var faultFile string
 
+// busyVolumes holds the volumes with an acting call in progress, under --abort-busy-volumes.
+var busyVolumes = struct {
+	sync.Mutex
+	on  bool
+	ids map[string]bool
+}{ids: map[string]bool{}}
+
+// claimVolume marks the request's volume busy; false when it already was. release undoes it.
+func claimVolume(method string, req any) (ok bool, release func()) {
+	if !busyVolumes.on || !actingMethods[method] {
+		return true, func() {}
+	}
+	carrier, isVolume := req.(interface{ GetVolumeId() string })
+	if !isVolume {
+		return true, func() {}
+	}
+	id := carrier.GetVolumeId()
+	busyVolumes.Lock()
+	defer busyVolumes.Unlock()
+	if busyVolumes.ids[id] {
+		return false, nil
+	}
+	busyVolumes.ids[id] = true
+	return true, func() {
+		busyVolumes.Lock()
+		delete(busyVolumes.ids, id)
+		busyVolumes.Unlock()
+	}
+}
+
 // currentFault reads the fault file; nil when there is none for method now. An unreadable file is
 // logged and means no fault.
 func currentFault(method string) *fault {
@@ -292,6 +327,7 @@ func main() {
 	attachLimit := flag.Int64("attach-limit", 0, "volumes per node; 0 = no limit")
 	stateFile := flag.String("state-file", "", "JSON file to keep volumes and publications across restarts")
 	flag.StringVar(&faultFile, "fault-file", "", "JSON file describing a fault of the acting controller calls (see fault)")
+	flag.BoolVar(&busyVolumes.on, "abort-busy-volumes", false, "answer ABORTED to an acting call for a volume with one in progress")
 	klog.InitFlags(nil)
 	_ = flag.Set("v", "3")
 	flag.Parse()
@@ -351,9 +387,15 @@ func main() {
 func logCall(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	received := time.Now().UnixMilli()
 	var rsp any
-	err := injectFault(ctx, info.FullMethod)
-	if err == nil {
-		rsp, err = handler(ctx, req)
+	var err error
+	if ok, release := claimVolume(info.FullMethod, req); !ok {
+		err = status.Errorf(codes.Aborted, "an operation for volume %s is already in progress", req.(interface{ GetVolumeId() string }).GetVolumeId())
+	} else {
+		err = injectFault(ctx, info.FullMethod)
+		if err == nil {
+			rsp, err = handler(ctx, req)
+		}
+		release()
 	}
 	entry := struct {
 		Method     string
