@@ -94,6 +94,24 @@ export interface ClusterOptions {
   ownerPid?: number;
   /** Also run kube-controller-manager with {@link CONTROLLERS}. */
   controllerManager?: boolean;
+  /** Extra flags of the CSI mock driver (`tools/mockdriver`), e.g. `--abort-busy-volumes`. */
+  driverArgs?: readonly string[];
+}
+
+/**
+ * A fault of the driver's ControllerPublishVolume and ControllerUnpublishVolume calls, as the mock
+ * driver reads it (`tools/mockdriver`, `fault`): `hang` holds each call until the fault ends (or
+ * its caller gives up), `fail` answers `code` at once, `slow` serves each call `delayMs` late.
+ */
+export interface DriverFault {
+  mode: "hang" | "fail" | "slow";
+  /** When the fault ends (ms since the epoch). */
+  untilMs: number;
+  /** gRPC code name for `fail`, e.g. `Unavailable`. */
+  code?: string;
+  delayMs?: number;
+  /** Only these full method names (default both). */
+  methods?: string[];
 }
 
 /** How long one part took. */
@@ -208,6 +226,7 @@ export class LocalCluster {
    */
   readonly apiserverStarts: { startedAt: number; readyAt: number }[] = [];
   readonly #binaries: Binaries;
+  readonly #driverArgs: readonly string[];
   readonly #log: (line: string) => void;
   /** The owner given in the options: processes die with it. */
   readonly ownerPid: number | undefined;
@@ -223,6 +242,7 @@ export class LocalCluster {
     this.info = info;
     this.admin = admin;
     this.#binaries = options.binaries;
+    this.#driverArgs = options.driverArgs ?? [];
     this.#log = options.log;
     this.ownerPid = options.ownerPid;
   }
@@ -323,9 +343,11 @@ export class LocalCluster {
     }
   }
 
+  #etcdPorts: { client: number; peer: number } | undefined;
+
   async #startEtcd(): Promise<void> {
-    const clientPort = freePort();
-    const peerPort = freePort();
+    this.#etcdPorts ??= { client: freePort(), peer: freePort() };
+    const { client: clientPort, peer: peerPort } = this.#etcdPorts;
     const etcd = ManagedProcess.start({
       name: "etcd",
       cmd: this.#binaries.etcd,
@@ -499,6 +521,29 @@ export class LocalCluster {
     await this.saveInfo();
   }
 
+  /**
+   * Stops etcd (SIGTERM) and starts it again on the same ports and data; resolves once it is
+   * healthy again. kube-apiserver keeps running and reconnects by itself. `downMs` keeps etcd down
+   * that long in between.
+   */
+  async restartEtcd(downMs = 0): Promise<void> {
+    await this.#processes.etcd?.stop(5_000);
+    if (downMs > 0) await sleep(downMs);
+    await this.#startEtcd();
+    await this.saveInfo();
+  }
+
+  /**
+   * The fault the driver's acting calls meet from now on (the mock driver's `--fault-file`,
+   * `tools/mockdriver`); `undefined` ends it. It ends by itself at `untilMs`.
+   */
+  async setDriverFault(fault: DriverFault | undefined): Promise<void> {
+    const path = `${this.info.dir}/csi/driver-fault.json`;
+    const tmp = `${path}.tmp`;
+    await Deno.writeTextFile(tmp, JSON.stringify(fault ?? { mode: "none", untilMs: 0 }));
+    await Deno.rename(tmp, path);
+  }
+
   /** Starts the CSI driver and waits until it answers ListVolumes. */
   async startDriver(): Promise<void> {
     const driver = ManagedProcess.start({
@@ -508,6 +553,8 @@ export class LocalCluster {
         `--endpoint=${this.info.driverSocket}`,
         `--name=${this.info.driverName}`,
         `--state-file=${this.info.dir}/csi/driver-state.json`,
+        `--fault-file=${this.info.dir}/csi/driver-fault.json`,
+        ...this.#driverArgs,
         "--v=3",
       ],
       logFile: this.info.driverLog,
@@ -556,9 +603,10 @@ export class LocalCluster {
   /**
    * A kubeconfig of `replica`'s own user ({@link replicaUser}, in {@link REPLICA_GROUP}), with a
    * client certificate issued now by the cluster's CA; its path. The group has no rights until
-   * bound (the chaos run binds it to the RBAC manifest's roles).
+   * bound (the chaos run binds it to the RBAC manifest's roles). `server` is the URL it names
+   * (default kube-apiserver's; the chaos run gives each replica a fault proxy's).
    */
-  async replicaKubeconfig(replica: string): Promise<string> {
+  async replicaKubeconfig(replica: string, server = this.info.server): Promise<string> {
     const certs = `${this.info.dir}/certs`;
     const user = replicaUser(replica);
     const pair = await issueClient(certs, { cert: `${certs}/ca.crt`, key: `${certs}/ca.key` }, {
@@ -569,7 +617,7 @@ export class LocalCluster {
     const path = `${this.info.dir}/replica-${replica}.kubeconfig`;
     await Deno.writeTextFile(
       path,
-      await kubeconfigFor(this.info.server, `${certs}/ca.crt`, pair, user),
+      await kubeconfigFor(server, `${certs}/ca.crt`, pair, user),
     );
     return path;
   }

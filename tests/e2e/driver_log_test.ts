@@ -17,6 +17,19 @@ Deno.test("parseDriverCalls() reads the mock driver's call lines with their time
   assert.match(calls[1]!.error, /NotFound/);
 });
 
+Deno.test("parseDriverCalls() orders calls by their arrival when the line has ReceivedMs", () => {
+  const arrived = new Date(2026, 10, 21, 23, 42, 40, 0).getTime();
+  const text = LOG + "\n" +
+    'I1121 23:42:54.000000   31296 main.go:300] gRPCCall: {"Method":"/csi.v1.Controller/ControllerPublishVolume","Request":{"volume_id":"51","node_id":"n"},"Response":{},"Error":"","FullError":null,"ReceivedMs":' +
+    arrived + "}";
+  const calls = parseDriverCalls(text, 2026);
+  assert.equal(calls.length, 4);
+  assert.equal(calls[0]!.request.volume_id, "51");
+  assert.equal(calls[0]!.time, arrived);
+  assert.equal(calls[0]!.completed, new Date(2026, 10, 21, 23, 42, 54, 0).getTime());
+  assert.equal(calls[1]!.completed, calls[1]!.time);
+});
+
 Deno.test("countByVolume() counts successful calls, optionally since a time", () => {
   const calls = parseDriverCalls(LOG, 2026);
   assert.deepEqual([...countByVolume(calls, PUBLISH)], [["50", 1]]);

@@ -30,6 +30,7 @@ Deno.test("unsentCalls() finds the calls the fence refused", () => {
 Deno.test("attributeCalls() gives each served call to the latest logger before it", () => {
   const call = (time: number, volume: string) => ({
     time,
+    completed: time,
     method: PUBLISH,
     request: { volume_id: volume, node_id: "n" },
     response: {},

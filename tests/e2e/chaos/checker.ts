@@ -17,6 +17,11 @@
  * - `no-finalizer`: a ControllerPublishVolume served while the attacher's last write of the
  *   VolumeAttachment before it had not stored our finalizer (never stored, or already removed).
  *
+ * A driver call is judged at the moment the driver received it: the fence governs what a replica
+ * sends. A call received inside its term may end after it, at a slow driver, when another replica
+ * leads: CSI has no fencing token, so no attacher can take such a call back. Those are counted
+ * ({@link LateCompletion}) with what happened to the volume next, and judged by the final state.
+ *
  * @module
  */
 
@@ -107,6 +112,20 @@ export interface ChaosRecord {
   finalizer: string;
 }
 
+/**
+ * A driver call received inside its caller's term that ended after the term: it was still running
+ * at the driver when another replica could lead.
+ */
+export interface LateCompletion {
+  replica: string;
+  method: string;
+  volumeId: string;
+  /** How long after the term's end the call ended, ms. */
+  pastEndMs: number;
+  /** The next acting call served for the same volume, in words; undefined: none. */
+  next?: string;
+}
+
 /** What the checker measured besides the violations. */
 export interface CheckFigures {
   publishes: number;
@@ -119,6 +138,7 @@ export interface CheckFigures {
   outside: Map<string, { calls: number; latestMs: number }>;
   /** {@link ApiWrite}s per replica. */
   writes: Map<string, WriteFigures>;
+  lateCompletions: LateCompletion[];
 }
 
 const LEASED_RESOURCES = new Set(["volumeattachments", "persistentvolumes"]);
@@ -180,6 +200,11 @@ export function vaWrites(events: readonly AuditEvent[]): VaWrite[] {
   return out.sort((a, b) => a.answered - b.answered);
 }
 
+/** `1.50 s after` or `0.20 s before`. */
+function relative(ms: number): string {
+  return `${(Math.abs(ms) / 1000).toFixed(2)} s ${ms < 0 ? "before" : "after"}`;
+}
+
 /** Checks a run; violations in the order of the list above. */
 export function checkChaos(
   record: ChaosRecord,
@@ -193,9 +218,11 @@ export function checkChaos(
     closestToEndMs: undefined,
     outside: new Map(),
     writes: new Map(),
+    lateCompletions: [],
   };
+  const short = (method: string) => method.slice(method.lastIndexOf("/") + 1);
   for (const { served, logged } of record.calls) {
-    const what = `${served.method.slice(served.method.lastIndexOf("/") + 1)} of volume ` +
+    const what = `${short(served.method)} of volume ` +
       `${served.request.volume_id} served at ${at(served.time)}`;
     if (served.method === PUBLISH) figures.publishes++;
     if (served.method === UNPUBLISH) figures.unpublishes++;
@@ -212,6 +239,25 @@ export function checkChaos(
       if (last !== undefined) {
         const left = last.received + last.leaseDurationMs - served.time;
         figures.closestToEndMs = Math.min(figures.closestToEndMs ?? Infinity, left);
+      }
+      const ended = termVerdict(record.leaseWrites, logged.replica, served.completed, 0);
+      if (!ended.inside) {
+        const volumeId = String(served.request.volume_id ?? "");
+        const next = record.calls.find((c) =>
+          c.served.time > served.time && String(c.served.request.volume_id ?? "") === volumeId
+        );
+        figures.lateCompletions.push({
+          replica: logged.replica,
+          method: served.method,
+          volumeId,
+          pastEndMs: ended.why === "never-held" ? 0 : Math.round(ended.lateMs),
+          next: next === undefined
+            ? undefined
+            : `${short(next.served.method)} for ${next.logged?.replica ?? "nobody"} received ${
+              relative(next.served.time - served.completed)
+            } it ended` +
+              (next.served.error === "" ? "" : ` (${next.served.error})`),
+        });
       }
       continue;
     }

@@ -87,6 +87,7 @@ const WRITES: AuditEvent[] = [
 function served(ms: number, method: string, volume: string): DriverCall {
   return {
     time: T0 + ms,
+    completed: T0 + ms,
     method,
     request: { volume_id: volume, node_id: "n" },
     response: {},
@@ -264,4 +265,23 @@ Deno.test("checkChaos() flags writes after the lease ran out, after another took
   assert.deepEqual(figures.writes.get("b"), { checked: 2, outside: 1, latestMs: 0 });
   const a = figures.writes.get("a")!;
   assert.deepEqual([a.checked, a.outside, Math.round(a.latestMs)], [6, 2, 800]);
+});
+
+Deno.test("checkChaos() judges a call when it arrived, and counts one that ended after the term", () => {
+  const base = record();
+  const slow = { ...served(15_000, PUBLISH, "v3"), completed: T0 + 18_000 };
+  const { violations, figures } = checkChaos({
+    ...base,
+    calls: attributeCalls(
+      [slow, served(18_500, PUBLISH, "v3")],
+      [logged(14_999, "a", PUBLISH, "v3"), logged(18_499, "b", PUBLISH, "v3")],
+    ),
+  });
+  assert.deepEqual(violations.filter((v) => v.kind === "outside-term"), []);
+  assert.equal(figures.lateCompletions.length, 1);
+  const late = figures.lateCompletions[0]!;
+  assert.equal(late.replica, "a");
+  assert.equal(late.volumeId, "v3");
+  assert.equal(late.pastEndMs, 1_000, "b took the Lease at 17 s, the call ended at 18 s");
+  assert.equal(late.next, "ControllerPublishVolume for b received 0.50 s after it ended");
 });

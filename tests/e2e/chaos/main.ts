@@ -8,7 +8,11 @@
  * 1 s retry period) and a stream of VolumeAttachment lifecycles (`workload.ts`), and for
  * `--minutes` runs the fault schedule drawn from `--seed` (`schedule.ts`): replicas stopped
  * (SIGSTOP) for 1-20 s, replicas killed (SIGKILL, started again 1 s after any exit, as a
- * Deployment would), kube-apiserver restarted, the driver restarted. Then the faults stop, every
+ * Deployment would), a replica cut off from kube-apiserver (each replica reaches it through its
+ * own fault proxy, `testkit/tcp_proxy.ts`: partitioned, reset, or its connections left
+ * half-open), kube-apiserver answering late or restarted, etcd restarted, the driver restarted,
+ * hanging or failing its calls, and the leader paused while the driver is still serving a
+ * ControllerPublishVolume it sent. Then the faults stop, every
  * lifecycle gets up to {@link DRAIN_MS} to finish, and the checker (`checker.ts`) reads the
  * audit log (each replica runs as its own user, `replica_users.ts`, so it names the replica behind
  * every write), the replicas' and the driver's logs and the final state. It prints the schedule as
@@ -28,8 +32,10 @@ import {
   DEFAULT_VERSION as GO_VERSION,
 } from "../../../bench/build_go_attacher.ts";
 import type { Lease } from "../../../lib/kube/types.ts";
+import { TcpProxy } from "../../../testkit/tcp_proxy.ts";
 import { Prng } from "../../chaos/prng.ts";
 import { LocalCluster } from "../cluster.ts";
+import { PUBLISH } from "../driver_log.ts";
 import { finalizerFor, sleep } from "../kit.ts";
 import { holderChanges, leaseWrites } from "../lease_terms.ts";
 import { applyManifest } from "../manifests.ts";
@@ -47,7 +53,14 @@ import {
 } from "./checker.ts";
 import { type ExitCause, type Replica, ReplicaSet } from "./replicas.ts";
 import { groupBindings, replicaOfUser } from "./replica_users.ts";
-import { countKinds, describeFault, drawSchedule, type Fault, FAULT_KINDS } from "./schedule.ts";
+import {
+  countKinds,
+  describeFault,
+  drawSchedule,
+  type Fault,
+  FAULT_KINDS,
+  REPLICA_KINDS,
+} from "./schedule.ts";
 import { Workload } from "./workload.ts";
 
 const DRIVER_NAME = "io.kubernetes.storage.mock";
@@ -55,6 +68,8 @@ const NODES = ["chaos-node-1", "chaos-node-2", "chaos-node-3"];
 const REPLICAS = ["chaos-0", "chaos-1", "chaos-2"];
 /** After the fault phase, every lifecycle gets this long to reach its final state. */
 export const DRAIN_MS = 90_000;
+/** `pause-in-publish`: how long the driver serves arriving publishes late before the pause. */
+const IN_PUBLISH_WINDOW_MS = 1_500;
 /** A replica that exited starts again after this delay. */
 const RESTART_DELAY_MS = 1_000;
 /**
@@ -149,15 +164,29 @@ export async function clusterChaosMain(argv: readonly string[]): Promise<number>
     rbacManifest: settings.rbacManifest.text,
     log,
     ownerPid: Deno.pid,
+    // A driver that refuses a second call for a busy volume, as the CSI spec recommends: the only
+    // way a publish still running when its caller's lease passed cannot land after the next
+    // leader's unpublish (ARCHITECTURE.md, "A call still at the driver").
+    driverArgs: ["--abort-busy-volumes"],
   });
   let failed = true;
   let replicas: ReplicaSet | undefined;
+  const proxies = new Map<string, TcpProxy>();
   try {
     for (const node of NODES) await cluster.addNode(node);
     // Each replica its own user, so the audit log attributes every write (replica_users.ts).
     await applyManifest(cluster.admin, groupBindings(settings.rbacManifest.text));
+    // Each replica its own way to kube-apiserver: a fault proxy for the network's faults.
+    const apiPort = Number(new URL(cluster.info.server).port);
     const kubeconfigs = new Map<string, string>();
-    for (const name of REPLICAS) kubeconfigs.set(name, await cluster.replicaKubeconfig(name));
+    for (const name of REPLICAS) {
+      const proxy = await TcpProxy.start({ port: apiPort });
+      proxies.set(name, proxy);
+      kubeconfigs.set(
+        name,
+        await cluster.replicaKubeconfig(name, `https://127.0.0.1:${proxy.port}`),
+      );
+    }
     replicas = new ReplicaSet({
       cluster: cluster.info,
       names: REPLICAS,
@@ -183,7 +212,7 @@ export async function clusterChaosMain(argv: readonly string[]): Promise<number>
     const phaseStart = Date.now();
     const phaseEnd = phaseStart + phaseMs;
     const work = workload.run(phaseEnd, phaseEnd + DRAIN_MS);
-    const outcomes = await runFaults(cluster, replicas, schedule, phaseStart);
+    const outcomes = await runFaults(cluster, replicas, proxies, schedule, phaseStart);
     await work;
     const drainMs = Date.now() - phaseEnd;
     await replicas.stop();
@@ -259,6 +288,17 @@ export async function clusterChaosMain(argv: readonly string[]): Promise<number>
           ).join(", "),
       );
     }
+    const inPublish = outcomes.filter((o) =>
+      o.fault.kind === "pause-in-publish" && o.skipped === undefined
+    ).length;
+    log(
+      `  driver calls that ended after their caller's term (received inside it; ` +
+        `${inPublish} leader pauses during a slow publish): ${figures.lateCompletions.length}` +
+        figures.lateCompletions.map((l) =>
+          `\n    ${l.replica} ${l.method.slice(l.method.lastIndexOf("/") + 1)} of ${l.volumeId} ` +
+          `ended ${(l.pastEndMs / 1000).toFixed(2)} s past the term; next: ${l.next ?? "none"}`
+        ).join(""),
+    );
     log(
       `  API writes (VolumeAttachments, their status, PersistentVolumes): ${
         formatWrites(figures.writes)
@@ -273,6 +313,7 @@ export async function clusterChaosMain(argv: readonly string[]): Promise<number>
     return failed ? 1 : 0;
   } finally {
     await replicas?.stop();
+    for (const proxy of proxies.values()) await proxy.close();
     await cluster.stop();
     if (failed || args.keep) log(`logs and state kept in ${dir}`);
     else await Deno.remove(dir, { recursive: true });
@@ -283,6 +324,7 @@ export async function clusterChaosMain(argv: readonly string[]): Promise<number>
 async function runFaults(
   cluster: LocalCluster,
   replicas: ReplicaSet,
+  proxies: ReadonlyMap<string, TcpProxy>,
   schedule: readonly Fault[],
   phaseStart: number,
 ): Promise<FaultOutcome[]> {
@@ -296,53 +338,116 @@ async function runFaults(
     }
     return lastHolder;
   };
-  let apiserverBusy = false;
-  let driverBusy = false;
+  const busy = new Set<string>();
+  /** Runs `fn` unless a fault of the same `group` still runs. */
+  const exclusive = async (group: string, out: FaultOutcome, fn: () => Promise<void>) => {
+    if (busy.has(group)) return { ...out, skipped: `${group} already faulty` };
+    busy.add(group);
+    const t0 = Date.now();
+    try {
+      await fn();
+    } finally {
+      busy.delete(group);
+    }
+    return { ...out, tookMs: Date.now() - t0 };
+  };
+  const pause = async (replica: Replica, ms: number) => {
+    replica.paused = true;
+    replica.process.kill("SIGSTOP");
+    await sleep(ms);
+    replica.process.kill("SIGCONT");
+    replica.paused = false;
+  };
   const run = async (fault: Fault): Promise<FaultOutcome> => {
     const out: FaultOutcome = { fault };
-    const t0 = Date.now();
-    if (fault.kind === "pause" || fault.kind === "kill") {
+    if (REPLICA_KINDS.has(fault.kind) || fault.kind === "pause-in-publish") {
       const leader = await holder();
-      const replica: Replica | undefined = fault.target === "leader"
+      const replica: Replica | undefined = fault.target === undefined || fault.target === "leader"
         ? replicas.byIdentity(leader)
-        : replicas.replicas[fault.target!];
+        : replicas.replicas[fault.target];
       if (replica === undefined) return { ...out, skipped: "no leader known" };
       out.replica = replica.name;
       out.leader = replica.name === leader;
+      const proxy = proxies.get(replica.name)!;
+      switch (fault.kind) {
+        case "partition":
+          return await exclusive(`the way of ${replica.name}`, out, async () => {
+            proxy.hold();
+            await sleep(fault.durationMs);
+            proxy.release();
+          });
+        case "reset":
+          return await exclusive(`the way of ${replica.name}`, out, async () => {
+            proxy.refuseNew(true);
+            proxy.resetAll();
+            await sleep(fault.durationMs);
+            proxy.refuseNew(false);
+          });
+        case "half-open":
+          proxy.silenceExisting();
+          return out;
+        default:
+          break;
+      }
       if (replica.process.exitStatus !== undefined) return { ...out, skipped: "not running" };
       if (fault.kind === "kill") {
         replica.process.kill("SIGKILL");
         return out;
       }
       if (replica.paused) return { ...out, skipped: "already paused" };
-      replica.paused = true;
-      replica.process.kill("SIGSTOP");
-      await sleep(fault.durationMs);
-      replica.process.kill("SIGCONT");
-      replica.paused = false;
-      return out;
-    }
-    if (fault.kind === "apiserver-restart") {
-      if (apiserverBusy) return { ...out, skipped: "kube-apiserver already restarting" };
-      apiserverBusy = true;
-      try {
-        await cluster.restartApiServer(fault.durationMs);
-      } finally {
-        apiserverBusy = false;
+      if (fault.kind === "pause") {
+        await pause(replica, fault.durationMs);
+        return out;
       }
-    } else {
-      if (driverBusy) return { ...out, skipped: "driver already restarting" };
-      driverBusy = true;
-      try {
-        await cluster.stopDriver();
-        await sleep(fault.durationMs);
-        await cluster.startDriver();
-      } finally {
-        driverBusy = false;
-      }
+      // pause-in-publish: the driver serves the publishes arriving in the next 1.5 s late, then
+      // the leader stops while they still run and stays stopped past its lease.
+      return await exclusive("the driver", out, async () => {
+        const slowUntil = Date.now() + IN_PUBLISH_WINDOW_MS;
+        await cluster.setDriverFault({
+          mode: "slow",
+          delayMs: fault.delayMs,
+          untilMs: slowUntil,
+          methods: [PUBLISH],
+        });
+        await sleep(Math.max(0, slowUntil - Date.now()));
+        await pause(replica, fault.durationMs);
+      });
     }
-    out.tookMs = Date.now() - t0;
-    return out;
+    switch (fault.kind) {
+      case "apiserver-restart":
+        return await exclusive(
+          "kube-apiserver",
+          out,
+          () => cluster.restartApiServer(fault.durationMs),
+        );
+      case "slow-apiserver":
+        return await exclusive("the answers' pace", out, async () => {
+          for (const p of proxies.values()) p.setDelay(fault.delayMs ?? 0);
+          await sleep(fault.durationMs);
+          for (const p of proxies.values()) p.setDelay(0);
+        });
+      case "etcd-restart":
+        return await exclusive("etcd", out, () => cluster.restartEtcd(fault.durationMs));
+      case "driver-restart":
+        return await exclusive("the driver", out, async () => {
+          await cluster.stopDriver();
+          await sleep(fault.durationMs);
+          await cluster.startDriver();
+        });
+      case "driver-hang":
+      case "driver-fail":
+        return await exclusive("the driver", out, async () => {
+          const untilMs = Date.now() + fault.durationMs;
+          await cluster.setDriverFault(
+            fault.kind === "driver-hang"
+              ? { mode: "hang", untilMs }
+              : { mode: "fail", untilMs, code: fault.code },
+          );
+          await sleep(fault.durationMs);
+        });
+      default:
+        throw new Error(`unhandled fault kind ${fault.kind}`);
+    }
   };
   const running = schedule.map(async (fault) => {
     await sleep(Math.max(0, phaseStart + fault.at - Date.now()));

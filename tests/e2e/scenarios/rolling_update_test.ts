@@ -4,7 +4,14 @@ import { PUBLISH } from "../driver_log.ts";
 import { repeatedPublishes, type Term } from "./rolling_update.ts";
 
 function publish(time: number, volumeId: string): DriverCall {
-  return { time, method: PUBLISH, request: { volume_id: volumeId }, response: {}, error: "" };
+  return {
+    time,
+    completed: time,
+    method: PUBLISH,
+    request: { volume_id: volumeId },
+    response: {},
+    error: "",
+  };
 }
 
 const at = (ms: number) => new Date(ms).toISOString().slice(11, 23);

@@ -10,8 +10,19 @@
 // (as csi-driver-host-path does with its state directory).
 //
 // Every gRPC call is logged as a line `gRPCCall: {"Method":...,"Request":...,"Response":...,
-// "Error":...,"FullError":...}` at verbosity 3, the format of the csi-test driver package's own
-// interceptor (k8s.io/kubernetes/test/e2e/storage/drivers/csi-test/driver, logGRPC). That package's
+// "Error":...,"FullError":...,"ReceivedMs":...}` at verbosity 3, the format of the csi-test driver
+// package's own interceptor (k8s.io/kubernetes/test/e2e/storage/drivers/csi-test/driver, logGRPC)
+// plus the time the call arrived (ms since the epoch; the line's own time is when it ended).
+//
+// With --fault-file the controller's ControllerPublishVolume and ControllerUnpublishVolume calls
+// meet the fault that file describes while it lasts (see fault): they hang, fail with a gRPC code,
+// or are served late. The file is read at every such call, so a test changes the fault by
+// rewriting it; no file, or an ended fault, serves calls as usual.
+//
+// With --abort-busy-volumes a ControllerPublishVolume or ControllerUnpublishVolume for a volume
+// that has one of them in progress is answered ABORTED at once, as the CSI spec recommends
+// ("Concurrency": "the Plugin SHOULD return ABORTED ... operation pending for volume"); without it,
+// as the mock service does, a late publish can land after a later unpublish. That package's
 // server is not used: its Stop calls grpc-go's Server.Stop, which closes every connection at once.
 // SIGTERM or SIGINT here calls Server.GracefulStop, as CSI drivers built on csi-lib-utils or
 // csi-driver-host-path do: no new connections, a GOAWAY on each open one, the calls in flight
@@ -36,6 +47,8 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/test/e2e/storage/drivers/csi-test/mock/service"
 )
@@ -187,11 +200,134 @@ func restore(svc service.Service, r *recorder) error {
 	return nil
 }
 
+// fault is what --fault-file holds.
+type fault struct {
+	// Mode is "hang" (the call waits until the fault ends, then is served, or until its caller
+	// gives up), "fail" (the call is answered with Code at once, nothing done) or "slow" (the call
+	// is served after DelayMs, whatever the caller's deadline).
+	Mode string `json:"mode"`
+	// UntilMs ends the fault (ms since the epoch).
+	UntilMs int64 `json:"untilMs"`
+	// Code is the gRPC code name of "fail", e.g. "Unavailable".
+	Code string `json:"code,omitempty"`
+	// DelayMs is the delay of "slow".
+	DelayMs int64 `json:"delayMs,omitempty"`
+	// Methods limits the fault to these full method names; empty: both acting calls.
+	Methods []string `json:"methods,omitempty"`
+}
+
+var faultCodes = map[string]codes.Code{
+	"Unavailable": codes.Unavailable, "Internal": codes.Internal, "Aborted": codes.Aborted,
+	"ResourceExhausted": codes.ResourceExhausted, "DeadlineExceeded": codes.DeadlineExceeded,
+	"Unknown": codes.Unknown,
+}
+
+var actingMethods = map[string]bool{
+	"/csi.v1.Controller/ControllerPublishVolume":   true,
+	"/csi.v1.Controller/ControllerUnpublishVolume": true,
+}
+
+// faultFile is the path of --fault-file ("" when none).
+var faultFile string
+
+// busyVolumes holds the volumes with an acting call in progress, under --abort-busy-volumes.
+var busyVolumes = struct {
+	sync.Mutex
+	on  bool
+	ids map[string]bool
+}{ids: map[string]bool{}}
+
+// claimVolume marks the request's volume busy; false when it already was. release undoes it.
+func claimVolume(method string, req any) (ok bool, release func()) {
+	if !busyVolumes.on || !actingMethods[method] {
+		return true, func() {}
+	}
+	carrier, isVolume := req.(interface{ GetVolumeId() string })
+	if !isVolume {
+		return true, func() {}
+	}
+	id := carrier.GetVolumeId()
+	busyVolumes.Lock()
+	defer busyVolumes.Unlock()
+	if busyVolumes.ids[id] {
+		return false, nil
+	}
+	busyVolumes.ids[id] = true
+	return true, func() {
+		busyVolumes.Lock()
+		delete(busyVolumes.ids, id)
+		busyVolumes.Unlock()
+	}
+}
+
+// currentFault reads the fault file; nil when there is none for method now. An unreadable file is
+// logged and means no fault.
+func currentFault(method string) *fault {
+	if faultFile == "" || !actingMethods[method] {
+		return nil
+	}
+	data, err := os.ReadFile(faultFile)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			klog.Errorf("reading fault file: %v", err)
+		}
+		return nil
+	}
+	var f fault
+	if err := json.Unmarshal(data, &f); err != nil {
+		klog.Errorf("fault file %s: %v", faultFile, err)
+		return nil
+	}
+	if time.Now().UnixMilli() >= f.UntilMs {
+		return nil
+	}
+	if len(f.Methods) > 0 {
+		found := false
+		for _, m := range f.Methods {
+			found = found || m == method
+		}
+		if !found {
+			return nil
+		}
+	}
+	return &f
+}
+
+// injectFault applies the fault for a call before it is served; a non-nil error answers the call.
+func injectFault(ctx context.Context, method string) error {
+	f := currentFault(method)
+	if f == nil {
+		return nil
+	}
+	switch f.Mode {
+	case "fail":
+		code, ok := faultCodes[f.Code]
+		if !ok {
+			code = codes.Unavailable
+		}
+		return status.Errorf(code, "fault injected: %s", f.Mode)
+	case "hang":
+		wait := time.Until(time.UnixMilli(f.UntilMs))
+		select {
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		case <-time.After(wait):
+		}
+	case "slow":
+		time.Sleep(time.Duration(f.DelayMs) * time.Millisecond)
+	default:
+		klog.Errorf("fault file %s: unknown mode %q", faultFile, f.Mode)
+	}
+	return nil
+}
+
 func main() {
 	endpoint := flag.String("endpoint", "", "unix socket path to serve on (an old socket file is removed first)")
 	name := flag.String("name", service.Name, "CSI driver name; also the only node ID the driver accepts")
 	attachLimit := flag.Int64("attach-limit", 0, "volumes per node; 0 = no limit")
 	stateFile := flag.String("state-file", "", "JSON file to keep volumes and publications across restarts")
+	flag.StringVar(&faultFile, "fault-file", "", "JSON file describing a fault of the acting controller calls (see fault)")
+	flag.BoolVar(&busyVolumes.on, "abort-busy-volumes", false, "answer ABORTED to an acting call for a volume with one in progress")
 	klog.InitFlags(nil)
 	_ = flag.Set("v", "3")
 	flag.Parse()
@@ -249,14 +385,26 @@ func main() {
 
 // logCall logs each call in the csi-test driver's format (see the package comment).
 func logCall(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	rsp, err := handler(ctx, req)
+	received := time.Now().UnixMilli()
+	var rsp any
+	var err error
+	if ok, release := claimVolume(info.FullMethod, req); !ok {
+		err = status.Errorf(codes.Aborted, "an operation for volume %s is already in progress", req.(interface{ GetVolumeId() string }).GetVolumeId())
+	} else {
+		err = injectFault(ctx, info.FullMethod)
+		if err == nil {
+			rsp, err = handler(ctx, req)
+		}
+		release()
+	}
 	entry := struct {
-		Method    string
-		Request   any
-		Response  any
-		Error     string
-		FullError error
-	}{Method: info.FullMethod, Request: req, Response: rsp, FullError: err}
+		Method     string
+		Request    any
+		Response   any
+		Error      string
+		FullError  error
+		ReceivedMs int64
+	}{Method: info.FullMethod, Request: req, Response: rsp, FullError: err, ReceivedMs: received}
 	if err != nil {
 		entry.Error = err.Error()
 	}
