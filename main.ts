@@ -17,7 +17,7 @@ import { SERVICE_ACCOUNT_NAMESPACE_FILE } from "./lib/leaderelection/config.ts";
 import { createLogger } from "./lib/observe/log.ts";
 import type { Logger } from "./lib/observe/logger.ts";
 import { parseOptions, validateOptions } from "./lib/cli/options.ts";
-import { componentSettings, type KubeClientSettings } from "./lib/cli/settings.ts";
+import { componentSettings, type KubeClientSettings, loggingSettings } from "./lib/cli/settings.ts";
 import { TokenBucket } from "./lib/workqueue/token_bucket.ts";
 import { VERSION } from "./lib/version.ts";
 import { realClock, type Timer } from "./lib/clock.ts";
@@ -121,13 +121,14 @@ async function main(argv: string[]): Promise<number> {
     createLogger({ verbosity: 0, format: "text" }).error(parsed.cause, parsed.error);
     return 1;
   }
-  const settings = componentSettings(parsed.options);
-  const log = createLogger(settings.logging);
+  // The options are checked before any setting is built from them; the log reports the verdict.
+  const log = createLogger(loggingSettings(parsed.options));
   const invalid = validateOptions(parsed.options);
   if (invalid !== undefined) {
     log.error(undefined, invalid);
     return 1;
   }
+  const settings = componentSettings(parsed.options);
   log.info("Version", { version: VERSION });
 
   // In-flight CSI calls are bounded by --timeout; do not outlive them by much.
