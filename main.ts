@@ -20,6 +20,7 @@ import { parseOptions, validateOptions } from "./lib/cli/options.ts";
 import { componentSettings, type KubeClientSettings, loggingSettings } from "./lib/cli/settings.ts";
 import { TokenBucket } from "./lib/workqueue/token_bucket.ts";
 import { VERSION } from "./lib/version.ts";
+import { COMPONENT_NAME } from "./lib/component.ts";
 import { realClock, type Timer } from "./lib/clock.ts";
 
 const TERMINATION_LOG = "/dev/termination-log";
@@ -89,7 +90,7 @@ async function kubeFactory(
       observer,
       throttledLogger,
     }, {
-      userAgent: `csi-attacher/${VERSION}`,
+      userAgent: `${COMPONENT_NAME}/${VERSION}`,
       proxyEnvironment: proxies,
     });
 }
@@ -111,7 +112,7 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     }
     if ("version" in parsed) {
-      console.log(`csi-attacher ${VERSION}`);
+      console.log(`${COMPONENT_NAME} ${VERSION}`);
       return 0;
     }
     if (parsed.exitCode === 2) {

@@ -52,6 +52,7 @@ import { MIGRATION_DRIVER_NAMES } from "./controller/migration.ts";
 import { ItemExponentialFailureRateLimiter } from "./workqueue/rate_limiters.ts";
 import { RateLimitingWorkQueue } from "./workqueue/rate_limiting_queue.ts";
 import type { QueueLanes } from "./workqueue/queue.ts";
+import { COMPONENT_NAME } from "./component.ts";
 import { VERSION } from "./version.ts";
 
 /** The message written to the termination log when the driver connection is lost. */
@@ -96,7 +97,7 @@ export interface AttacherDeps {
 }
 
 /** `source.component` of the Events on VolumeAttachments. */
-export const EVENT_COMPONENT = "csi-attacher";
+export const EVENT_COMPONENT = COMPONENT_NAME;
 
 /**
  * Runs the attacher until `deps.signal` aborts, then waits for the work in flight.
@@ -340,7 +341,7 @@ class Attacher {
       leaderHealth: settings.leaderHealth && elector ? () => elector.healthCheck() : undefined,
       health: () => this.#unhealthy(),
       zpages: {
-        component: "csi-attacher",
+        component: COMPONENT_NAME,
         binaryVersion: VERSION,
         runtimeVersion: `deno ${Deno.version.deno} (V8 ${Deno.version.v8}, TypeScript ` +
           `${Deno.version.typescript})`,

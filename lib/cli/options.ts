@@ -15,6 +15,7 @@ import { type Flag, FlagError, FlagSet, goQuote, parseGoBool } from "./flags.ts"
 import { type FeatureGates, featureGatesUsage, resolveFeatureGates } from "./feature_gates.ts";
 import { formatGoDuration, parseGoDuration } from "../go_duration.ts";
 import { errorText } from "../errors.ts";
+import { COMPONENT_NAME } from "../component.ts";
 
 /** Log output formats (`--logging-format`). */
 export type LoggingFormat = "text" | "json";
@@ -544,7 +545,7 @@ export function parseOptions(
   args: readonly string[],
   options: { program?: string } = {},
 ): ParseResult {
-  const flags = defineFlags(options.program ?? "csi-attacher");
+  const flags = defineFlags(options.program ?? COMPONENT_NAME);
   let rest: string[];
   try {
     const parsed = flags.set.parse(args);

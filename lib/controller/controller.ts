@@ -9,6 +9,7 @@
 
 import type { Clock, Timer } from "../clock.ts";
 import { realClock } from "../clock.ts";
+import { COMPONENT_NAME } from "../component.ts";
 import type { Handler, SyncOutcome } from "./handler.ts";
 import type { AttachmentMemory } from "./attachment_memory.ts";
 import type { Reconciler } from "./reconciler.ts";
@@ -28,7 +29,7 @@ export interface InformerLike<T> extends ObjectStore<T> {
 }
 
 /** The `controller` of the "Caches are synced" line, the name of the Go attacher's controller. */
-export const CONTROLLER_NAME = "csi-attacher";
+export const CONTROLLER_NAME = COMPONENT_NAME;
 
 /**
  * How long after the last processed key the workers count as idle ({@link ControllerDeps.whenIdle}):
