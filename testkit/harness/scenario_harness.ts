@@ -69,7 +69,6 @@ import { DRIVER } from "./fixtures.ts";
 import { FakeInformer } from "../fakes/fake_informer.ts";
 import { CacheFields } from "../../lib/controller/cache_fields.ts";
 import { type LeaseFence, SOLE_REPLICA } from "../../lib/lease_fence.ts";
-import { processReadyPersistentVolume, processReadyVolumeAttachment } from "./ready_work.ts";
 
 /** Controller capabilities the fake driver reports unless a scenario sets its own. */
 export const DEFAULT_DRIVER_CAPABILITIES: readonly string[] = [
@@ -96,7 +95,7 @@ export interface StepContext {
    */
   deliverWatchEvents(): void;
   /** Syncs one VA key from the queue, as a worker does; false when none is ready. */
-  processNextVolumeAttachment(): Promise<boolean>;
+  stepVolumeAttachment(): Promise<boolean>;
   /**
    * Runs one reconcile pass now (also in the middle of a sync, from {@link Scenario.duringCsiCall});
    * a failure is kept as {@link ScenarioResult.reconcileError}. The harness's own pass still runs
@@ -626,8 +625,8 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
       workers: scenario.workers ?? 1,
       reconcileSyncMs: 60_000,
     });
-    const processVolumeAttachment = () => processReadyVolumeAttachment(controller, vaQueue);
-    const processPersistentVolume = () => processReadyPersistentVolume(controller, pvQueue);
+    const processVolumeAttachment = () => controller.stepVolumeAttachment();
+    const processPersistentVolume = () => controller.stepPersistentVolume();
 
     const requestCount = () => server.requests.filter((r) => !r.watch).length;
     const actions = () => server.requests.filter((r) => !r.watch).map(toAction);
@@ -664,7 +663,7 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
       pvInformer,
       csiNodeInformer,
       deliverWatchEvents,
-      processNextVolumeAttachment: processVolumeAttachment,
+      stepVolumeAttachment: processVolumeAttachment,
       reconcile: async () => {
         try {
           await reconciler.reconcile(new AbortController().signal);
@@ -742,12 +741,7 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
       if (!clock.advanceToNextTimer()) break;
     }
     // Work that is ready now still runs; retries waiting on the clock do not.
-    while (
-      (await processVolumeAttachment()) ||
-      (await processPersistentVolume())
-    ) {
-      // drain
-    }
+    await controller.drainReady();
 
     const result: ScenarioResult = {
       server,

@@ -33,7 +33,6 @@ import type { FaultyCsiDriver } from "./faulty_csi_client.ts";
 import type { FaultyKubeApi } from "./faulty_kube_api.ts";
 import { type Sabotage, sabotageClients } from "./sabotage.ts";
 import { DRIVER_NAME } from "./world_names.ts";
-import { NEVER_ABORTED } from "../../testkit/harness/ready_work.ts";
 
 /** `--timeout`. */
 export const CSI_TIMEOUT_MS = 15_000;
@@ -279,7 +278,7 @@ export class AttacherInstance {
   /** A VA worker takes the next key and syncs it in the background. */
   workVolumeAttachment(onFailure: (what: string, err: unknown) => void): void {
     this.vaWorkers++;
-    this.#work().processNextVolumeAttachment(NEVER_ABORTED).then(
+    this.#work().stepVolumeAttachment().then(
       () => this.vaWorkers--,
       (err) => onFailure(`${this.name} va worker`, err),
     );
@@ -288,7 +287,7 @@ export class AttacherInstance {
   /** A PV worker takes the next key and syncs it in the background. */
   workPersistentVolume(onFailure: (what: string, err: unknown) => void): void {
     this.pvWorkers++;
-    this.#work().processNextPersistentVolume().then(
+    this.#work().stepPersistentVolume().then(
       () => this.pvWorkers--,
       (err) => onFailure(`${this.name} pv worker`, err),
     );
