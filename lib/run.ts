@@ -120,14 +120,16 @@ export async function runAttacher(
     // The one Event path of the process (the CSI handler's and the leader elector's Events). It
     // has an API client of its own, so Events never take the rate-limiter tokens of attach and
     // detach; it runs until the end of runAttacher and then posts what is still queued.
+    // The host name is read once: the Events' host and the leader-election identity.
+    const identity = leaderIdentity(deps.env.hostname());
     const events = new EventRecorder({ kube: clients.create(), clock, log }, {
       component: EVENT_COMPONENT,
-      host: leaderIdentity(deps.env.hostname()),
+      host: identity,
     });
     const stopEvents = new AbortController();
     const posting = events.run(stopEvents.signal);
     try {
-      const parts = { ...deps, clock, metrics, clients, kube, events };
+      const parts = { ...deps, clock, metrics, clients, kube, events, identity };
       await new Attacher(parts, settings).run();
     } finally {
       const drain = clock.setTimer(settings.events.drainMs, () => stopEvents.abort());
@@ -185,6 +187,8 @@ interface AttacherParts extends Omit<AttacherDeps, "kube" | "clock"> {
   kube: KubeApi;
   /** The process's Event path. */
   events: EventRecorder;
+  /** The leader-election identity and the Events' host: the sanitized host name. */
+  identity: string;
 }
 
 /** The driver learnt at startup: its name, its client and whether it publishes volumes. */
@@ -307,7 +311,7 @@ class Attacher {
   #elector(driverName: string): LeaderElector | undefined {
     const settings = this.#settings.elector;
     if (settings === undefined) return undefined;
-    const { env, clients, events } = this.#parts;
+    const { env, clients, events, identity } = this.#parts;
     return new LeaderElector({
       kube: clients.create(),
       events,
@@ -322,7 +326,7 @@ class Attacher {
         podNamespaceEnv: env.podNamespace,
         readServiceAccountNamespace: env.readServiceAccountNamespace,
       }),
-      identity: leaderIdentity(env.hostname()),
+      identity,
     });
   }
 
@@ -375,8 +379,7 @@ class Attacher {
     elector: LeaderElector,
     work: (signal: AbortSignal, fence: LeaseFence) => Promise<void>,
   ): Promise<void> {
-    const { log, env } = this.#parts;
-    const identity = leaderIdentity(env.hostname());
+    const { log, env, identity } = this.#parts;
     await elector.run(this.#parts.signal, {
       onStartedLeading: (leaderSignal, fence) => work(leaderSignal, fence),
       onStoppedLeading: () => {
