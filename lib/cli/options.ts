@@ -510,7 +510,9 @@ function defineFlags(program: string): AttacherFlags {
         format: formatGoDuration,
       },
     ),
-    // From attacher v1, removed from the Go attacher in v2.0; kept here for testing.
+    // From attacher v1 (removed from the Go attacher in v2.0): the controller runs without a
+    // driver, its handler the trivial one (lib/controller/build.ts, `DUMMY_DRIVER`): the process
+    // tests run the attacher this way where a driver would add nothing.
     dummy: fs.bool(
       "dummy",
       false,

@@ -47,6 +47,14 @@ export class FakeInformer<T extends KubeObject> implements InformerLike<T> {
     return Promise.resolve();
   }
 
+  /** Runs as an informer does, until `signal` aborts; the test delivers every event. */
+  run(signal: AbortSignal): Promise<void> {
+    if (signal.aborted) return Promise.resolve();
+    return new Promise((resolve) =>
+      signal.addEventListener("abort", () => resolve(), { once: true })
+    );
+  }
+
   /** Puts `obj` in the cache without an event. */
   set(obj: T): void {
     this.#objects.set(obj.metadata.name, this.#transform(obj));
