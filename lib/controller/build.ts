@@ -198,11 +198,10 @@ export function buildController(
   // Attaches and detaches have their own workers (beyond the Go attacher; ARCHITECTURE.md
   // "Scheduling").
   const queue = (name: string, lanes?: QueueLanes) =>
-    new RateLimitingWorkQueue({
-      clock: deps.clock,
-      metricsProvider: deps.metrics?.queueMetricsProvider,
-      rateLimiter: new ItemExponentialFailureRateLimiter(controllerSettings.retry),
-    }, { name, lanes });
+    workQueue(
+      { clock: deps.clock, metricsProvider: deps.metrics?.queueMetricsProvider },
+      { name, retry: controllerSettings.retry, lanes },
+    );
   const vaQueue = queue(VA_QUEUE_NAME, volumeAttachmentLanes(informers.volumeAttachments));
   const pvQueue = queue(PV_QUEUE_NAME);
   const built = buildHandler(deps, settings, driver, informers, vaQueue);
@@ -230,6 +229,23 @@ export function buildController(
     reconcileSyncMs: controllerSettings.reconcileSyncMs,
   });
   return { driverName, informers, vaQueue, pvQueue, memory, handler, reconciler, controller };
+}
+
+/**
+ * One of the controller's work queues: rate-limited with the per-item exponential backoff of
+ * `--retry-interval-start` and `--retry-interval-max` (client-go's
+ * `NewTypedItemExponentialFailureRateLimiter`), with `lanes` when given. Also what the controller's
+ * unit tests build their queues with.
+ */
+export function workQueue(
+  deps: { clock: Clock; metricsProvider?: QueueMetricsProvider },
+  opts: { name: string; retry: { baseMs: number; maxMs: number }; lanes?: QueueLanes },
+): RateLimitingWorkQueue {
+  return new RateLimitingWorkQueue({
+    clock: deps.clock,
+    metricsProvider: deps.metricsProvider,
+    rateLimiter: new ItemExponentialFailureRateLimiter(opts.retry),
+  }, { name: opts.name, lanes: opts.lanes });
 }
 
 /**

@@ -16,6 +16,7 @@ import {
   type InformerSource,
   PV_QUEUE_NAME,
   VA_QUEUE_NAME,
+  workQueue,
 } from "./build.ts";
 import { CsiHandler } from "./csi_handler.ts";
 import { TrivialHandler } from "./trivial_handler.ts";
@@ -30,6 +31,7 @@ import type { CsiNode, KubeObject, PersistentVolume, VolumeAttachment } from "..
 import type { LeaseFence } from "../lease_fence.ts";
 import { nullLogger } from "../observe/logger.ts";
 import { realClock } from "../clock.ts";
+import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { FakeInformer } from "../../testkit/fakes/fake_informer.ts";
 import { ALWAYS_OPEN_FENCE } from "../../testkit/fakes/open_fence.ts";
 
@@ -211,4 +213,17 @@ Deno.test("apiInformers() makes informers that list and watch through the API", 
   assert.ok(built.informers.volumeAttachments instanceof Informer);
   assert.ok(built.informers.persistentVolumes instanceof Informer);
   assert.ok(built.informers.csiNodes instanceof Informer);
+});
+
+Deno.test("workQueue() backs each key off exponentially from --retry-interval-start to -max", () => {
+  const clock = new FakeClock();
+  const queue = workQueue({ clock }, { name: "q", retry: { baseMs: 100, maxMs: 250 } });
+  const delays: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    queue.addRateLimited("k");
+    delays.push(clock.nextTimerAt()! - clock.now());
+    clock.advance(delays[i]!);
+  }
+  assert.deepEqual(delays, [100, 200, 250]);
+  queue.shutDown();
 });
