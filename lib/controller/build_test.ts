@@ -13,7 +13,6 @@ import {
   type DriverHandling,
   DUMMY_DRIVER,
   handledDriverName,
-  type InformerSource,
   PV_QUEUE_NAME,
   VA_QUEUE_NAME,
   workQueue,
@@ -27,12 +26,12 @@ import { ATTACH_LANE, DETACH_LANE } from "./lanes.ts";
 import { Informer } from "../kube/informer.ts";
 import type { KubeApi } from "../kube/api.ts";
 import type { CsiClient } from "../csi/api.ts";
-import type { CsiNode, KubeObject, PersistentVolume, VolumeAttachment } from "../kube/types.ts";
+import type { CsiNode, PersistentVolume, VolumeAttachment } from "../kube/types.ts";
 import type { LeaseFence } from "../lease_fence.ts";
 import { nullLogger } from "../observe/logger.ts";
 import { realClock } from "../clock.ts";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
-import { FakeInformer } from "../../testkit/fakes/fake_informer.ts";
+import { FakeInformers } from "../../testkit/fakes/fake_informer.ts";
 import { ALWAYS_OPEN_FENCE } from "../../testkit/fakes/open_fence.ts";
 
 const DRIVER = "csi.example.com";
@@ -57,30 +56,10 @@ const SETTINGS: ControllerBuildSettings = {
   callTimeoutMs: 1000,
 };
 
-/** Hand-driven caches holding `seeds`, each made by the builder with its transform. */
-function caches(seeds: KubeObject[] = []) {
-  const made = new Map<string, FakeInformer<KubeObject>>();
-  const source: InformerSource = (spec) => {
-    const informer = new FakeInformer(
-      seeds.filter((o) => o.kind === KIND[spec.name]) as never[],
-      spec.transform,
-    );
-    made.set(spec.name, informer as unknown as FakeInformer<KubeObject>);
-    return informer;
-  };
-  return { source, made };
-}
-
-const KIND: Record<string, string> = {
-  volumeattachments: "VolumeAttachment",
-  persistentvolumes: "PersistentVolume",
-  csinodes: "CSINode",
-};
-
 function deps(over: Partial<ControllerBuildDeps> = {}): ControllerBuildDeps {
   return {
     kube: NO_KUBE,
-    informers: caches().source,
+    informers: new FakeInformers().source,
     log: nullLogger,
     clock: realClock,
     fence: ALWAYS_OPEN_FENCE,
@@ -155,7 +134,7 @@ Deno.test("buildController() requires a fence", () => {
 });
 
 Deno.test("buildController() caches what the shipped transforms keep, in informers made by the source", () => {
-  const { source, made } = caches([
+  const caches = new FakeInformers([
     {
       kind: "CSINode",
       metadata: { name: "n1", labels: { team: "a" } },
@@ -169,8 +148,8 @@ Deno.test("buildController() caches what the shipped transforms keep, in informe
       spec: { csi: { driver: DRIVER, volumeHandle: "h1" } },
     } as PersistentVolume,
   ]);
-  const built = buildController(deps({ informers: source }), SETTINGS, csiDriver(false));
-  assert.equal(built.informers.csiNodes, made.get("csinodes"));
+  const built = buildController(deps({ informers: caches.source }), SETTINGS, csiDriver(false));
+  assert.equal(built.informers.csiNodes, caches.csiNodes);
   assert.deepEqual(built.informers.csiNodes.get("n1")?.spec.drivers, [
     { name: DRIVER, nodeID: "id-1" },
   ]);

@@ -8,10 +8,10 @@ import assert from "node:assert/strict";
 import { buildController, DUMMY_DRIVER } from "./build.ts";
 import { DUMMY_DRIVER_NAME } from "./names.ts";
 import type { KubeApi } from "../kube/api.ts";
-import type { KubeObject, VolumeAttachment } from "../kube/types.ts";
+import type { VolumeAttachment } from "../kube/types.ts";
 import { nullLogger } from "../observe/logger.ts";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
-import { FakeInformer } from "../../testkit/fakes/fake_informer.ts";
+import { FakeInformers } from "../../testkit/fakes/fake_informer.ts";
 import { ALWAYS_OPEN_FENCE } from "../../testkit/fakes/open_fence.ts";
 
 function va(name: string): VolumeAttachment {
@@ -31,14 +31,10 @@ function world() {
       return Promise.resolve({ ...va(name), status: { attached: true } });
     },
   } as unknown as KubeApi;
-  const informers: FakeInformer<KubeObject>[] = [];
+  const caches = new FakeInformers();
   const built = buildController({
     kube,
-    informers: (spec) => {
-      const informer = new FakeInformer([], spec.transform);
-      informers.push(informer as unknown as FakeInformer<KubeObject>);
-      return informer;
-    },
+    informers: caches.source,
     log: nullLogger,
     clock: new FakeClock(),
     fence: ALWAYS_OPEN_FENCE,
@@ -53,8 +49,7 @@ function world() {
     reconciler: { timeoutMs: 1000, maxEntries: 0 },
     callTimeoutMs: 1000,
   }, DUMMY_DRIVER);
-  const vaInformer = built.informers.volumeAttachments as FakeInformer<VolumeAttachment>;
-  return { built, vaInformer, patched };
+  return { built, vaInformer: caches.volumeAttachments, patched };
 }
 
 Deno.test("AttachController steps return false at once when no key is ready", async () => {

@@ -17,12 +17,7 @@
 import assert from "node:assert/strict";
 import { FakeClock } from "../fakes/fake_clock.ts";
 import type { AttachController } from "../../lib/controller/controller.ts";
-import {
-  buildController,
-  type BuiltController,
-  type InformerSource,
-  type InformerSpec,
-} from "../../lib/controller/build.ts";
+import { buildController, type BuiltController } from "../../lib/controller/build.ts";
 import type {
   CallOptions,
   ControllerPublishVolumeRequest,
@@ -67,7 +62,7 @@ import type { ScriptedCall } from "../csi/fake_driver.ts";
 import { FakeCsiDriver } from "../csi/fake_driver.ts";
 import type { Action } from "./fixtures.ts";
 import { DRIVER } from "./fixtures.ts";
-import { FakeInformer } from "../fakes/fake_informer.ts";
+import { type FakeInformer, FakeInformers } from "../fakes/fake_informer.ts";
 import type { LeaseFence } from "../../lib/lease_fence.ts";
 import { ALWAYS_OPEN_FENCE } from "../fakes/open_fence.ts";
 
@@ -478,45 +473,6 @@ class CheckingCsiClient implements CsiClient {
   }
 }
 
-/**
- * The informers of a scenario: hand-driven caches ({@link FakeInformer}) holding the seeds, made
- * by the controller builder with the shipped transforms.
- */
-class HandDrivenCaches {
-  readonly #seeds: readonly KubeObject[];
-  readonly #made = new Map<string, FakeInformer<KubeObject>>();
-
-  constructor(seeds: readonly KubeObject[]) {
-    this.#seeds = seeds;
-  }
-
-  /** Makes each informer with the seeds of its resource, which enter it as it is made. */
-  readonly source: InformerSource = <T extends KubeObject>(spec: InformerSpec<T>) => {
-    const seeds = this.#seeds.filter((obj) => resourceOf(obj) === spec.resource) as T[];
-    const informer = new FakeInformer<T>(seeds, spec.transform);
-    this.#made.set(spec.name, informer as unknown as FakeInformer<KubeObject>);
-    return informer;
-  };
-
-  /** The caches the builder made. */
-  made(): {
-    va: FakeInformer<VolumeAttachment>;
-    pv: FakeInformer<PersistentVolume>;
-    csiNode: FakeInformer<CsiNode>;
-  } {
-    const get = <T extends KubeObject>(name: string) => {
-      const informer = this.#made.get(name);
-      if (informer === undefined) throw new Error(`no ${name} informer was made`);
-      return informer as unknown as FakeInformer<T>;
-    };
-    return {
-      va: get<VolumeAttachment>("volumeattachments"),
-      pv: get<PersistentVolume>("persistentvolumes"),
-      csiNode: get<CsiNode>("csinodes"),
-    };
-  }
-}
-
 /** Runs one scenario and asserts its expectations and the invariants. */
 export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
   const driver = scenario.driverName ?? DRIVER;
@@ -578,7 +534,7 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
     const csiClient = new CheckingCsiClient(grpcClient, checks);
 
     // The caches the test fills and fires by hand, through the shipped informers' transforms.
-    const caches = new HandDrivenCaches(seeds);
+    const caches = new FakeInformers(seeds);
     const options: CsiHandlerOptions = {
       driverName: driver,
       timeoutMs: SCENARIO_TIMEOUT_MS,
@@ -646,7 +602,9 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
       },
     );
     const { controller, vaQueue, pvQueue } = built;
-    const { va: vaInformer, pv: pvInformer, csiNode: csiNodeInformer } = caches.made();
+    const vaInformer = caches.volumeAttachments;
+    const pvInformer = caches.persistentVolumes;
+    const csiNodeInformer = caches.csiNodes;
     const reconcile = (): Promise<void> => {
       if (built?.reconciler === undefined) {
         throw new TypeError(

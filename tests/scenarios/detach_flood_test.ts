@@ -21,17 +21,12 @@ import type {
 import { PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
 import { KubeClient } from "../../lib/kube/client.ts";
 import { loadConnection } from "../../lib/kube/config.ts";
-import type {
-  CsiNode,
-  KubeObject,
-  PersistentVolume,
-  VolumeAttachment,
-} from "../../lib/kube/types.ts";
+import type { CsiNode, PersistentVolume, VolumeAttachment } from "../../lib/kube/types.ts";
 import { nullLogger } from "../../lib/observe/logger.ts";
 import { noopQueueMetricsProvider } from "../../lib/workqueue/metrics.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
-import { FakeInformer } from "../../testkit/fakes/fake_informer.ts";
+import { FakeInformers } from "../../testkit/fakes/fake_informer.ts";
 import { ALWAYS_OPEN_FENCE } from "../../testkit/fakes/open_fence.ts";
 import {
   ANN,
@@ -172,17 +167,13 @@ async function floodedWorld(opts: { lanes: boolean; flood?: number; gatePublishe
   }
   for (const p of pvs) server.create(PERSISTENT_VOLUMES, structuredClone(p));
   const stored = deleting.map((v) => server.create(VOLUME_ATTACHMENTS, structuredClone(v)));
-  const seeds: Record<string, KubeObject[]> = {
-    volumeattachments: [],
-    persistentvolumes: pvs,
-    csinodes: [node],
-  };
+  const caches = new FakeInformers([...pvs, node]);
   const driver = new GatedDriver({ gatePublishes: opts.gatePublishes });
   const durations = { attach: [] as number[], detach: [] as number[] };
   // The controller as it ships, over hand-driven caches.
   const built = buildController({
     kube,
-    informers: (spec) => new FakeInformer(seeds[spec.name] as never[], spec.transform),
+    informers: caches.source,
     log: nullLogger,
     clock,
     fence: ALWAYS_OPEN_FENCE,
@@ -208,7 +199,7 @@ async function floodedWorld(opts: { lanes: boolean; flood?: number; gatePublishe
     capabilities: { publishReadonly: false, singleNodeMultiWriter: false, reconcile: false },
   });
   const { controller, vaQueue } = built;
-  const vaInformer = built.informers.volumeAttachments as FakeInformer<VolumeAttachment>;
+  const vaInformer = caches.volumeAttachments;
   const stop = new AbortController();
   // With lanes, the shipped workers; without, the Go attacher's one pool: WORKERS workers that
   // each take the key ready first, whatever its lane.
