@@ -20,9 +20,10 @@ import { SERVICE_ACCOUNT_NAMESPACE_FILE } from "./lib/leaderelection/config.ts";
 import { createLogger } from "./lib/observe/log.ts";
 import type { Logger } from "./lib/observe/logger.ts";
 import { parseOptions, validateOptions } from "./lib/cli/options.ts";
-import { componentSettings, type KubeClientSettings } from "./lib/cli/settings.ts";
+import { componentSettings, type KubeClientSettings, loggingSettings } from "./lib/cli/settings.ts";
 import { TokenBucket } from "./lib/workqueue/token_bucket.ts";
 import { VERSION } from "./lib/version.ts";
+import { COMPONENT_NAME } from "./lib/component.ts";
 import { realClock, type Timer } from "./lib/clock.ts";
 
 const TERMINATION_LOG = "/dev/termination-log";
@@ -87,7 +88,7 @@ async function kubeFactory(
     log,
     rateLimiter: () => new TokenBucket({}, { qps: settings.qps, burst: settings.burst }),
   }, {
-    userAgent: `csi-attacher/${VERSION}`,
+    userAgent: `${COMPONENT_NAME}/${VERSION}`,
     proxyEnvironment: proxyEnvironment(),
   });
   return (observer) => factory.create(observer);
@@ -110,7 +111,7 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     }
     if ("version" in parsed) {
-      console.log(`csi-attacher ${VERSION}`);
+      console.log(`${COMPONENT_NAME} ${VERSION}`);
       return 0;
     }
     if (parsed.exitCode === 2) {
@@ -120,13 +121,14 @@ async function main(argv: string[]): Promise<number> {
     createLogger({ verbosity: 0, format: "text" }).error(parsed.cause, parsed.error);
     return 1;
   }
-  const settings = componentSettings(parsed.options);
-  const log = createLogger(settings.logging);
+  // The options are checked before any setting is built from them; the log reports the verdict.
+  const log = createLogger(loggingSettings(parsed.options));
   const invalid = validateOptions(parsed.options);
   if (invalid !== undefined) {
     log.error(undefined, invalid);
     return 1;
   }
+  const settings = componentSettings(parsed.options);
   log.info("Version", { version: VERSION });
 
   // In-flight CSI calls are bounded by --timeout; do not outlive them by much.

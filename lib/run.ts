@@ -13,46 +13,34 @@
 
 import type { Clock } from "./clock.ts";
 import { realClock } from "./clock.ts";
-import { AttachController } from "./controller/controller.ts";
-import { ATTACH_LANE, DETACH_LANE, volumeAttachmentLanes } from "./controller/lanes.ts";
 import type { CsiClient } from "./csi/api.ts";
-import {
-  connect,
-  type DriverCapabilities,
-  getCapabilities,
-  getDriverName,
-  probeForever,
-} from "./csi/connection.ts";
-import { CsiHandler } from "./controller/csi_handler.ts";
+import { connect, getCapabilities, getDriverName, probeForever } from "./csi/connection.ts";
 import { EventRecorder } from "./events/recorder.ts";
-import { OperationLatency } from "./controller/operation_latency.ts";
-import { AttachmentMemory } from "./controller/attachment_memory.ts";
-import { ListVolumesReconciler } from "./controller/reconciler.ts";
 import { pendingVolumeAttachments } from "./controller/pending.ts";
 import { BacklogReporter } from "./controller/backlog.ts";
-import type { Handler, HandlerStores } from "./controller/handler.ts";
-import { Informer } from "./kube/informer.ts";
-import { CacheFields } from "./controller/cache_fields.ts";
+import {
+  apiInformers,
+  buildController,
+  type BuiltController,
+  type DriverHandling,
+  DUMMY_DRIVER,
+  handledDriverName,
+} from "./controller/build.ts";
 import type { KubeApi } from "./kube/api.ts";
-import { CSI_NODES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "./kube/api.ts";
 import type { KubeRequestObserver } from "./kube/request_reports.ts";
 import type { Logger } from "./observe/logger.ts";
 import { DUMMY_DRIVER_NAME } from "./controller/names.ts";
 import type { ComponentSettings } from "./cli/settings.ts";
-import { TrivialHandler } from "./controller/trivial_handler.ts";
-import type { CsiNode, PersistentVolume, VolumeAttachment } from "./kube/types.ts";
 import { type RunningHttpServer, startHttpServer } from "./observe/http_server.ts";
 import { LeaderElector } from "./leaderelection/elector.ts";
-import { leaderElectionNamespace, leaderIdentity } from "./leaderelection/config.ts";
+import { leaderElectionNamespace, leaderIdentity, leaseName } from "./leaderelection/config.ts";
 import { raceAbort } from "./abort.ts";
 import { type LeaseFence, SOLE_REPLICA } from "./lease_fence.ts";
 import { heapCollector, heapReclaimer, pacedCollector } from "./heap.ts";
 import { createMetrics, type Metrics } from "./observe/metrics.ts";
 import { MIGRATION_DRIVER_NAMES } from "./controller/migration.ts";
-import { leaseName } from "./controller/names.ts";
-import { ItemExponentialFailureRateLimiter } from "./workqueue/rate_limiters.ts";
-import { RateLimitingWorkQueue } from "./workqueue/rate_limiting_queue.ts";
-import type { QueueLanes } from "./workqueue/queue.ts";
+import type { RateLimitingWorkQueue } from "./workqueue/rate_limiting_queue.ts";
+import { COMPONENT_NAME } from "./component.ts";
 import { VERSION } from "./version.ts";
 
 /** The message written to the termination log when the driver connection is lost. */
@@ -97,7 +85,7 @@ export interface AttacherDeps {
 }
 
 /** `source.component` of the Events on VolumeAttachments. */
-export const EVENT_COMPONENT = "csi-attacher";
+export const EVENT_COMPONENT = COMPONENT_NAME;
 
 /**
  * Runs the attacher until `deps.signal` aborts, then waits for the work in flight.
@@ -120,14 +108,16 @@ export async function runAttacher(
     // The one Event path of the process (the CSI handler's and the leader elector's Events). It
     // has an API client of its own, so Events never take the rate-limiter tokens of attach and
     // detach; it runs until the end of runAttacher and then posts what is still queued.
+    // The host name is read once: the Events' host and the leader-election identity.
+    const identity = leaderIdentity(deps.env.hostname());
     const events = new EventRecorder({ kube: clients.create(), clock, log }, {
       component: EVENT_COMPONENT,
-      host: leaderIdentity(deps.env.hostname()),
+      host: identity,
     });
     const stopEvents = new AbortController();
     const posting = events.run(stopEvents.signal);
     try {
-      const parts = { ...deps, clock, metrics, clients, kube, events };
+      const parts = { ...deps, clock, metrics, clients, kube, events, identity };
       await new Attacher(parts, settings).run();
     } finally {
       const drain = clock.setTimer(settings.events.drainMs, () => stopEvents.abort());
@@ -185,25 +175,15 @@ interface AttacherParts extends Omit<AttacherDeps, "kube" | "clock"> {
   kube: KubeApi;
   /** The process's Event path. */
   events: EventRecorder;
+  /** The leader-election identity and the Events' host: the sanitized host name. */
+  identity: string;
 }
 
-/** The driver learnt at startup: its name, its client and whether it publishes volumes. */
+/** The driver learnt at startup: the handling it calls for, and its client to close. */
 interface DriverSetup {
-  driverName: string;
+  handling: DriverHandling;
   /** The driver's client; none in dummy mode. */
   csi?: CsiClient;
-  /**
-   * The capabilities of a driver with ControllerPublishVolume (the CSI handler); undefined
-   * selects the trivial handler.
-   */
-  publishing?: DriverCapabilities;
-}
-
-/** The informers, which are also the handler's stores. */
-interface Informers extends HandlerStores {
-  volumeAttachments: Informer<VolumeAttachment>;
-  persistentVolumes: Informer<PersistentVolume>;
-  csiNodes: Informer<CsiNode>;
 }
 
 /**
@@ -233,8 +213,7 @@ class Attacher {
   async run(): Promise<void> {
     const driver = await this.#setUpDriver();
     try {
-      this.#metrics.setDriverName(driver.driverName);
-      const elector = this.#elector(driver.driverName);
+      const elector = this.#elector(handledDriverName(driver.handling));
       const http = await this.#startHttpServer(elector);
       try {
         if (elector === undefined) {
@@ -261,7 +240,8 @@ class Attacher {
     const settings = this.#settings.csi;
     if (settings.dummy) {
       log.info("Running in dummy mode: no CSI driver", { driver: DUMMY_DRIVER_NAME });
-      return { driverName: DUMMY_DRIVER_NAME };
+      this.#driverNamed(DUMMY_DRIVER_NAME);
+      return { handling: DUMMY_DRIVER };
     }
     const clock = this.#clock;
     const csi = await connect(settings.address, {
@@ -283,23 +263,28 @@ class Attacher {
       log.info("CSI driver name", { driver: driverName });
       // cmd/csi-attacher/main.go names its metrics manager's driver before it asks for the
       // capabilities, so only Probe and GetPluginInfo are observed as `unknown-driver`.
-      this.#metrics.setDriverName(driverName);
-      if (MIGRATION_DRIVER_NAMES.has(driverName)) {
-        // Where the Go attacher makes its metrics manager again `WithMigration()`: later calls
-        // carry the `migrated` label too; the calls observed so far keep their series.
-        this.#metrics.addMigratedLabel();
-      }
+      this.#driverNamed(driverName);
       const caps = await getCapabilities(csi, clock);
       if (!caps.controllerService || !caps.publishUnpublish) {
         log.info("CSI driver does not support ControllerPublishUnpublish, using trivial handler", {
           driver: driverName,
         });
-        return { driverName, csi };
+        return { handling: { kind: "trivial", driverName }, csi };
       }
-      return { driverName, csi, publishing: caps };
+      return { handling: { kind: "csi", driverName, csi, capabilities: caps }, csi };
     } catch (err) {
       csi.close();
       throw err;
+    }
+  }
+
+  /** Names the metrics' driver, once its name is known (`csi/dummy` in dummy mode). */
+  #driverNamed(driverName: string): void {
+    this.#metrics.setDriverName(driverName);
+    if (MIGRATION_DRIVER_NAMES.has(driverName)) {
+      // Where the Go attacher makes its metrics manager again `WithMigration()`: later calls
+      // carry the `migrated` label too; the calls observed so far keep their series.
+      this.#metrics.addMigratedLabel();
     }
   }
 
@@ -307,7 +292,7 @@ class Attacher {
   #elector(driverName: string): LeaderElector | undefined {
     const settings = this.#settings.elector;
     if (settings === undefined) return undefined;
-    const { env, clients, events } = this.#parts;
+    const { env, clients, events, identity } = this.#parts;
     return new LeaderElector({
       kube: clients.create(),
       events,
@@ -322,7 +307,7 @@ class Attacher {
         podNamespaceEnv: env.podNamespace,
         readServiceAccountNamespace: env.readServiceAccountNamespace,
       }),
-      identity: leaderIdentity(env.hostname()),
+      identity,
     });
   }
 
@@ -341,7 +326,7 @@ class Attacher {
       leaderHealth: settings.leaderHealth && elector ? () => elector.healthCheck() : undefined,
       health: () => this.#unhealthy(),
       zpages: {
-        component: "csi-attacher",
+        component: COMPONENT_NAME,
         binaryVersion: VERSION,
         runtimeVersion: `deno ${Deno.version.deno} (V8 ${Deno.version.v8}, TypeScript ` +
           `${Deno.version.typescript})`,
@@ -375,8 +360,7 @@ class Attacher {
     elector: LeaderElector,
     work: (signal: AbortSignal, fence: LeaseFence) => Promise<void>,
   ): Promise<void> {
-    const { log, env } = this.#parts;
-    const identity = leaderIdentity(env.hostname());
+    const { log, env, identity } = this.#parts;
     await elector.run(this.#parts.signal, {
       onStartedLeading: (leaderSignal, fence) => work(leaderSignal, fence),
       onStoppedLeading: () => {
@@ -393,37 +377,30 @@ class Attacher {
    * act.
    */
   async #runController(driver: DriverSetup, signal: AbortSignal, fence: LeaseFence): Promise<void> {
-    const settings = this.#settings.controller;
-    const { driverName } = driver;
-    const informers = this.#informers(driverName);
-    // Attaches and detaches have their own workers (beyond the Go attacher; ARCHITECTURE.md
-    // "Scheduling").
-    const vaQueue = this.#queue(
-      "csi-attacher-va",
-      volumeAttachmentLanes(informers.volumeAttachments),
-    );
-    const pvQueue = this.#queue("csi-attacher-pv");
-    const { handler, memory, reconciler } = this.#handler(driver, informers, vaQueue, fence);
+    // The lists are read at once: their garbage is collected as they go, not only once V8's
+    // incremental marking ends long past its limit (lib/heap.ts).
+    const collect = heapCollector();
+    const onListedObject = collect === undefined ? undefined : pacedCollector(collect);
     // The initial lists' garbage, then each burst's (lib/heap.ts).
     const reclaim = heapReclaimer();
-    const controller = new AttachController({
-      vaInformer: informers.volumeAttachments,
-      pvInformer: informers.persistentVolumes,
-      vaQueue,
-      pvQueue,
-      handler,
-      memory,
-      reconciler,
-      log: this.#log,
-      clock: this.#clock,
-      afterSync: reclaim,
-      whenIdle: reclaim,
-    }, {
-      driverName,
-      workers: settings.workers,
-      laneWorkers: { [ATTACH_LANE]: settings.attachWorkers, [DETACH_LANE]: settings.detachWorkers },
-      reconcileSyncMs: settings.reconcileSyncMs,
-    });
+    const { kube, events, log } = this.#parts;
+    const clock = this.#clock;
+    const built = buildController(
+      {
+        kube,
+        informers: apiInformers({ kube, clock, log }, { watchList: true, onListedObject }),
+        log,
+        clock,
+        fence,
+        events,
+        metrics: this.#metrics,
+        afterSync: reclaim,
+        whenIdle: reclaim,
+      },
+      { ...this.#settings.controller, callTimeoutMs: this.#settings.csi.callTimeoutMs },
+      driver.handling,
+    );
+    const { informers, driverName } = built;
     const term: { synced: boolean; stopped?: string } = { synced: false };
     this.#term = term;
     const running = ([
@@ -435,7 +412,7 @@ class Attacher {
         term.stopped ??= name;
       })
     );
-    const synced = this.#whenSynced(informers, term, signal);
+    const synced = this.#whenSynced(built, term, signal);
     // Beyond the Go attacher: the backlog as gauges and as a periodic log line.
     this.#metrics.setPendingSource(() =>
       pendingVolumeAttachments(informers.volumeAttachments.list(), {
@@ -443,70 +420,18 @@ class Attacher {
         nowMs: this.#clock.wallNow(),
       })
     );
-    const backlog = this.#reportBacklog([vaQueue, pvQueue], signal);
+    const backlog = this.#reportBacklog([built.vaQueue, built.pvQueue], signal);
     try {
-      await Promise.all([controller.run(signal), ...running, synced, backlog]);
+      await Promise.all([built.controller.run(signal), ...running, synced, backlog]);
     } finally {
       this.#metrics.setPendingSource(undefined);
       if (this.#term === term) this.#term = undefined;
     }
   }
 
-  /** The informers of VolumeAttachments, PersistentVolumes and the driver's CSINodes. */
-  #informers(driverName: string): Informers {
-    const deps = { kube: this.#parts.kube, clock: this.#clock, log: this.#log };
-    const resyncMs = this.#settings.controller.resyncMs;
-    // The lists are read at once: their garbage is collected as they go, not only once V8's
-    // incremental marking ends long past its limit (lib/heap.ts).
-    const collect = heapCollector();
-    const onListedObject = collect === undefined ? undefined : pacedCollector(collect);
-    // The pools the cached objects of this attacher share, and nobody else's.
-    const fields = new CacheFields();
-    const persistentVolumes: Informer<PersistentVolume> = new Informer<PersistentVolume>(deps, {
-      resource: PERSISTENT_VOLUMES,
-      resyncMs,
-      name: "persistentvolumes",
-      // A new version of a cached PV keeps what it shares with the version it replaces.
-      transform: (pv) => fields.persistentVolume(pv, persistentVolumes),
-      watchList: true,
-      onListedObject,
-    });
-    const volumeAttachments: Informer<VolumeAttachment> = new Informer<VolumeAttachment>(deps, {
-      resource: VOLUME_ATTACHMENTS,
-      resyncMs,
-      name: "volumeattachments",
-      // The PV name a VA names is the cached PV's own string; a new version of a cached VA keeps
-      // what it shares with the version it replaces.
-      transform: (va) => fields.volumeAttachment(va, persistentVolumes, volumeAttachments),
-      watchList: true,
-      onListedObject,
-    });
-    return {
-      volumeAttachments,
-      persistentVolumes,
-      csiNodes: new Informer<CsiNode>(deps, {
-        resource: CSI_NODES,
-        resyncMs,
-        name: "csinodes",
-        transform: fields.csiNode(driverName),
-        watchList: true,
-        onListedObject,
-      }),
-    };
-  }
-
-  /** A work queue with the per-item backoff of `--retry-interval-start` and `-max`. */
-  #queue(name: string, lanes?: QueueLanes): RateLimitingWorkQueue {
-    return new RateLimitingWorkQueue({
-      clock: this.#clock,
-      metricsProvider: this.#metrics.queueMetricsProvider,
-      rateLimiter: new ItemExponentialFailureRateLimiter(this.#settings.controller.retry),
-    }, { name, lanes });
-  }
-
   /** Marks the term synced once the VolumeAttachment and PersistentVolume caches synced. */
   async #whenSynced(
-    informers: Informers,
+    { informers }: BuiltController,
     term: { synced: boolean },
     signal: AbortSignal,
   ): Promise<void> {
@@ -530,44 +455,5 @@ class Attacher {
       queues: queues.map((queue) => ({ name: queue.name, queue })),
       intervalMs,
     }).run(signal);
-  }
-
-  /**
-   * The handler the driver calls for, with the per-VolumeAttachment memory it shares with the
-   * controller, and the ListVolumes reconciler when the driver can list published volumes.
-   */
-  #handler(
-    driver: DriverSetup,
-    stores: HandlerStores,
-    vaQueue: RateLimitingWorkQueue,
-    fence: LeaseFence,
-  ): { handler: Handler; memory: AttachmentMemory; reconciler?: ListVolumesReconciler } {
-    const log = this.#log;
-    const clock = this.#clock;
-    const { kube, events } = this.#parts;
-    const { csi, publishing: caps, driverName } = driver;
-    if (csi === undefined || caps === undefined) {
-      return {
-        handler: new TrivialHandler({ kube, log, fence }),
-        memory: new AttachmentMemory({ backoff: vaQueue }),
-      };
-    }
-    const latency = new OperationLatency({ clock, sink: this.#metrics });
-    const memory = new AttachmentMemory({ backoff: vaQueue, latency });
-    const settings = this.#settings.controller;
-    const handler = new CsiHandler({ kube, csi, log, clock, stores, memory, events, fence }, {
-      ...settings.handler,
-      driverName,
-      timeoutMs: this.#settings.csi.callTimeoutMs,
-      supportsPublishReadOnly: caps.publishReadonly,
-      supportsSingleNodeMultiWriter: caps.singleNodeMultiWriter,
-    });
-    const reconciler = caps.reconcile
-      ? new ListVolumesReconciler({ csi, log, clock, stores, memory, queue: vaQueue, fence }, {
-        ...settings.reconciler,
-        driverName,
-      })
-      : undefined;
-    return { handler, memory, reconciler };
   }
 }

@@ -13,7 +13,8 @@ import { componentSettings } from "./cli/settings.ts";
 import { LEASES } from "./kube/api.ts";
 import { KubeClient, type KubeRequestObserver } from "./kube/client.ts";
 import { connectionFromKubeconfigs } from "./kube/config.ts";
-import { DUMMY_DRIVER_NAME, leaseName } from "./controller/names.ts";
+import { DUMMY_DRIVER_NAME } from "./controller/names.ts";
+import { leaseName } from "./leaderelection/config.ts";
 import { runAttacher } from "./run.ts";
 
 const LEADER_FLAGS = ["--leader-election", "--leader-election-namespace=default"];

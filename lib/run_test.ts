@@ -218,3 +218,26 @@ Deno.test("runAttacher() labels the capability calls with the driver's name, as 
   assert.equal(calls(DRIVER, "/csi.v1.Controller/ControllerGetCapabilities"), 1);
   assert.equal(calls("unknown-driver", "/csi.v1.Controller/ControllerGetCapabilities"), undefined);
 });
+
+Deno.test("runAttacher() reads the host name once, for the Events' host and the elector's identity", async () => {
+  await using t = await setUp();
+  const stop = new AbortController();
+  let reads = 0;
+  await runAttacher(options(["--leader-election", "--leader-election-namespace=default"]), {
+    log: nullLogger,
+    signal: stop.signal,
+    kube: t.kube,
+    env: {
+      exit: () => stop.abort(),
+      writeTerminationMessage: () => {},
+      // A host name that changes between reads would split the identity.
+      hostname: () => `r${++reads}`,
+    },
+    onReady: () => stop.abort(),
+  });
+  assert.equal(reads, 1);
+  // The elector's identity (its Events and the Lease) is the one the Event path was given.
+  const messages = t.server.list<KubeObject & { message: string }>(EVENTS, "default").items
+    .map((e) => e.message).sort();
+  assert.deepEqual(messages, ["r1 became leader", "r1 stopped leading"]);
+});

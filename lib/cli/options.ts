@@ -15,6 +15,7 @@ import { type Flag, FlagError, FlagSet, goQuote, parseGoBool } from "./flags.ts"
 import { type FeatureGates, featureGatesUsage, resolveFeatureGates } from "./feature_gates.ts";
 import { formatGoDuration, parseGoDuration } from "../go_duration.ts";
 import { errorText } from "../errors.ts";
+import { COMPONENT_NAME } from "../component.ts";
 
 /** Log output formats (`--logging-format`). */
 export type LoggingFormat = "text" | "json";
@@ -509,7 +510,9 @@ function defineFlags(program: string): AttacherFlags {
         format: formatGoDuration,
       },
     ),
-    // From attacher v1, removed from the Go attacher in v2.0; kept here for testing.
+    // From attacher v1 (removed from the Go attacher in v2.0): the controller runs without a
+    // driver, its handler the trivial one (lib/controller/build.ts, `DUMMY_DRIVER`): the process
+    // tests run the attacher this way where a driver would add nothing.
     dummy: fs.bool(
       "dummy",
       false,
@@ -544,7 +547,7 @@ export function parseOptions(
   args: readonly string[],
   options: { program?: string } = {},
 ): ParseResult {
-  const flags = defineFlags(options.program ?? "csi-attacher");
+  const flags = defineFlags(options.program ?? COMPONENT_NAME);
   let rest: string[];
   try {
     const parsed = flags.set.parse(args);

@@ -136,6 +136,14 @@ export interface ComponentSettings {
 }
 
 /**
+ * The log's settings alone: what reports the verdict of
+ * {@link import("./options.ts").validateOptions}, before any other setting is built.
+ */
+export function loggingSettings(options: Options): LoggingSettings {
+  return { verbosity: options.verbosity, format: options.loggingFormat };
+}
+
+/**
  * The settings of every component. It checks nothing: run them only once
  * {@link import("./options.ts").validateOptions} has accepted the options (the logging settings
  * serve to report what it found).
@@ -154,7 +162,7 @@ export interface ComponentSettings {
  */
 export function componentSettings(options: Options): ComponentSettings {
   return {
-    logging: { verbosity: options.verbosity, format: options.loggingFormat },
+    logging: loggingSettings(options),
     kubeClient: {
       kubeconfig: options.kubeconfig,
       qps: options.kubeApiQps,

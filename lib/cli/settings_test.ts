@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { parseOptions } from "./options.ts";
-import { type ComponentSettings, componentSettings } from "./settings.ts";
+import { parseOptions, validateOptions } from "./options.ts";
+import { type ComponentSettings, componentSettings, loggingSettings } from "./settings.ts";
 
 /** The settings of a command line, failing the test when it does not parse. */
 function settings(args: string[]): ComponentSettings {
@@ -115,4 +115,13 @@ Deno.test("componentSettings() serves the leader-election health check on --http
   assert.equal(metricsOnly?.leaderHealth, false);
   assert.equal(metricsOnly?.flag, "--metrics-address", "a busy port names the flag given");
   assert.equal(settings(["--dummy"]).csi.dummy, true);
+});
+
+Deno.test("loggingSettings() reports the verdict on options that validateOptions refuses", () => {
+  const result = parseOptions(["--worker-threads=0", "--v=4", "--logging-format=json"]);
+  assert.ok(result.ok);
+  // What main.ts builds before it checks the options: the log's settings alone.
+  assert.deepEqual(loggingSettings(result.options), { verbosity: 4, format: "json" });
+  assert.match(validateOptions(result.options) ?? "", /worker-threads must be greater than zero/);
+  assert.deepEqual(componentSettings(result.options).logging, loggingSettings(result.options));
 });

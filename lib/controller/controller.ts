@@ -9,6 +9,7 @@
 
 import type { Clock, Timer } from "../clock.ts";
 import { realClock } from "../clock.ts";
+import { COMPONENT_NAME } from "../component.ts";
 import type { Handler, SyncOutcome } from "./handler.ts";
 import type { AttachmentMemory } from "./attachment_memory.ts";
 import type { Reconciler } from "./reconciler.ts";
@@ -28,7 +29,7 @@ export interface InformerLike<T> extends ObjectStore<T> {
 }
 
 /** The `controller` of the "Caches are synced" line, the name of the Go attacher's controller. */
-export const CONTROLLER_NAME = "csi-attacher";
+export const CONTROLLER_NAME = COMPONENT_NAME;
 
 /**
  * How long after the last processed key the workers count as idle ({@link ControllerDeps.whenIdle}):
@@ -154,6 +155,9 @@ export function shouldProcessPersistentVolume(pv: PersistentVolume, driverName: 
     pv.metadata.annotations?.[MIGRATED_TO_ANNOTATION] !== driverName;
 }
 
+/** The signal of the syncs a caller steps by hand ({@link AttachController.stepVolumeAttachment}). */
+const NEVER_STOPPED: AbortSignal = new AbortController().signal;
+
 /** Runs the VolumeAttachment and PersistentVolume queues of one driver. */
 export class AttachController {
   #deps: ControllerDeps;
@@ -239,12 +243,41 @@ export class AttachController {
   }
 
   /**
+   * Syncs one VolumeAttachment key that is ready now (of `lane` only, when given), as one step of
+   * a worker, for a caller that schedules the workers itself instead of {@link run} (the
+   * attacher's simulations and scenario tests step them one key at a time). False at once when
+   * no key is ready or the queue is shutting down. The sync's signal never aborts: the caller
+   * stops by not stepping.
+   */
+  stepVolumeAttachment(lane?: string): Promise<boolean> {
+    if (this.#deps.vaQueue.len(lane) === 0) return Promise.resolve(false);
+    return this.#processNextVolumeAttachment(NEVER_STOPPED, lane);
+  }
+
+  /** Syncs one PersistentVolume key that is ready now; like {@link stepVolumeAttachment}. */
+  stepPersistentVolume(): Promise<boolean> {
+    if (this.#deps.pvQueue.len() === 0) return Promise.resolve(false);
+    return this.#processNextPersistentVolume();
+  }
+
+  /**
+   * Steps the workers until neither queue has a ready key: what is ready now, and what the syncs
+   * queue again at once, is synced; a retry waiting for its backoff is not. Resolves with the
+   * number of keys synced.
+   */
+  async drainReady(): Promise<number> {
+    let synced = 0;
+    while ((await this.stepVolumeAttachment()) || (await this.stepPersistentVolume())) synced++;
+    return synced;
+  }
+
+  /**
    * Waits for a VolumeAttachment key (of `lane` only, when given) and syncs it, as one step of a
    * worker; `signal` (the controller's stop, when run by {@link run}) is handed to the sync. False
    * when the queue is shutting down: a key that arrives then is handed back unsynced (it reached
    * this worker after the stop).
    */
-  async processNextVolumeAttachment(signal: AbortSignal, lane?: string): Promise<boolean> {
+  async #processNextVolumeAttachment(signal: AbortSignal, lane?: string): Promise<boolean> {
     const queue = this.#deps.vaQueue;
     const key = await queue.get(lane);
     if (key === undefined) return false;
@@ -285,8 +318,8 @@ export class AttachController {
     }
   }
 
-  /** Waits for a PersistentVolume key and syncs it; like processNextVolumeAttachment. */
-  async processNextPersistentVolume(): Promise<boolean> {
+  /** Waits for a PersistentVolume key and syncs it; like #processNextVolumeAttachment. */
+  async #processNextPersistentVolume(): Promise<boolean> {
     const queue = this.#deps.pvQueue;
     const key = await queue.get();
     if (key === undefined) return false;
@@ -384,13 +417,13 @@ export class AttachController {
     const loops: Promise<void>[] = [];
     for (let i = 0; i < this.#opts.workers; i++) {
       if (this.#opts.laneWorkers === undefined) {
-        loops.push(this.#worker(signal, () => this.processNextVolumeAttachment(signal)));
+        loops.push(this.#worker(signal, () => this.#processNextVolumeAttachment(signal)));
       }
-      loops.push(this.#worker(signal, () => this.processNextPersistentVolume()));
+      loops.push(this.#worker(signal, () => this.#processNextPersistentVolume()));
     }
     for (const [lane, n] of Object.entries(this.#opts.laneWorkers ?? {})) {
       for (let i = 0; i < n; i++) {
-        loops.push(this.#worker(signal, () => this.processNextVolumeAttachment(signal, lane)));
+        loops.push(this.#worker(signal, () => this.#processNextVolumeAttachment(signal, lane)));
       }
     }
     const reconciler = this.#deps.reconciler;

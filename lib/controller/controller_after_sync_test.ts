@@ -15,7 +15,6 @@ import type { Clock } from "../clock.ts";
 import { nullLogger } from "../observe/logger.ts";
 import { FakeLogger } from "../../testkit/fakes/fake_logger.ts";
 import type { PersistentVolume, VolumeAttachment } from "../kube/types.ts";
-import { NEVER_ABORTED } from "../../testkit/harness/ready_work.ts";
 
 const DRIVER = "csi.example.com";
 
@@ -143,10 +142,10 @@ Deno.test("AttachController calls whenIdle once the queues stay empty for IDLE_A
     vaInformer.set(va(name));
     vaInformer.emitAdd(va(name));
   }
-  assert.ok(await controller.processNextVolumeAttachment(NEVER_ABORTED));
+  assert.ok(await controller.stepVolumeAttachment());
   clock.advance(IDLE_AFTER_MS);
   assert.equal(idle, 0, "va-2 is still queued: not idle");
-  assert.ok(await controller.processNextVolumeAttachment(NEVER_ABORTED));
+  assert.ok(await controller.stepVolumeAttachment());
   clock.advance(IDLE_AFTER_MS - 1);
   assert.equal(idle, 0, "not before IDLE_AFTER_MS");
   clock.advance(1);
@@ -199,7 +198,7 @@ Deno.test("AttachController keeps one idle timer during a burst, not one per key
   }
   // 50 keys, 10 ms apart: 500 ms of work, so the first timer fires once while keys remain.
   for (const _ of names) {
-    assert.ok(await controller.processNextVolumeAttachment(NEVER_ABORTED));
+    assert.ok(await controller.stepVolumeAttachment());
     clock.advance(10);
   }
   assert.ok(armed <= 2, `${armed} idle timers armed for one burst of 50 keys`);

@@ -12,7 +12,6 @@ import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { testQueue } from "../../testkit/fakes/work_queue.ts";
 import { nullLogger } from "../observe/logger.ts";
 import type { PersistentVolume, VolumeAttachment } from "../kube/types.ts";
-import { NEVER_ABORTED } from "../../testkit/harness/ready_work.ts";
 
 const DRIVER = "csi.example.com";
 
@@ -69,7 +68,7 @@ Deno.test("AttachController forgets a VolumeAttachment's backoff and memory when
   for (const name of names) {
     vaInformer.set(va(name));
     vaInformer.emitAdd(va(name));
-    assert.ok(await controller.processNextVolumeAttachment(NEVER_ABORTED));
+    assert.ok(await controller.stepVolumeAttachment());
     assert.equal(vaQueue.numRequeues(name), 1);
   }
   for (const name of names) vaInformer.emitDelete(va(name));
@@ -86,8 +85,8 @@ Deno.test("AttachController forgets a key whose object is gone when its retry co
   assert.equal(vaInformer.get("gone-va"), undefined);
   assert.equal(pvInformer.get("gone-pv"), undefined);
   clock.advance(1000);
-  assert.ok(await controller.processNextVolumeAttachment(NEVER_ABORTED));
-  assert.ok(await controller.processNextPersistentVolume());
+  assert.ok(await controller.stepVolumeAttachment());
+  assert.ok(await controller.stepPersistentVolume());
   assert.equal(vaQueue.numRequeues("gone-va"), 0);
   assert.equal(pvQueue.numRequeues("gone-pv"), 0);
   assert.deepEqual(memory.forgotten, ["gone-va"]);

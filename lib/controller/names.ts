@@ -1,6 +1,7 @@
 /**
  * Names the attacher derives from the driver name: the finalizer it puts on VolumeAttachments and
- * PersistentVolumes, the node-ID annotation, and the Lease name.
+ * PersistentVolumes and the node-ID annotation (the Lease name is the leader election's,
+ * `lib/leaderelection/config.ts`).
  *
  * @module
  */
@@ -19,9 +20,4 @@ export const DUMMY_DRIVER_NAME = "csi/dummy";
 /** The finalizer this attacher puts on VolumeAttachments and PersistentVolumes. */
 export function finalizerName(driver: string): string {
   return `external-attacher/${sanitizeDriverName(driver)}`;
-}
-
-/** The leader-election Lease name for `driver`. */
-export function leaseName(driver: string): string {
-  return sanitizeDriverName(`external-attacher-leader-${driver}`);
 }

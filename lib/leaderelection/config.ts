@@ -1,5 +1,5 @@
 /**
- * Where the leader election's Lease lives and who this replica is, as csi-lib-utils'
+ * Where the leader election's Lease lives, what it is called and who this replica is, as csi-lib-utils'
  * `leaderelection` package decides them for the CSI sidecars; and the timing client-go's
  * `NewLeaderElector` accepts.
  *
@@ -58,6 +58,15 @@ export function leaderElectionNamespace(sources: NamespaceSources): string {
  */
 export function leaderIdentity(hostname: string): string {
   return hostname === "" ? "" : sanitizeDriverName(hostname);
+}
+
+/**
+ * The Lease name for `driver`: `external-attacher-leader-<driver>`, sanitized whole
+ * (external-attacher `cmd/csi-attacher/main.go`: `"external-attacher-leader-" + csiAttacher`,
+ * through csi-lib-utils' `leaderelection.NewLeaderElection`, which sanitizes the lock name).
+ */
+export function leaseName(driver: string): string {
+  return sanitizeDriverName(`external-attacher-leader-${driver}`);
 }
 
 /** client-go's `JitterFactor`: acquire attempts are spread over 1–2.2 retry periods. */

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { leaderElectionNamespace, leaderIdentity } from "./config.ts";
+import { leaderElectionNamespace, leaderIdentity, leaseName } from "./config.ts";
 
 Deno.test("leaderElectionNamespace() falls back from the flag to POD_NAMESPACE, the service-account file and default", () => {
   let reads = 0;
@@ -48,4 +48,9 @@ Deno.test("leaderIdentity() sanitises the hostname like driver names", () => {
   assert.equal(leaderIdentity("node_1.example.com"), "node-1-example-com");
   assert.equal(leaderIdentity("host."), "host-X");
   assert.equal(leaderIdentity(""), "");
+});
+
+Deno.test("leaseName() sanitizes the whole lock name", () => {
+  assert.equal(leaseName("ebs.csi.aws.com"), "external-attacher-leader-ebs-csi-aws-com");
+  assert.equal(leaseName("x/"), "external-attacher-leader-x-X");
 });

@@ -8,7 +8,13 @@
 
 import type { InformerLike } from "../../lib/controller/controller.ts";
 import type { EventHandlers } from "../../lib/kube/store.ts";
-import type { KubeObject } from "../../lib/kube/types.ts";
+import type { InformerSource, InformerSpec } from "../../lib/controller/build.ts";
+import type {
+  CsiNode,
+  KubeObject,
+  PersistentVolume,
+  VolumeAttachment,
+} from "../../lib/kube/types.ts";
 
 /** A hand-driven informer. */
 export class FakeInformer<T extends KubeObject> implements InformerLike<T> {
@@ -47,6 +53,14 @@ export class FakeInformer<T extends KubeObject> implements InformerLike<T> {
     return Promise.resolve();
   }
 
+  /** Runs as an informer does, until `signal` aborts; the test delivers every event. */
+  run(signal: AbortSignal): Promise<void> {
+    if (signal.aborted) return Promise.resolve();
+    return new Promise((resolve) =>
+      signal.addEventListener("abort", () => resolve(), { once: true })
+    );
+  }
+
   /** Puts `obj` in the cache without an event. */
   set(obj: T): void {
     this.#objects.set(obj.metadata.name, this.#transform(obj));
@@ -70,5 +84,53 @@ export class FakeInformer<T extends KubeObject> implements InformerLike<T> {
   emitDelete(obj: T): void {
     this.#objects.delete(obj.metadata.name);
     for (const h of this.#handlers) h.delete?.(obj);
+  }
+}
+
+/** The kind of the objects each of the controller's informers caches, by resource. */
+const KIND_OF: Readonly<Record<string, string>> = {
+  volumeattachments: "VolumeAttachment",
+  persistentvolumes: "PersistentVolume",
+  csinodes: "CSINode",
+};
+
+/**
+ * The controller's informers as hand-driven caches: the controller builder makes each through
+ * {@link FakeInformers.source} (with the shipped transforms), holding the seeds of its kind,
+ * which enter it as it is made.
+ */
+export class FakeInformers {
+  readonly #seeds: readonly KubeObject[];
+  readonly #made = new Map<string, FakeInformer<KubeObject>>();
+
+  constructor(seeds: readonly KubeObject[] = []) {
+    this.#seeds = seeds;
+  }
+
+  /** What the builder makes its informers with. */
+  readonly source: InformerSource = <T extends KubeObject>(spec: InformerSpec<T>) => {
+    const kind = KIND_OF[spec.resource.plural];
+    const seeds = this.#seeds.filter((obj) => obj.kind === kind) as T[];
+    const informer = new FakeInformer<T>(seeds, spec.transform);
+    this.#made.set(spec.resource.plural, informer as unknown as FakeInformer<KubeObject>);
+    return informer;
+  };
+
+  get volumeAttachments(): FakeInformer<VolumeAttachment> {
+    return this.#get("volumeattachments");
+  }
+
+  get persistentVolumes(): FakeInformer<PersistentVolume> {
+    return this.#get("persistentvolumes");
+  }
+
+  get csiNodes(): FakeInformer<CsiNode> {
+    return this.#get("csinodes");
+  }
+
+  #get<T extends KubeObject>(plural: string): FakeInformer<T> {
+    const informer = this.#made.get(plural);
+    if (informer === undefined) throw new Error(`no ${plural} informer was made`);
+    return informer as unknown as FakeInformer<T>;
   }
 }

@@ -1,18 +1,15 @@
 /**
- * The controller's work queues as tests build them: client-go's default per-item backoff (1 s
- * doubling up to 300 s) on a given clock.
+ * The controller's work queues as its unit tests build them (`workQueue`, lib/controller/build.ts):
+ * client-go's default per-item backoff (1 s doubling up to 300 s) on a given clock.
  *
  * @module
  */
 
 import type { Clock } from "../../lib/clock.ts";
-import { ItemExponentialFailureRateLimiter } from "../../lib/workqueue/rate_limiters.ts";
-import { RateLimitingWorkQueue } from "../../lib/workqueue/rate_limiting_queue.ts";
+import { workQueue } from "../../lib/controller/build.ts";
+import type { RateLimitingWorkQueue } from "../../lib/workqueue/rate_limiting_queue.ts";
 
 /** A rate-limiting queue named `name` on `clock`, with the default backoff. */
 export function testQueue(clock: Clock, name: string): RateLimitingWorkQueue {
-  return new RateLimitingWorkQueue({
-    clock,
-    rateLimiter: new ItemExponentialFailureRateLimiter({ baseMs: 1000, maxMs: 300_000 }),
-  }, { name });
+  return workQueue({ clock }, { name, retry: { baseMs: 1000, maxMs: 300_000 } });
 }

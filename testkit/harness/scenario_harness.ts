@@ -16,7 +16,8 @@
 
 import assert from "node:assert/strict";
 import { FakeClock } from "../fakes/fake_clock.ts";
-import { AttachController } from "../../lib/controller/controller.ts";
+import type { AttachController } from "../../lib/controller/controller.ts";
+import { buildController, type BuiltController } from "../../lib/controller/build.ts";
 import type {
   CallOptions,
   ControllerPublishVolumeRequest,
@@ -25,14 +26,11 @@ import type {
 } from "../../lib/csi/api.ts";
 import { CsiError } from "../../lib/csi/api.ts";
 import { GrpcCsiClient } from "../../lib/csi/client.ts";
-import { CsiHandler, type CsiHandlerOptions } from "../../lib/controller/csi_handler.ts";
+import type { CsiHandlerOptions } from "../../lib/controller/csi_handler.ts";
 import type { ExampleDriver } from "../csi/example_driver.ts";
 import type { Handler, HandlerStores } from "../../lib/controller/handler.ts";
-import { AttachmentMemory } from "../../lib/controller/attachment_memory.ts";
-import {
-  ListVolumesReconciler,
-  type ListVolumesReconcilerOptions,
-} from "../../lib/controller/reconciler.ts";
+import type { AttachmentMemory } from "../../lib/controller/attachment_memory.ts";
+import type { ListVolumesReconcilerOptions } from "../../lib/controller/reconciler.ts";
 import { errorText } from "../../lib/errors.ts";
 import type { KubeApi, ObjectOptions, Patch } from "../../lib/kube/api.ts";
 import {
@@ -53,23 +51,20 @@ import {
   translateInTreePersistentVolume,
 } from "../../lib/controller/migration.ts";
 import { finalizerName, NODE_ID_ANNOTATION } from "../../lib/controller/names.ts";
-import { TrivialHandler } from "../../lib/controller/trivial_handler.ts";
 import type {
   CsiNode,
   KubeObject,
   PersistentVolume,
   VolumeAttachment,
 } from "../../lib/kube/types.ts";
-import { ItemExponentialFailureRateLimiter } from "../../lib/workqueue/rate_limiters.ts";
-import { RateLimitingWorkQueue } from "../../lib/workqueue/rate_limiting_queue.ts";
+import type { RateLimitingWorkQueue } from "../../lib/workqueue/rate_limiting_queue.ts";
 import type { ScriptedCall } from "../csi/fake_driver.ts";
 import { FakeCsiDriver } from "../csi/fake_driver.ts";
 import type { Action } from "./fixtures.ts";
 import { DRIVER } from "./fixtures.ts";
-import { FakeInformer } from "../fakes/fake_informer.ts";
-import { CacheFields } from "../../lib/controller/cache_fields.ts";
-import { type LeaseFence, SOLE_REPLICA } from "../../lib/lease_fence.ts";
-import { processReadyPersistentVolume, processReadyVolumeAttachment } from "./ready_work.ts";
+import { type FakeInformer, FakeInformers } from "../fakes/fake_informer.ts";
+import type { LeaseFence } from "../../lib/lease_fence.ts";
+import { ALWAYS_OPEN_FENCE } from "../fakes/open_fence.ts";
 
 /** Controller capabilities the fake driver reports unless a scenario sets its own. */
 export const DEFAULT_DRIVER_CAPABILITIES: readonly string[] = [
@@ -96,7 +91,7 @@ export interface StepContext {
    */
   deliverWatchEvents(): void;
   /** Syncs one VA key from the queue, as a worker does; false when none is ready. */
-  processNextVolumeAttachment(): Promise<boolean>;
+  stepVolumeAttachment(): Promise<boolean>;
   /**
    * Runs one reconcile pass now (also in the middle of a sync, from {@link Scenario.duringCsiCall});
    * a failure is kept as {@link ScenarioResult.reconcileError}. The harness's own pass still runs
@@ -495,8 +490,7 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
   const log = createLogger({ verbosity: 0, format: "text", write: () => {} });
   const clock = new FakeClock();
   const grpcClient = new GrpcCsiClient({ log }, { address: csi.address });
-  const vaQueue = queue("csi-attacher-va", clock);
-  const pvQueue = queue("csi-attacher-pv", clock);
+  let built: BuiltController | undefined;
   const checks: Checks = {
     server,
     driver,
@@ -539,28 +533,8 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
     const kube = new CheckingKubeApi(new KubeClient({ connection, log }, {}), checks);
     const csiClient = new CheckingCsiClient(grpcClient, checks);
 
-    // The caches keep what the shipped informers keep (lib/run.ts). The seeds enter them while
-    // they are made, with no previous version to look up.
-    const fields = new CacheFields();
-    const made: {
-      pv?: FakeInformer<PersistentVolume>;
-      va?: FakeInformer<VolumeAttachment>;
-    } = {};
-    const pvInformer = new FakeInformer<PersistentVolume>(
-      seeds.filter((o): o is PersistentVolume => o.kind === "PersistentVolume"),
-      (pv) => fields.persistentVolume(pv, made.pv),
-    );
-    made.pv = pvInformer;
-    const vaInformer = new FakeInformer<VolumeAttachment>(
-      seeds.filter((o): o is VolumeAttachment => o.kind === "VolumeAttachment"),
-      (va) => fields.volumeAttachment(va, pvInformer, made.va),
-    );
-    made.va = vaInformer;
-    const csiNodeInformer = new FakeInformer<CsiNode>(
-      seeds.filter((o): o is CsiNode => o.kind === "CSINode"),
-      fields.csiNode(driver),
-    );
-
+    // The caches the test fills and fires by hand, through the shipped informers' transforms.
+    const caches = new FakeInformers(seeds);
     const options: CsiHandlerOptions = {
       driverName: driver,
       timeoutMs: SCENARIO_TIMEOUT_MS,
@@ -572,62 +546,75 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
       attachErrorCodes: false,
       ...scenario.handlerOptions,
     };
-    const stores: HandlerStores = {
-      volumeAttachments: vaInformer,
-      persistentVolumes: pvInformer,
-      csiNodes: csiNodeInformer,
-    };
-    const memory = new AttachmentMemory({ backoff: vaQueue });
-    let handler: Handler;
-    if (scenario.handlerFactory) {
-      handler = scenario.handlerFactory({
+    const workers = scenario.workers ?? 1;
+    const { handlerFactory } = scenario;
+    built = buildController(
+      {
         kube,
-        csi: csiClient,
+        informers: caches.source,
         log,
         clock,
-        stores,
-        memory,
-        options,
-        fence: SOLE_REPLICA,
-      });
-    } else if (scenario.handler === "trivial") {
-      handler = new TrivialHandler({ kube, log, fence: SOLE_REPLICA });
-    } else {
-      handler = new CsiHandler(
-        { kube, csi: csiClient, log, clock, stores, memory, fence: SOLE_REPLICA },
-        options,
-      );
-    }
-    const reconciler = new ListVolumesReconciler({
-      csi: csiClient,
-      log,
-      clock,
-      stores,
-      memory,
-      queue: vaQueue,
-      fence: SOLE_REPLICA,
-    }, {
-      driverName: driver,
-      timeoutMs: SCENARIO_TIMEOUT_MS,
-      maxEntries: 0,
-      ...scenario.reconcilerOptions,
-    });
-    const controller = new AttachController({
-      vaInformer,
-      pvInformer,
-      vaQueue,
-      pvQueue,
-      handler,
-      memory,
-      log,
-      clock,
-    }, {
-      driverName: driver,
-      workers: scenario.workers ?? 1,
-      reconcileSyncMs: 60_000,
-    });
-    const processVolumeAttachment = () => processReadyVolumeAttachment(controller, vaQueue);
-    const processPersistentVolume = () => processReadyPersistentVolume(controller, pvQueue);
+        // A scenario runs one attacher, without leader election.
+        fence: ALWAYS_OPEN_FENCE,
+        ownHandler: handlerFactory === undefined
+          ? undefined
+          : ({ stores, memory }) =>
+            handlerFactory({
+              kube,
+              csi: csiClient,
+              log,
+              clock,
+              stores,
+              memory,
+              options,
+              fence: ALWAYS_OPEN_FENCE,
+            }),
+      },
+      {
+        resyncMs: 0,
+        retry: { baseMs: 5, maxMs: 1_000_000 },
+        workers,
+        attachWorkers: workers,
+        detachWorkers: workers,
+        reconcileSyncMs: 60_000,
+        handler: {
+          defaultFsType: options.defaultFsType,
+          attachErrorCodes: options.attachErrorCodes,
+        },
+        reconciler: {
+          timeoutMs: SCENARIO_TIMEOUT_MS,
+          maxEntries: 0,
+          ...scenario.reconcilerOptions,
+        },
+        callTimeoutMs: options.timeoutMs,
+      },
+      scenario.handler === "trivial" ? { kind: "trivial", driverName: driver } : {
+        kind: "csi",
+        driverName: driver,
+        csi: csiClient,
+        capabilities: {
+          publishReadonly: options.supportsPublishReadOnly,
+          singleNodeMultiWriter: options.supportsSingleNodeMultiWriter,
+          // As at startup: the reconciler runs for a driver that lists published volumes.
+          reconcile: capabilities.includes("LIST_VOLUMES") &&
+            capabilities.includes("LIST_VOLUMES_PUBLISHED_NODES"),
+        },
+      },
+    );
+    const { controller, vaQueue, pvQueue } = built;
+    const vaInformer = caches.volumeAttachments;
+    const pvInformer = caches.persistentVolumes;
+    const csiNodeInformer = caches.csiNodes;
+    const reconcile = (): Promise<void> => {
+      if (built?.reconciler === undefined) {
+        throw new TypeError(
+          "a reconciling scenario needs LIST_VOLUMES and LIST_VOLUMES_PUBLISHED_NODES",
+        );
+      }
+      return built.reconciler.reconcile(new AbortController().signal);
+    };
+    const processVolumeAttachment = () => controller.stepVolumeAttachment();
+    const processPersistentVolume = () => controller.stepPersistentVolume();
 
     const requestCount = () => server.requests.filter((r) => !r.watch).length;
     const actions = () => server.requests.filter((r) => !r.watch).map(toAction);
@@ -664,10 +651,10 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
       pvInformer,
       csiNodeInformer,
       deliverWatchEvents,
-      processNextVolumeAttachment: processVolumeAttachment,
+      stepVolumeAttachment: processVolumeAttachment,
       reconcile: async () => {
         try {
-          await reconciler.reconcile(new AbortController().signal);
+          await reconcile();
         } catch (err) {
           reconcileError = err;
         }
@@ -708,7 +695,6 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
     const csiDone = () =>
       csi.calls.filter((c) => isPublishOrUnpublish(c.method)).length >= expectedCsi;
     let reconciled = !scenario.reconcile;
-    const workers = scenario.workers ?? 1;
     if (workers > 1) {
       if (scenario.reconcile) throw new TypeError("reconcile runs only with one worker");
       await runWorkers(controller, {
@@ -732,7 +718,7 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
           "a reconciling scenario needs LIST_VOLUMES and LIST_VOLUMES_PUBLISHED_NODES",
         );
         try {
-          await reconciler.reconcile(new AbortController().signal);
+          await reconcile();
         } catch (err) {
           // The controller's reconcile loop only logs a failed pass.
           reconcileError = err;
@@ -742,12 +728,7 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
       if (!clock.advanceToNextTimer()) break;
     }
     // Work that is ready now still runs; retries waiting on the clock do not.
-    while (
-      (await processVolumeAttachment()) ||
-      (await processPersistentVolume())
-    ) {
-      // drain
-    }
+    await controller.drainReady();
 
     const result: ScenarioResult = {
       server,
@@ -777,8 +758,8 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
     return result;
   } finally {
     unsubscribe();
-    vaQueue.shutDown();
-    pvQueue.shutDown();
+    built?.vaQueue.shutDown();
+    built?.pvQueue.shutDown();
     grpcClient.close();
     await csi.close();
     await server.close();
@@ -817,13 +798,6 @@ function byObject(actions: Action[]): Record<string, Action[]> {
     (groups[key] ??= []).push(action);
   }
   return groups;
-}
-
-function queue(name: string, clock: FakeClock): RateLimitingWorkQueue {
-  return new RateLimitingWorkQueue({
-    clock,
-    rateLimiter: new ItemExponentialFailureRateLimiter({ baseMs: 5, maxMs: 1_000_000 }),
-  }, { name });
 }
 
 async function writeKubeconfig(dir: string, server: MemoryApiServer): Promise<string> {

@@ -1,8 +1,8 @@
 /**
  * One attacher process of a chaos schedule: the real `LeaderElector` on the replica's freezable
- * clock against the API server's Lease (`./lease_api.ts`), and in each term the real informers,
- * work queues, CSI handler and controller, wired as `lib/run.ts` wires them around the fence the
- * elector hands the term, over the simulated API and driver. The elector's own timers renew the
+ * clock against the API server's Lease (`./lease_api.ts`), and in each term the controller as it
+ * ships (`buildController`, lib/controller/build.ts: informers, work queues, CSI handler,
+ * reconciler) around the fence the elector hands the term, over the simulated API and driver. The elector's own timers renew the
  * Lease (a paused replica's are held), its fence closes the term, and a standby's elector takes
  * the Lease over only once it saw the record unchanged for a lease duration. The workers do not
  * pull from the queues by themselves: the simulation starts each sync.
@@ -17,23 +17,20 @@ import { LeaseApi } from "./lease_api.ts";
 import type { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import type { LeaseFence } from "../../lib/lease_fence.ts";
 import { ReplicaClock } from "./replica_clock.ts";
-import { AttachController } from "../../lib/controller/controller.ts";
-import { volumeAttachmentLanes } from "../../lib/controller/lanes.ts";
-import { CsiHandler } from "../../lib/controller/csi_handler.ts";
-import { AttachmentMemory } from "../../lib/controller/attachment_memory.ts";
-import { ListVolumesReconciler } from "../../lib/controller/reconciler.ts";
-import { Informer } from "../../lib/kube/informer.ts";
-import { CSI_NODES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../lib/kube/api.ts";
+import type { AttachController } from "../../lib/controller/controller.ts";
+import {
+  apiInformers,
+  buildController,
+  type BuiltController,
+  type ControllerBuildSettings,
+} from "../../lib/controller/build.ts";
+import type { CsiClient } from "../../lib/csi/api.ts";
 import type { Logger } from "../../lib/observe/logger.ts";
-import type { CsiNode, PersistentVolume, VolumeAttachment } from "../../lib/kube/types.ts";
-import { ItemExponentialFailureRateLimiter } from "../../lib/workqueue/rate_limiters.ts";
-import { RateLimitingWorkQueue } from "../../lib/workqueue/rate_limiting_queue.ts";
-import type { QueueLanes } from "../../lib/workqueue/queue.ts";
+import type { RateLimitingWorkQueue } from "../../lib/workqueue/rate_limiting_queue.ts";
 import type { FaultyCsiDriver } from "./faulty_csi_client.ts";
 import type { FaultyKubeApi } from "./faulty_kube_api.ts";
 import { type Sabotage, sabotageClients } from "./sabotage.ts";
 import { DRIVER_NAME } from "./world_names.ts";
-import { NEVER_ABORTED } from "../../testkit/harness/ready_work.ts";
 
 /** `--timeout`. */
 export const CSI_TIMEOUT_MS = 15_000;
@@ -74,31 +71,19 @@ export interface AttacherInstanceOptions {
   sabotage?: Sabotage;
 }
 
-/** What one term of leadership runs: built when the elector hands out the term's fence. */
-interface TermWork {
-  readonly handler: CsiHandler;
-  readonly reconciler: ListVolumesReconciler;
-  readonly controller: AttachController;
-}
-
 /** The Lease the replicas compete for (the name does not matter to the simulation). */
 const LEASE_NAME = "external-attacher-leader-chaos";
 const LEASE_NAMESPACE = "kube-system";
 
 /**
  * One attacher process: its leader elector (the real `LeaderElector` on the replica's clock,
- * against the API server's Lease), and, in its term, informers, queues, handler, controller,
- * all real, wired as `lib/run.ts` wires them, with the fence of the term.
+ * against the API server's Lease), and, in its term, the controller `buildController` builds for
+ * `lib/run.ts`, with the fence of the term.
  */
 export class AttacherInstance {
   readonly name: string;
   readonly abort = new AbortController();
   readonly log: Logger;
-  readonly vaInformer: Informer<VolumeAttachment>;
-  readonly pvInformer: Informer<PersistentVolume>;
-  readonly csiNodeInformer: Informer<CsiNode>;
-  readonly vaQueue: RateLimitingWorkQueue;
-  readonly pvQueue: RateLimitingWorkQueue;
   readonly elector: LeaderElector;
   /** VA syncs in flight. */
   vaWorkers = 0;
@@ -112,8 +97,8 @@ export class AttacherInstance {
    */
   lapsed = false;
   readonly #leases: LeaseApi;
-  readonly #build: (fence: LeaseFence) => TermWork;
-  #term: TermWork | undefined;
+  readonly #build: (fence: LeaseFence) => BuiltController;
+  #term: BuiltController | undefined;
 
   /** Builds the process; nothing runs until {@link AttacherInstance.start}. */
   constructor(deps: AttacherInstanceDeps, opts: AttacherInstanceOptions) {
@@ -141,81 +126,21 @@ export class AttacherInstance {
     if (opts.sabotage) {
       ({ kube, csi } = sabotageClients(opts.sabotage, { kube, csi, log: this.log }));
     }
-    const informerDeps = { kube, clock, log: this.log, random: deps.random };
-    this.vaInformer = new Informer<VolumeAttachment>(informerDeps, {
-      resource: VOLUME_ATTACHMENTS,
-      resyncMs: RESYNC_MS,
-      name: "volumeattachments",
-    });
-    this.pvInformer = new Informer<PersistentVolume>(informerDeps, {
-      resource: PERSISTENT_VOLUMES,
-      resyncMs: RESYNC_MS,
-      name: "persistentvolumes",
-    });
-    this.csiNodeInformer = new Informer<CsiNode>(informerDeps, {
-      resource: CSI_NODES,
-      resyncMs: RESYNC_MS,
-      name: "csinodes",
-    });
-    const queue = (name: string, lanes?: QueueLanes) =>
-      new RateLimitingWorkQueue({
-        clock,
-        rateLimiter: new ItemExponentialFailureRateLimiter({
-          baseMs: RETRY_INTERVAL_START_MS,
-          maxMs: RETRY_INTERVAL_MAX_MS,
-        }),
-      }, { name, lanes });
-    // As in production: attach and detach lanes (the sweep takes keys of either, oldest first).
-    this.vaQueue = queue("csi-attacher-va", volumeAttachmentLanes(this.vaInformer));
-    this.pvQueue = queue("csi-attacher-pv");
-    const stores = {
-      volumeAttachments: this.vaInformer,
-      persistentVolumes: this.pvInformer,
-      csiNodes: this.csiNodeInformer,
-    };
     const log = this.log;
-    this.#build = (termFence) => {
-      // The "noFence" sabotage: a fence that never closes, to show what the real one prevents.
-      const fence: LeaseFence = opts.sabotage === "noFence" ? { valid: () => true } : termFence;
-      const memory = new AttachmentMemory({ backoff: this.vaQueue });
-      const handler = new CsiHandler({ kube, csi, log, clock, stores, memory, fence }, {
-        driverName: DRIVER_NAME,
-        timeoutMs: CSI_TIMEOUT_MS,
-        supportsPublishReadOnly: true,
-        supportsSingleNodeMultiWriter: false,
-        defaultFsType: "ext4",
-        attachErrorCodes: true,
-      });
-      const reconciler = new ListVolumesReconciler({
-        csi,
-        log,
-        clock,
-        stores,
-        memory,
-        queue: this.vaQueue,
-        fence,
-      }, {
-        driverName: DRIVER_NAME,
-        timeoutMs: CSI_TIMEOUT_MS,
-        maxEntries: opts.maxEntries,
-      });
-      const controller = new AttachController({
-        vaInformer: this.vaInformer,
-        pvInformer: this.pvInformer,
-        vaQueue: this.vaQueue,
-        pvQueue: this.pvQueue,
-        handler,
-        memory,
-        reconciler,
-        log,
-        clock,
-      }, {
-        driverName: DRIVER_NAME,
-        workers: 1,
-        reconcileSyncMs: RECONCILE_SYNC_MS,
-      });
-      return { handler, reconciler, controller };
-    };
+    this.#build = (termFence) =>
+      buildController(
+        {
+          kube,
+          // The simulated API serves no watch lists: the informers list, then watch.
+          informers: apiInformers({ kube, clock, log, random: deps.random }, { watchList: false }),
+          log,
+          clock,
+          // The "noFence" sabotage: a fence that never closes, to show what the real one prevents.
+          fence: opts.sabotage === "noFence" ? { valid: () => true } : termFence,
+        },
+        buildSettings(opts.maxEntries),
+        csiDriver(csi),
+      );
   }
 
   /** True while its elector leads: from the term's start until it stopped leading. */
@@ -225,7 +150,19 @@ export class AttacherInstance {
 
   /** True once it leads and the VA and PV caches synced: the controller's workers may run. */
   ready(): boolean {
-    return this.leading && this.vaInformer.hasSynced() && this.pvInformer.hasSynced();
+    const informers = this.#term?.informers;
+    return this.leading && informers !== undefined &&
+      informers.volumeAttachments.hasSynced() && informers.persistentVolumes.hasSynced();
+  }
+
+  /** The VolumeAttachment queue of the term (it has one once it leads). */
+  get vaQueue(): RateLimitingWorkQueue {
+    return this.#built().vaQueue;
+  }
+
+  /** The PersistentVolume queue of the term. */
+  get pvQueue(): RateLimitingWorkQueue {
+    return this.#built().pvQueue;
   }
 
   /**
@@ -247,10 +184,11 @@ export class AttacherInstance {
     onFailure: (what: string, err: unknown) => void,
   ): Promise<void> {
     const term = this.#term = this.#build(fence);
-    const running = [this.vaInformer, this.pvInformer, this.csiNodeInformer].map((informer) =>
+    const { volumeAttachments, persistentVolumes, csiNodes } = term.informers;
+    const running = [volumeAttachments, persistentVolumes, csiNodes].map((informer) =>
       informer.run(signal).catch((err) => onFailure(`${this.name} informer`, err))
     );
-    Promise.all([this.vaInformer.waitForSync(signal), this.pvInformer.waitForSync(signal)])
+    Promise.all([volumeAttachments.waitForSync(signal), persistentVolumes.waitForSync(signal)])
       .then(() => this.#reconcileLoop(term, signal), () => {
         // the term ended before the caches synced
       })
@@ -272,14 +210,14 @@ export class AttacherInstance {
   kill(): void {
     this.#leases.kill();
     this.abort.abort(new Error("killed"));
-    this.vaQueue.shutDown();
-    this.pvQueue.shutDown();
+    this.#term?.vaQueue.shutDown();
+    this.#term?.pvQueue.shutDown();
   }
 
   /** A VA worker takes the next key and syncs it in the background. */
   workVolumeAttachment(onFailure: (what: string, err: unknown) => void): void {
     this.vaWorkers++;
-    this.#work().processNextVolumeAttachment(NEVER_ABORTED).then(
+    this.#work().stepVolumeAttachment().then(
       () => this.vaWorkers--,
       (err) => onFailure(`${this.name} va worker`, err),
     );
@@ -288,7 +226,7 @@ export class AttacherInstance {
   /** A PV worker takes the next key and syncs it in the background. */
   workPersistentVolume(onFailure: (what: string, err: unknown) => void): void {
     this.pvWorkers++;
-    this.#work().processNextPersistentVolume().then(
+    this.#work().stepPersistentVolume().then(
       () => this.pvWorkers--,
       (err) => onFailure(`${this.name} pv worker`, err),
     );
@@ -296,15 +234,22 @@ export class AttacherInstance {
 
   /** The controller of the term: workers run only while it leads. */
   #work(): AttachController {
+    return this.#built().controller;
+  }
+
+  /** What the term runs. */
+  #built(): BuiltController {
     if (this.#term === undefined) throw new Error(`${this.name} has no term: it never led`);
-    return this.#term.controller;
+    return this.#term;
   }
 
   /** The controller's reconcile loop, as AttachController.run runs it. */
-  async #reconcileLoop(term: TermWork, signal: AbortSignal): Promise<void> {
+  async #reconcileLoop(term: BuiltController, signal: AbortSignal): Promise<void> {
+    const reconciler = term.reconciler;
+    if (reconciler === undefined) throw new Error("the simulated driver lists published volumes");
     while (!signal.aborted) {
       try {
-        await term.reconciler.reconcile(signal);
+        await reconciler.reconcile(signal);
       } catch (err) {
         this.log.error(err, "Failed to reconcile volume attachments");
       }
@@ -316,4 +261,30 @@ export class AttacherInstance {
       }
     }
   }
+}
+
+/** The attacher's flags in a schedule (`--max-entries` varies). */
+function buildSettings(maxEntries: number): ControllerBuildSettings {
+  return {
+    resyncMs: RESYNC_MS,
+    retry: { baseMs: RETRY_INTERVAL_START_MS, maxMs: RETRY_INTERVAL_MAX_MS },
+    // The simulation starts each worker's sync itself.
+    workers: 1,
+    attachWorkers: 1,
+    detachWorkers: 1,
+    reconcileSyncMs: RECONCILE_SYNC_MS,
+    handler: { defaultFsType: "ext4", attachErrorCodes: true },
+    reconciler: { timeoutMs: CSI_TIMEOUT_MS, maxEntries },
+    callTimeoutMs: CSI_TIMEOUT_MS,
+  };
+}
+
+/** The simulated driver: it publishes (read-only too) and lists published volumes. */
+function csiDriver(csi: CsiClient) {
+  return {
+    kind: "csi" as const,
+    driverName: DRIVER_NAME,
+    csi,
+    capabilities: { publishReadonly: true, singleNodeMultiWriter: false, reconcile: true },
+  };
 }

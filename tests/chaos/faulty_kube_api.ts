@@ -188,7 +188,9 @@ export class SimWatch {
     if (waiter === undefined || event === undefined) return undefined;
     this.#waiter = undefined;
     this.#failWaiter = undefined;
-    waiter({ value: event, done: false });
+    // The client gets an object of its own, as one decoded from the wire is: the history's is
+    // frozen and shared by every watch (an informer's transform may change what it is given).
+    waiter({ value: structuredClone(event), done: false });
     return event;
   }
 

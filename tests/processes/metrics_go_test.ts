@@ -14,7 +14,7 @@
 import assert from "node:assert/strict";
 import { DEFAULT_VERSION } from "../../bench/build_go_attacher.ts";
 import { LEASES } from "../../lib/kube/api.ts";
-import { leaseName } from "../../lib/controller/names.ts";
+import { leaseName } from "../../lib/leaderelection/config.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;

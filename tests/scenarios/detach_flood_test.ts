@@ -10,11 +10,8 @@
  */
 
 import assert from "node:assert/strict";
-import { AttachController } from "../../lib/controller/controller.ts";
-import { volumeAttachmentLanes } from "../../lib/controller/lanes.ts";
-import { CsiHandler } from "../../lib/controller/csi_handler.ts";
-import { OperationLatency } from "../../lib/controller/operation_latency.ts";
-import { AttachmentMemory } from "../../lib/controller/attachment_memory.ts";
+import type { AttachController } from "../../lib/controller/controller.ts";
+import { buildController } from "../../lib/controller/build.ts";
 import type {
   CallOptions,
   ControllerPublishVolumeRequest,
@@ -26,12 +23,11 @@ import { KubeClient } from "../../lib/kube/client.ts";
 import { loadConnection } from "../../lib/kube/config.ts";
 import type { CsiNode, PersistentVolume, VolumeAttachment } from "../../lib/kube/types.ts";
 import { nullLogger } from "../../lib/observe/logger.ts";
-import { ItemExponentialFailureRateLimiter } from "../../lib/workqueue/rate_limiters.ts";
-import { RateLimitingWorkQueue } from "../../lib/workqueue/rate_limiting_queue.ts";
+import { noopQueueMetricsProvider } from "../../lib/workqueue/metrics.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
-import { FakeInformer } from "../../testkit/fakes/fake_informer.ts";
-import { SOLE_REPLICA } from "../../lib/lease_fence.ts";
+import { FakeInformers } from "../../testkit/fakes/fake_informer.ts";
+import { ALWAYS_OPEN_FENCE } from "../../testkit/fakes/open_fence.ts";
 import {
   ANN,
   csiNode,
@@ -125,6 +121,24 @@ async function settle(server: MemoryApiServer): Promise<void> {
   }
 }
 
+/**
+ * The Go attacher's workers (`controller.go`, `Run`): {@link WORKERS} VolumeAttachment workers and
+ * as many PersistentVolume workers, each syncing whichever key is ready first, until `signal`.
+ */
+async function onePool(controller: AttachController, signal: AbortSignal): Promise<void> {
+  const worker = async (step: () => Promise<boolean>) => {
+    while (!signal.aborted) {
+      if (!(await step())) await new Promise((resolve) => setTimeout(resolve, 0));
+    }
+  };
+  const workers: Promise<void>[] = [];
+  for (let i = 0; i < WORKERS; i++) {
+    workers.push(worker(() => controller.stepVolumeAttachment()));
+    workers.push(worker(() => controller.stepPersistentVolume()));
+  }
+  await Promise.all(workers);
+}
+
 /** A controller with `flood` VAs being deleted and their detaches stuck in the driver. */
 async function floodedWorld(opts: { lanes: boolean; flood?: number; gatePublishes?: boolean }) {
   const flood = opts.flood ?? FLOOD;
@@ -153,60 +167,43 @@ async function floodedWorld(opts: { lanes: boolean; flood?: number; gatePublishe
   }
   for (const p of pvs) server.create(PERSISTENT_VOLUMES, structuredClone(p));
   const stored = deleting.map((v) => server.create(VOLUME_ATTACHMENTS, structuredClone(v)));
-  const vaInformer = new FakeInformer<VolumeAttachment>([]);
-  const pvInformer = new FakeInformer<PersistentVolume>(pvs);
-  const csiNodeInformer = new FakeInformer<CsiNode>([node]);
+  const caches = new FakeInformers([...pvs, node]);
   const driver = new GatedDriver({ gatePublishes: opts.gatePublishes });
-  const vaQueue = new RateLimitingWorkQueue({
-    clock,
-    rateLimiter: new ItemExponentialFailureRateLimiter({ baseMs: 5, maxMs: 1000 }),
-  }, opts.lanes ? { name: "va", lanes: volumeAttachmentLanes(vaInformer) } : { name: "va" });
-  const pvQueue = new RateLimitingWorkQueue({
-    clock,
-    rateLimiter: new ItemExponentialFailureRateLimiter({ baseMs: 5, maxMs: 1000 }),
-  }, { name: "pv" });
   const durations = { attach: [] as number[], detach: [] as number[] };
-  const latency = new OperationLatency({
+  // The controller as it ships, over hand-driven caches.
+  const built = buildController({
+    kube,
+    informers: caches.source,
+    log: nullLogger,
     clock,
-    sink: {
+    fence: ALWAYS_OPEN_FENCE,
+    metrics: {
+      queueMetricsProvider: noopQueueMetricsProvider,
       observeAttachDuration: (seconds) => durations.attach.push(seconds),
       observeDetachDuration: (seconds) => durations.detach.push(seconds),
     },
-  });
-  const stores = {
-    volumeAttachments: vaInformer,
-    persistentVolumes: pvInformer,
-    csiNodes: csiNodeInformer,
-  };
-  const memory = new AttachmentMemory({ backoff: vaQueue, latency });
-  const handler = new CsiHandler(
-    { kube, csi: driver, log: nullLogger, clock, stores, memory, fence: SOLE_REPLICA },
-    {
-      driverName: DRIVER,
-      timeoutMs: 1000,
-      supportsPublishReadOnly: false,
-      supportsSingleNodeMultiWriter: false,
-      defaultFsType: "",
-      attachErrorCodes: true,
-    },
-  );
-  const controller = new AttachController({
-    vaInformer,
-    pvInformer,
-    vaQueue,
-    pvQueue,
-    handler,
-    memory,
-    log: nullLogger,
-    clock,
   }, {
-    driverName: DRIVER,
+    resyncMs: 0,
+    retry: { baseMs: 5, maxMs: 1000 },
     workers: WORKERS,
-    laneWorkers: opts.lanes ? { attach: WORKERS, detach: WORKERS } : undefined,
+    attachWorkers: WORKERS,
+    detachWorkers: WORKERS,
     reconcileSyncMs: 60_000,
+    handler: { defaultFsType: "", attachErrorCodes: true },
+    reconciler: { timeoutMs: 1000, maxEntries: 0 },
+    callTimeoutMs: 1000,
+  }, {
+    kind: "csi",
+    driverName: DRIVER,
+    csi: driver,
+    capabilities: { publishReadonly: false, singleNodeMultiWriter: false, reconcile: false },
   });
+  const { controller, vaQueue } = built;
+  const vaInformer = caches.volumeAttachments;
   const stop = new AbortController();
-  const running = controller.run(stop.signal);
+  // With lanes, the shipped workers; without, the Go attacher's one pool: WORKERS workers that
+  // each take the key ready first, whatever its lane.
+  const running = opts.lanes ? controller.run(stop.signal) : onePool(controller, stop.signal);
   for (const v of stored) vaInformer.emitAdd(structuredClone(v));
   await settle(server);
   return {

@@ -216,7 +216,7 @@ function onFirst(
 
 /** Syncs every queued VA, letting the cache see each write, until nothing is queued. */
 async function syncAndWatch(ctx: StepContext): Promise<void> {
-  while (await ctx.processNextVolumeAttachment()) ctx.deliverWatchEvents();
+  while (await ctx.stepVolumeAttachment()) ctx.deliverWatchEvents();
 }
 
 const raceScenarios: Scenario[] = [
