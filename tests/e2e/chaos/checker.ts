@@ -10,7 +10,10 @@
  * - `write-outside-term`: a write of a VolumeAttachment (its object or its status) or of a
  *   PersistentVolume (the attacher writes only their finalizers) that kube-apiserver received
  *   from a replica outside its term, beyond the same tolerance; the replica is the audit record's
- *   user, each replica's own (`replica_users.ts`); Lease writes and Events need no lease;
+ *   user, each replica's own (`replica_users.ts`); Lease writes and Events need no lease. A write
+ *   received while the replica's way to the server held or delayed its bytes, by a fault that began
+ *   before the term ended, is counted as delivered late by the network instead
+ *   ({@link NetworkHold}): the server cannot say when its bytes left, and the fence acts there;
  * - `not-final`: a VolumeAttachment that did not reach its final state (attached, then gone);
  * - `driver-state`: a volume whose final publication differs from its VolumeAttachment
  *   (published with none left, or not published while attached);
@@ -46,6 +49,20 @@ export type ViolationKind =
   | "not-final"
   | "driver-state"
   | "no-finalizer";
+
+/**
+ * A time when a replica's way to kube-apiserver held its bytes back (a partition) or delivered them
+ * late (a slow API server): bytes sent in `[from, until)` may reach the server up to `until`
+ * (+ {@link DELIVERY_SLACK_MS}).
+ */
+export interface NetworkHold {
+  replica: string;
+  from: number;
+  until: number;
+}
+
+/** Time a fault proxy may take to deliver what it held once the hold ends. */
+export const DELIVERY_SLACK_MS = 1_000;
 
 /** One broken promise. */
 export interface Violation {
@@ -92,6 +109,11 @@ export interface ApiWrite {
 export interface WriteFigures {
   checked: number;
   outside: number;
+  /**
+   * Received outside the term while a {@link NetworkHold} that began inside it held the replica's
+   * bytes: sent when the term may still have run, delivered late.
+   */
+  heldByNetwork: number;
   /** The latest write outside the term, ms past its end (0 for a replica that never led). */
   latestMs: number;
 }
@@ -105,6 +127,8 @@ export interface ChaosRecord {
   vaWrites: readonly VaWrite[];
   /** Every write of a replica that needs its lease ({@link apiWrites}). */
   apiWrites: readonly ApiWrite[];
+  /** When each replica's way to the server held or delayed bytes (default none). */
+  networkHolds?: readonly NetworkHold[];
   /** At the end: VolumeAttachments that still exist, by name, and whether attached. */
   finalVas: ReadonlyMap<string, boolean>;
   /** At the end: the volumes the driver has published. */
@@ -274,11 +298,23 @@ export function checkChaos(
   }
 
   for (const w of record.apiWrites) {
-    const seen = figures.writes.get(w.replica) ?? { checked: 0, outside: 0, latestMs: 0 };
+    const seen = figures.writes.get(w.replica) ??
+      { checked: 0, outside: 0, heldByNetwork: 0, latestMs: 0 };
     figures.writes.set(w.replica, seen);
     seen.checked++;
     const verdict = termVerdict(record.leaseWrites, w.replica, w.received, TERM_TOLERANCE_MS);
     if (verdict.inside) continue;
+    if (verdict.why !== "never-held") {
+      const termEnd = w.received - verdict.lateMs;
+      const held = (record.networkHolds ?? []).some((h) =>
+        h.replica === w.replica && h.from <= termEnd + TERM_TOLERANCE_MS &&
+        w.received >= h.from && w.received <= h.until + DELIVERY_SLACK_MS
+      );
+      if (held) {
+        seen.heldByNetwork++;
+        continue;
+      }
+    }
     seen.outside++;
     seen.latestMs = Math.max(seen.latestMs, verdict.why === "never-held" ? 0 : verdict.lateMs);
     violations.push({

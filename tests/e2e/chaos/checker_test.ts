@@ -233,8 +233,8 @@ Deno.test("checkChaos() passes writes inside their replica's term and counts the
   const { violations, figures } = checkChaos(record());
   assert.deepEqual(violations, []);
   assert.deepEqual([...figures.writes], [
-    ["a", { checked: 4, outside: 0, latestMs: 0 }],
-    ["b", { checked: 1, outside: 0, latestMs: 0 }],
+    ["a", { checked: 4, outside: 0, heldByNetwork: 0, latestMs: 0 }],
+    ["b", { checked: 1, outside: 0, heldByNetwork: 0, latestMs: 0 }],
   ]);
 });
 
@@ -262,7 +262,12 @@ Deno.test("checkChaos() flags writes after the lease ran out, after another took
     violations[2]!.detail,
     /^patch of persistentvolumes pv1 \(answered 422\) .* from a: b had taken the Lease 0\.80 s before$/,
   );
-  assert.deepEqual(figures.writes.get("b"), { checked: 2, outside: 1, latestMs: 0 });
+  assert.deepEqual(figures.writes.get("b"), {
+    checked: 2,
+    outside: 1,
+    heldByNetwork: 0,
+    latestMs: 0,
+  });
   const a = figures.writes.get("a")!;
   assert.deepEqual([a.checked, a.outside, Math.round(a.latestMs)], [6, 2, 800]);
 });
@@ -284,4 +289,36 @@ Deno.test("checkChaos() judges a call when it arrived, and counts one that ended
   assert.equal(late.volumeId, "v3");
   assert.equal(late.pastEndMs, 1_000, "b took the Lease at 17 s, the call ended at 18 s");
   assert.equal(late.next, "ControllerPublishVolume for b received 0.50 s after it ended");
+});
+
+Deno.test("checkChaos() counts a write a partition held past the term, not one sent into it", () => {
+  const base = record();
+  // a's term ends at 16 s (its last renewal received at 9.995 s, 6 s lease); the write arrives at
+  // 16.8 s, outside it.
+  const late = apiWrites(
+    [writeEvent(16_800, "csi-attacher-a", "volumeattachments", "va9")],
+    REPLICA_OF,
+  );
+  const check = (from: number, until: number) =>
+    checkChaos({
+      ...base,
+      apiWrites: late,
+      networkHolds: [{ replica: "a", from: T0 + from, until: T0 + until }],
+    });
+  const held = check(14_000, 16_500);
+  assert.deepEqual(held.violations.filter((v) => v.kind === "write-outside-term"), []);
+  assert.equal(held.figures.writes.get("a")!.heldByNetwork, 1);
+  // A hold that began after the term's end cannot excuse the write: it was sent outside the term.
+  const after = check(16_500, 16_700);
+  assert.equal(after.violations.filter((v) => v.kind === "write-outside-term").length, 1);
+  // Nor one that ended long before the write arrived.
+  const before = check(14_000, 15_000);
+  assert.equal(before.violations.filter((v) => v.kind === "write-outside-term").length, 1);
+  // Nor another replica's.
+  const other = checkChaos({
+    ...base,
+    apiWrites: late,
+    networkHolds: [{ replica: "b", from: T0 + 14_000, until: T0 + 16_500 }],
+  });
+  assert.equal(other.violations.filter((v) => v.kind === "write-outside-term").length, 1);
 });

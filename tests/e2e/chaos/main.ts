@@ -46,6 +46,7 @@ import { ensureSettingsBinaries, resolveSettings } from "../settings.ts";
 import {
   apiWrites,
   checkChaos,
+  type NetworkHold,
   TERM_TOLERANCE_MS,
   vaWrites,
   type Violation,
@@ -134,6 +135,8 @@ interface FaultOutcome {
   skipped?: string;
   /** How long it took (restarts: until the server answered again). */
   tookMs?: number;
+  /** When its replica's (or every replica's) bytes were held or delayed on their way. */
+  holds?: NetworkHold[];
 }
 
 /** Runs the chaos; resolves with the exit status. */
@@ -242,6 +245,7 @@ export async function clusterChaosMain(argv: readonly string[]): Promise<number>
       lifecycles: workload.lifecycles,
       vaWrites: vaWrites(audit),
       apiWrites: apiWrites(audit, replicaOfUser(REPLICAS)),
+      networkHolds: outcomes.flatMap((o) => o.holds ?? []),
       finalVas,
       finalPublished,
       finalizer: finalizerFor(DRIVER_NAME),
@@ -372,9 +376,11 @@ async function runFaults(
       switch (fault.kind) {
         case "partition":
           return await exclusive(`the way of ${replica.name}`, out, async () => {
+            const from = Date.now();
             proxy.hold();
             await sleep(fault.durationMs);
             proxy.release();
+            out.holds = [{ replica: replica.name, from, until: Date.now() }];
           });
         case "reset":
           return await exclusive(`the way of ${replica.name}`, out, async () => {
@@ -422,9 +428,13 @@ async function runFaults(
         );
       case "slow-apiserver":
         return await exclusive("the answers' pace", out, async () => {
+          const from = Date.now();
           for (const p of proxies.values()) p.setDelay(fault.delayMs ?? 0);
           await sleep(fault.durationMs);
           for (const p of proxies.values()) p.setDelay(0);
+          // What left before the delay ended may arrive that much later.
+          const until = Date.now() + (fault.delayMs ?? 0);
+          out.holds = [...proxies.keys()].map((replica) => ({ replica, from, until }));
         });
       case "etcd-restart":
         return await exclusive("etcd", out, () => cluster.restartEtcd(fault.durationMs));
@@ -468,15 +478,21 @@ function formatExits(causes: readonly ExitCause[]): string {
 function formatWrites(writes: ReadonlyMap<string, WriteFigures>): string {
   let checked = 0;
   let outside = 0;
+  let held = 0;
   for (const w of writes.values()) {
     checked += w.checked;
     outside += w.outside;
+    held += w.heldByNetwork;
   }
   const each = [...writes].sort(([a], [b]) => a.localeCompare(b)).map(([r, w]) =>
     `${r} ${w.checked}` +
-    (w.outside > 0 ? ` (${w.outside} outside, the latest ${(w.latestMs / 1000).toFixed(2)} s)` : "")
+    (w.outside > 0
+      ? ` (${w.outside} outside, the latest ${(w.latestMs / 1000).toFixed(2)} s)`
+      : "") +
+    (w.heldByNetwork > 0 ? ` (${w.heldByNetwork} held by the network)` : "")
   );
-  return `${checked} checked, ${outside} outside their term; by replica: ${each.join(", ")}`;
+  return `${checked} checked, ${outside} outside their term, ${held} received after it while ` +
+    `a partition or a slow server held them; by replica: ${each.join(", ")}`;
 }
 
 function describeOutcome(o: FaultOutcome): string {
