@@ -51,8 +51,8 @@ import { createMetrics, type Metrics } from "./observe/metrics.ts";
 import { MIGRATION_DRIVER_NAMES } from "./controller/migration.ts";
 import { leaseName } from "./controller/names.ts";
 import { ItemExponentialFailureRateLimiter } from "./workqueue/rate_limiters.ts";
-import { RateLimitingWorkQueue } from "./workqueue/rate_limiting_queue.ts";
-import type { QueueLanes } from "./workqueue/queue.ts";
+import { LanedWorkQueue } from "./workqueue/lanes.ts";
+import type { QueueLanes } from "./workqueue/lanes.ts";
 import { VERSION } from "./version.ts";
 
 /** The message written to the termination log when the driver connection is lost. */
@@ -496,8 +496,8 @@ class Attacher {
   }
 
   /** A work queue with the per-item backoff of `--retry-interval-start` and `-max`. */
-  #queue(name: string, lanes?: QueueLanes): RateLimitingWorkQueue {
-    return new RateLimitingWorkQueue({
+  #queue(name: string, lanes?: QueueLanes): LanedWorkQueue {
+    return new LanedWorkQueue({
       clock: this.#clock,
       metricsProvider: this.#metrics.queueMetricsProvider,
       rateLimiter: new ItemExponentialFailureRateLimiter(this.#settings.controller.retry),
@@ -523,7 +523,7 @@ class Attacher {
   }
 
   /** Beyond the Go attacher: the backlog line every `--log-backlog-interval`, when not 0. */
-  async #reportBacklog(queues: RateLimitingWorkQueue[], signal: AbortSignal): Promise<void> {
+  async #reportBacklog(queues: LanedWorkQueue[], signal: AbortSignal): Promise<void> {
     const intervalMs = this.#settings.controller.logBacklogIntervalMs;
     if (intervalMs <= 0) return;
     await new BacklogReporter({ clock: this.#clock, log: this.#log }, {
@@ -539,7 +539,7 @@ class Attacher {
   #handler(
     driver: DriverSetup,
     stores: HandlerStores,
-    vaQueue: RateLimitingWorkQueue,
+    vaQueue: LanedWorkQueue,
     fence: LeaseFence,
   ): { handler: Handler; memory: AttachmentMemory; reconciler?: ListVolumesReconciler } {
     const log = this.#log;

@@ -7,11 +7,11 @@
 
 import type { Clock } from "../../lib/clock.ts";
 import { ItemExponentialFailureRateLimiter } from "../../lib/workqueue/rate_limiters.ts";
-import { RateLimitingWorkQueue } from "../../lib/workqueue/rate_limiting_queue.ts";
+import { LanedWorkQueue } from "../../lib/workqueue/lanes.ts";
 
 /** A rate-limiting queue named `name` on `clock`, with the default backoff. */
-export function testQueue(clock: Clock, name: string): RateLimitingWorkQueue {
-  return new RateLimitingWorkQueue({
+export function testQueue(clock: Clock, name: string): LanedWorkQueue {
+  return new LanedWorkQueue({
     clock,
     rateLimiter: new ItemExponentialFailureRateLimiter({ baseMs: 1000, maxMs: 300_000 }),
   }, { name });

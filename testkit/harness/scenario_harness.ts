@@ -61,7 +61,7 @@ import type {
   VolumeAttachment,
 } from "../../lib/kube/types.ts";
 import { ItemExponentialFailureRateLimiter } from "../../lib/workqueue/rate_limiters.ts";
-import { RateLimitingWorkQueue } from "../../lib/workqueue/rate_limiting_queue.ts";
+import { LanedWorkQueue } from "../../lib/workqueue/lanes.ts";
 import type { ScriptedCall } from "../csi/fake_driver.ts";
 import { FakeCsiDriver } from "../csi/fake_driver.ts";
 import type { Action } from "./fixtures.ts";
@@ -790,8 +790,8 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
 async function runWorkers(
   controller: AttachController,
   opts: {
-    vaQueue: RateLimitingWorkQueue;
-    pvQueue: RateLimitingWorkQueue;
+    vaQueue: LanedWorkQueue;
+    pvQueue: LanedWorkQueue;
     clock: FakeClock;
     done: () => boolean;
   },
@@ -819,8 +819,8 @@ function byObject(actions: Action[]): Record<string, Action[]> {
   return groups;
 }
 
-function queue(name: string, clock: FakeClock): RateLimitingWorkQueue {
-  return new RateLimitingWorkQueue({
+function queue(name: string, clock: FakeClock): LanedWorkQueue {
+  return new LanedWorkQueue({
     clock,
     rateLimiter: new ItemExponentialFailureRateLimiter({ baseMs: 5, maxMs: 1_000_000 }),
   }, { name });

@@ -27,8 +27,8 @@ import { CSI_NODES, PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS } from "../../lib/kub
 import type { Logger } from "../../lib/observe/logger.ts";
 import type { CsiNode, PersistentVolume, VolumeAttachment } from "../../lib/kube/types.ts";
 import { ItemExponentialFailureRateLimiter } from "../../lib/workqueue/rate_limiters.ts";
-import { RateLimitingWorkQueue } from "../../lib/workqueue/rate_limiting_queue.ts";
-import type { QueueLanes } from "../../lib/workqueue/queue.ts";
+import { LanedWorkQueue } from "../../lib/workqueue/lanes.ts";
+import type { QueueLanes } from "../../lib/workqueue/lanes.ts";
 import type { FaultyCsiDriver } from "./faulty_csi_client.ts";
 import type { FaultyKubeApi } from "./faulty_kube_api.ts";
 import { type Sabotage, sabotageClients } from "./sabotage.ts";
@@ -97,8 +97,8 @@ export class AttacherInstance {
   readonly vaInformer: Informer<VolumeAttachment>;
   readonly pvInformer: Informer<PersistentVolume>;
   readonly csiNodeInformer: Informer<CsiNode>;
-  readonly vaQueue: RateLimitingWorkQueue;
-  readonly pvQueue: RateLimitingWorkQueue;
+  readonly vaQueue: LanedWorkQueue;
+  readonly pvQueue: LanedWorkQueue;
   readonly elector: LeaderElector;
   /** VA syncs in flight. */
   vaWorkers = 0;
@@ -158,7 +158,7 @@ export class AttacherInstance {
       name: "csinodes",
     });
     const queue = (name: string, lanes?: QueueLanes) =>
-      new RateLimitingWorkQueue({
+      new LanedWorkQueue({
         clock,
         rateLimiter: new ItemExponentialFailureRateLimiter({
           baseMs: RETRY_INTERVAL_START_MS,

@@ -27,7 +27,7 @@ import { loadConnection } from "../../lib/kube/config.ts";
 import type { CsiNode, PersistentVolume, VolumeAttachment } from "../../lib/kube/types.ts";
 import { nullLogger } from "../../lib/observe/logger.ts";
 import { ItemExponentialFailureRateLimiter } from "../../lib/workqueue/rate_limiters.ts";
-import { RateLimitingWorkQueue } from "../../lib/workqueue/rate_limiting_queue.ts";
+import { LanedWorkQueue } from "../../lib/workqueue/lanes.ts";
 import { MemoryApiServer } from "../../testkit/apiserver/server.ts";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { FakeInformer } from "../../testkit/fakes/fake_informer.ts";
@@ -157,11 +157,11 @@ async function floodedWorld(opts: { lanes: boolean; flood?: number; gatePublishe
   const pvInformer = new FakeInformer<PersistentVolume>(pvs);
   const csiNodeInformer = new FakeInformer<CsiNode>([node]);
   const driver = new GatedDriver({ gatePublishes: opts.gatePublishes });
-  const vaQueue = new RateLimitingWorkQueue({
+  const vaQueue = new LanedWorkQueue({
     clock,
     rateLimiter: new ItemExponentialFailureRateLimiter({ baseMs: 5, maxMs: 1000 }),
   }, opts.lanes ? { name: "va", lanes: volumeAttachmentLanes(vaInformer) } : { name: "va" });
-  const pvQueue = new RateLimitingWorkQueue({
+  const pvQueue = new LanedWorkQueue({
     clock,
     rateLimiter: new ItemExponentialFailureRateLimiter({ baseMs: 5, maxMs: 1000 }),
   }, { name: "pv" });
