@@ -334,6 +334,8 @@ export class LanedWorkQueue implements RateLimitingQueue, LanedQueue {
   #waiters = new Map<string, Array<(key: string | undefined) => void>>();
   /** Pending `get()` calls of any lane, oldest first. Non-empty only while no key is ready. */
   #anyWaiters: Array<(key: string | undefined) => void> = [];
+  /** Number of pending `get` calls, of one lane or any (so that a push without one costs nothing). */
+  #waiting = 0;
   #metricsTimer: Timer | undefined;
 
   /**
@@ -399,6 +401,7 @@ export class LanedWorkQueue implements RateLimitingQueue, LanedQueue {
     const key = this.#base.tryGet(lane);
     if (key !== undefined || this.#base.shuttingDown()) return Promise.resolve(key);
     const waiters = lane === undefined ? this.#anyWaiters : this.#waiters.get(lane)!;
+    this.#waiting++;
     return new Promise((resolve) => waiters.push(resolve));
   }
 
@@ -471,20 +474,24 @@ export class LanedWorkQueue implements RateLimitingQueue, LanedQueue {
     const waiters = [...this.#anyWaiters, ...[...this.#waiters.values()].flat()];
     this.#anyWaiters = [];
     for (const lane of this.#waiters.keys()) this.#waiters.set(lane, []);
+    this.#waiting = 0;
     for (const resolve of waiters) resolve(undefined);
   }
 
   /** Hands the ready keys of `lane` to its waiters, then to the waiters of any lane. */
   #handToWaiters(lane: string): void {
+    if (this.#waiting === 0) return;
     const waiters = this.#waiters.get(lane)!;
     while (waiters.length > 0) {
       const key = this.#base.tryGet(lane);
       if (key === undefined) return;
+      this.#waiting--;
       waiters.shift()!(key);
     }
     while (this.#anyWaiters.length > 0) {
       const key = this.#base.tryGet(lane);
       if (key === undefined) return;
+      this.#waiting--;
       this.#anyWaiters.shift()!(key);
     }
   }
