@@ -39,7 +39,7 @@ import { type LeaseFence, SOLE_REPLICA } from "./lease_fence.ts";
 import { heapCollector, heapReclaimer, pacedCollector } from "./heap.ts";
 import { createMetrics, type Metrics } from "./observe/metrics.ts";
 import { MIGRATION_DRIVER_NAMES } from "./controller/migration.ts";
-import type { RateLimitingWorkQueue } from "./workqueue/rate_limiting_queue.ts";
+import type { LanedWorkQueue } from "./workqueue/lanes.ts";
 import { COMPONENT_NAME } from "./component.ts";
 import { VERSION } from "./version.ts";
 
@@ -448,7 +448,7 @@ class Attacher {
   }
 
   /** Beyond the Go attacher: the backlog line every `--log-backlog-interval`, when not 0. */
-  async #reportBacklog(queues: RateLimitingWorkQueue[], signal: AbortSignal): Promise<void> {
+  async #reportBacklog(queues: LanedWorkQueue[], signal: AbortSignal): Promise<void> {
     const intervalMs = this.#settings.controller.logBacklogIntervalMs;
     if (intervalMs <= 0) return;
     await new BacklogReporter({ clock: this.#clock, log: this.#log }, {

@@ -1,19 +1,22 @@
 import assert from "node:assert/strict";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { FakeLogger } from "../../testkit/fakes/fake_logger.ts";
-import { WorkQueue } from "../workqueue/queue.ts";
+import { LanedWorkQueue } from "../workqueue/lanes.ts";
+import { ItemExponentialFailureRateLimiter } from "../workqueue/rate_limiters.ts";
 import { BACKLOG_MESSAGE, BacklogReporter } from "./backlog.ts";
 import { takeReady } from "../../testkit/harness/ready_work.ts";
+
+const rateLimiter = new ItemExponentialFailureRateLimiter({ baseMs: 1000, maxMs: 300_000 });
 
 function setup() {
   const clock = new FakeClock(0);
   const log = new FakeLogger(0);
   const state = new Map<string, string>();
-  const va = new WorkQueue({ clock }, {
+  const va = new LanedWorkQueue({ rateLimiter, clock }, {
     name: "csi-attacher-va",
     lanes: { names: ["attach", "detach"], laneOf: (k) => state.get(k) ?? "attach" },
   });
-  const pv = new WorkQueue({ clock }, { name: "csi-attacher-pv" });
+  const pv = new LanedWorkQueue({ rateLimiter, clock }, { name: "csi-attacher-pv" });
   const reporter = new BacklogReporter({ clock, log }, {
     queues: [{ name: va.name, queue: va }, { name: pv.name, queue: pv }],
     intervalMs: 30_000,

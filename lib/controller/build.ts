@@ -26,8 +26,8 @@ import type { LeaseFence } from "../lease_fence.ts";
 import type { Logger } from "../observe/logger.ts";
 import type { QueueMetricsProvider } from "../workqueue/metrics.ts";
 import { ItemExponentialFailureRateLimiter } from "../workqueue/rate_limiters.ts";
-import { RateLimitingWorkQueue } from "../workqueue/rate_limiting_queue.ts";
-import type { QueueLanes } from "../workqueue/queue.ts";
+import { LanedWorkQueue } from "../workqueue/lanes.ts";
+import type { QueueLanes } from "../workqueue/lanes.ts";
 import { AttachmentMemory } from "./attachment_memory.ts";
 import { CacheFields } from "./cache_fields.ts";
 import { AttachController, type InformerLike } from "./controller.ts";
@@ -176,8 +176,8 @@ export interface BuiltController {
   readonly driverName: string;
   readonly informers: ControllerInformers;
   /** With the attach and detach lanes (`./lanes.ts`). */
-  readonly vaQueue: RateLimitingWorkQueue;
-  readonly pvQueue: RateLimitingWorkQueue;
+  readonly vaQueue: LanedWorkQueue;
+  readonly pvQueue: LanedWorkQueue;
   /** What is kept per VolumeAttachment, shared by the controller, handler and reconciler. */
   readonly memory: AttachmentMemory;
   readonly handler: Handler;
@@ -240,8 +240,8 @@ export function buildController(
 export function workQueue(
   deps: { clock: Clock; metricsProvider?: QueueMetricsProvider },
   opts: { name: string; retry: { baseMs: number; maxMs: number }; lanes?: QueueLanes },
-): RateLimitingWorkQueue {
-  return new RateLimitingWorkQueue({
+): LanedWorkQueue {
+  return new LanedWorkQueue({
     clock: deps.clock,
     metricsProvider: deps.metricsProvider,
     rateLimiter: new ItemExponentialFailureRateLimiter(opts.retry),
@@ -297,7 +297,7 @@ function buildHandler(
   settings: ControllerBuildSettings,
   driver: DriverHandling,
   stores: HandlerStores,
-  vaQueue: RateLimitingWorkQueue,
+  vaQueue: LanedWorkQueue,
 ): { handler: Handler; memory: AttachmentMemory; reconciler?: ListVolumesReconciler } {
   const { kube, log, clock, fence, events, metrics } = deps;
   if (driver.kind !== "csi") {

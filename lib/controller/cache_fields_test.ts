@@ -606,3 +606,25 @@ Deno.test("a new version of a cached PV keeps the cached spec and name when they
   assert.notEqual(moved.spec, first.spec);
   assert.equal(moved.spec.csi?.volumeHandle, "other-vol");
 });
+
+Deno.test("two attachers in one process share no pooled list, record or count", () => {
+  const a = new CacheFields();
+  const b = new CacheFields();
+  const enter = (fields: CacheFields, name: string) =>
+    fields.volumeAttachment(JSON.parse(JSON.stringify({
+      ...serverVA(),
+      metadata: { ...serverVA().metadata, name, annotations: { [NODE_ID_ANNOTATION]: "n1" } },
+    })));
+  const a1 = enter(a, "va-a1");
+  const a2 = enter(a, "va-a2");
+  const b1 = enter(b, "va-b1");
+  assert.equal(a1.metadata.finalizers, a2.metadata.finalizers, "one attacher pools its lists");
+  assert.equal(a1.metadata.annotations, a2.metadata.annotations, "and its records");
+  assert.notEqual(a1.metadata.finalizers, b1.metadata.finalizers, "not with another attacher");
+  assert.notEqual(a1.metadata.annotations, b1.metadata.annotations);
+  assert.deepEqual(b1.metadata.finalizers, a1.metadata.finalizers);
+  const countA = a.sharedValueCount;
+  enter(new CacheFields(), "va-c1");
+  assert.equal(a.sharedValueCount, countA, "a third attacher's values are not counted in a's pool");
+  assert.equal(b.sharedValueCount, countA, "b pooled the same values on its own");
+});

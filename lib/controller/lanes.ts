@@ -8,7 +8,7 @@
 
 import type { ObjectStore } from "../kube/store.ts";
 import type { VolumeAttachment } from "../kube/types.ts";
-import type { QueueLanes } from "../workqueue/queue.ts";
+import type { QueueLanes } from "../workqueue/lanes.ts";
 
 /** The lane of the VolumeAttachment queue whose keys are attaches (and other non-deleted VAs). */
 export const ATTACH_LANE = "attach";

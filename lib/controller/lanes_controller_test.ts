@@ -6,8 +6,8 @@ import type { PersistentVolume, VolumeAttachment } from "../kube/types.ts";
 import { AttachmentMemory } from "./attachment_memory.ts";
 import { nullLogger } from "../observe/logger.ts";
 import { ItemExponentialFailureRateLimiter } from "../workqueue/rate_limiters.ts";
-import { RateLimitingWorkQueue } from "../workqueue/rate_limiting_queue.ts";
-import type { QueueLanes } from "../workqueue/queue.ts";
+import { LanedWorkQueue } from "../workqueue/lanes.ts";
+import type { QueueLanes } from "../workqueue/lanes.ts";
 import { AttachController } from "./controller.ts";
 import { volumeAttachmentLanes } from "./lanes.ts";
 import type { Handler } from "./handler.ts";
@@ -19,7 +19,7 @@ const noopHandler: Handler = {
 
 function controller(laneWorkers: Record<string, number> | undefined, lanes?: QueueLanes) {
   const queue = (name: string, l?: QueueLanes) =>
-    new RateLimitingWorkQueue({
+    new LanedWorkQueue({
       rateLimiter: new ItemExponentialFailureRateLimiter({ baseMs: 1, maxMs: 1 }),
     }, { name, lanes: l });
   const vaQueue = queue("va", lanes);

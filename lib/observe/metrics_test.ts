@@ -8,7 +8,7 @@ import {
   WORKQUEUE_DURATION_BUCKETS,
 } from "./metrics.ts";
 import { ItemExponentialFailureRateLimiter } from "../workqueue/rate_limiters.ts";
-import { RateLimitingWorkQueue } from "../workqueue/rate_limiting_queue.ts";
+import { LanedWorkQueue } from "../workqueue/lanes.ts";
 
 const PUBLISH = "/csi.v1.Controller/ControllerPublishVolume";
 
@@ -189,10 +189,10 @@ Deno.test("createMetrics() gives independent registries", async () => {
   assert.notEqual(a.registry, b.registry);
 });
 
-Deno.test("queueMetricsProvider records the workqueue metrics of a real RateLimitingWorkQueue", async () => {
+Deno.test("queueMetricsProvider records the workqueue metrics of a real LanedWorkQueue", async () => {
   const metrics = createMetrics();
   const clock = new FakeClock(0);
-  const queue = new RateLimitingWorkQueue({
+  const queue = new LanedWorkQueue({
     clock,
     metricsProvider: metrics.queueMetricsProvider,
     rateLimiter: new ItemExponentialFailureRateLimiter({ baseMs: 1000, maxMs: 300_000 }),

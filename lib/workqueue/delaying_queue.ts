@@ -1,5 +1,6 @@
 /**
- * A work queue that can add keys later, after client-go's `util/workqueue/delaying_queue.go`.
+ * A work queue that can add keys later, after client-go's `util/workqueue/delaying_queue.go`
+ * (`delayingType`, which holds the `TypedInterface` below it and adds to it when a key is due).
  *
  * @module
  */
@@ -7,14 +8,25 @@
 import { type Clock, realClock, type Timer } from "../clock.ts";
 import { type DueEntry, DueHeap } from "../due_heap.ts";
 import { type CounterMetric, metricsEnabled } from "./metrics.ts";
-import { WorkQueue, type WorkQueueDeps, type WorkQueueOptions } from "./queue.ts";
-import type { DelayingQueue } from "./types.ts";
+import { WorkQueue, type WorkQueueDeps } from "./queue.ts";
+import type { DelayingQueue, Queue } from "./types.ts";
 
 /** Dependencies of {@link DelayingWorkQueue}. */
-export type DelayingWorkQueueDeps = WorkQueueDeps;
+export interface DelayingWorkQueueDeps extends WorkQueueDeps {
+  /**
+   * The queue due keys are added to (client-go's `DelayingQueueConfig.Queue`); default a plain
+   * {@link WorkQueue} made from these deps and the options.
+   */
+  queue?: Queue;
+}
 
 /** Options of {@link DelayingWorkQueue}. */
-export type DelayingWorkQueueOptions = WorkQueueOptions;
+export interface DelayingWorkQueueOptions {
+  /** The queue name, the `name` label of the retries metric (and of the default queue's). */
+  name: string;
+  /** Passed to the default queue (see {@link import("./queue.ts").WorkQueueOptions}). */
+  unfinishedWorkUpdatePeriodMs?: number;
+}
 
 /**
  * The longest delay one runtime timer can take (`setTimeout` fires at once beyond it); longer
@@ -28,8 +40,9 @@ interface WaitingEntry extends DueEntry {
 }
 
 /**
- * A {@link WorkQueue} with {@link addAfter}. Waiting keys are held outside the queue (they do
- * not count in `len()`) and are added, in order of due time, when the queue's clock reaches it.
+ * A queue with {@link addAfter}, around the queue below it: waiting keys are held here (they do
+ * not count in `len()`) and are added to the queue below, in order of due time, when the clock
+ * reaches it. Everything else is the queue below's.
  *
  * Guarantees:
  * - a key waits at most once: adding it again with an earlier due time moves it earlier, a later
@@ -39,7 +52,8 @@ interface WaitingEntry extends DueEntry {
  * - one clock timer is armed at a time, for the earliest due key; {@link shutDown} cancels it and
  *   drops every waiting key, so nothing is left scheduled.
  */
-export class DelayingWorkQueue extends WorkQueue implements DelayingQueue {
+export class DelayingWorkQueue implements DelayingQueue {
+  #queue: Queue;
   #clock: Clock;
   #retries: CounterMetric | undefined;
   /** Every entry is also in `#waiting` under its key. */
@@ -54,7 +68,7 @@ export class DelayingWorkQueue extends WorkQueue implements DelayingQueue {
    * @throws {RangeError} when `unfinishedWorkUpdatePeriodMs` is not a positive number.
    */
   constructor(deps: DelayingWorkQueueDeps, opts: DelayingWorkQueueOptions) {
-    super(deps, opts);
+    this.#queue = deps.queue ?? new WorkQueue(deps, opts);
     this.#clock = deps.clock ?? realClock;
     if (metricsEnabled(deps.metricsProvider, opts.name)) {
       this.#retries = deps.metricsProvider.newRetriesMetric(opts.name);
@@ -70,10 +84,10 @@ export class DelayingWorkQueue extends WorkQueue implements DelayingQueue {
    */
   addAfter(key: string, ms: number): void {
     if (Number.isNaN(ms)) throw new RangeError(`addAfter(${JSON.stringify(key)}): delay is NaN`);
-    if (this.shuttingDown()) return;
+    if (this.#queue.shuttingDown()) return;
     this.#retries?.inc();
     if (ms <= 0) {
-      this.add(key);
+      this.#queue.add(key);
       return;
     }
     const at = this.#clock.now() + ms;
@@ -92,17 +106,49 @@ export class DelayingWorkQueue extends WorkQueue implements DelayingQueue {
     this.#arm();
   }
 
-  /**
-   * Shuts the queue down (see {@link WorkQueue.shutDown}), cancels the timer and drops every
-   * waiting key.
-   */
-  override shutDown(): void {
+  /** Adds `key` to the queue below at once. */
+  add(key: string): void {
+    this.#queue.add(key);
+  }
+
+  /** The queue below's {@link Queue.get}. */
+  get(): Promise<string | undefined> {
+    return this.#queue.get();
+  }
+
+  /** The queue below's {@link Queue.done}. */
+  done(key: string): void {
+    this.#queue.done(key);
+  }
+
+  /** The keys ready in the queue below (waiting keys are not counted). */
+  len(): number {
+    return this.#queue.len();
+  }
+
+  /** Cancels the timer, drops every waiting key and shuts the queue below down. */
+  shutDown(): void {
+    this.#stop();
+    this.#queue.shutDown();
+  }
+
+  /** Like {@link shutDown}, and resolves once the queue below is drained. */
+  shutDownWithDrain(): Promise<void> {
+    this.#stop();
+    return this.#queue.shutDownWithDrain();
+  }
+
+  /** The queue below's {@link Queue.shuttingDown}. */
+  shuttingDown(): boolean {
+    return this.#queue.shuttingDown();
+  }
+
+  #stop(): void {
     this.#timer?.cancel();
     this.#timer = undefined;
     this.#timerFor = undefined;
     this.#heap.clear();
     this.#waiting.clear();
-    super.shutDown();
   }
 
   /** Arms the timer for the earliest entry, unless it is already armed for it. */
@@ -131,7 +177,7 @@ export class DelayingWorkQueue extends WorkQueue implements DelayingQueue {
       if (first === undefined || first.due > now) break;
       this.#heap.remove(first);
       this.#waiting.delete(first.key);
-      this.add(first.key);
+      this.#queue.add(first.key);
     }
     this.#arm();
   }

@@ -1,14 +1,89 @@
 /**
- * The basic work queue of string keys, after client-go's `util/workqueue/queue.go`.
+ * The plain work queue of string keys, after client-go's `util/workqueue/queue.go` (`Typed`):
+ * a dirty set, a processing set and the list of ready keys. Delays
+ * (`delaying_queue.ts`), per-key backoff (`rate_limiting_queue.ts`) and the attacher's lanes
+ * (`lanes.ts`) are built around it.
  *
  * @module
  */
 
 import { type Clock, realClock, type Timer } from "../clock.ts";
 import { metricsEnabled, QueueMetrics, type QueueMetricsProvider } from "./metrics.ts";
-import type { LanedQueue, OldestReady } from "./types.ts";
+import type { Queue } from "./types.ts";
 
-export type { OldestReady } from "./types.ts";
+/**
+ * A key the queue holds: in the dirty set, the processing set or both (client-go keeps two sets
+ * and, for its metrics, an `addTimes` map; one record per key keeps one hash table instead of
+ * three: with 20 000 keys queued at once each table took 1.3-1.8 MiB of V8's large-object space,
+ * plus as much garbage as it grew).
+ */
+export interface QueuedKey {
+  readonly key: string;
+  /** When the key became dirty (ms of the queue clock); undefined when it is not dirty. */
+  dirtyAt: number | undefined;
+  /** True while a worker holds it (between `get` and `done`). */
+  processing: boolean;
+}
+
+/**
+ * Where the ready keys wait, in the order `get` hands them out: client-go's `Queue[T]`
+ * (`queue.go`, `TypedQueueConfig.Queue`; `DefaultQueue` is a FIFO), which it opened so that an
+ * implementation may change an item's priority when it is added again (`Touch`). Here it holds
+ * the queue's records rather than bare keys, makes them (so that it can keep its own fields in
+ * them), and `len` and `pop` may be narrowed by `from` (e.g. a lane, `lanes.ts`).
+ *
+ * The queue calls `push` for a dirty key that is not being processed, `touch` when a ready key
+ * is added again, `pop` to hand a key out and `finished` when the worker is done with it. Each
+ * call is the last thing the queue does in the operation that makes it, so a `push` may hand the
+ * key out again at once.
+ */
+export interface ReadyList<K extends QueuedKey, F> {
+  /** A new record for `key`, neither dirty nor processing. */
+  newKey(key: string): K;
+  push(item: K): void;
+  touch(item: K): void;
+  /** The ready keys (of `from`; of all when undefined). */
+  len(from?: F): number;
+  /** Takes the next ready key (of `from`), or undefined when none is ready. */
+  pop(from?: F): K | undefined;
+  /** The worker called `done` for `item`, which `pop` handed out. */
+  finished(item: K): void;
+}
+
+/** A plain FIFO of ready keys: client-go's `DefaultQueue`. */
+export class FifoList implements ReadyList<QueuedKey, never> {
+  #items: QueuedKey[] = [];
+  #head = 0;
+
+  newKey(key: string): QueuedKey {
+    return { key, dirtyAt: undefined, processing: false };
+  }
+
+  push(item: QueuedKey): void {
+    this.#items.push(item);
+  }
+
+  touch(): void {}
+
+  len(): number {
+    return this.#items.length - this.#head;
+  }
+
+  pop(): QueuedKey | undefined {
+    if (this.#head >= this.#items.length) return undefined;
+    const item = this.#items[this.#head++]!;
+    if (this.#head >= this.#items.length) {
+      this.#items = [];
+      this.#head = 0;
+    } else if (this.#head >= 1024 && this.#head * 2 >= this.#items.length) {
+      this.#items = this.#items.slice(this.#head);
+      this.#head = 0;
+    }
+    return item;
+  }
+
+  finished(): void {}
+}
 
 /** Dependencies of {@link WorkQueue}. */
 export interface WorkQueueDeps {
@@ -18,25 +93,8 @@ export interface WorkQueueDeps {
   metricsProvider?: QueueMetricsProvider;
 }
 
-/**
- * Ready keys split into lanes, each served by its own workers (e.g. attach and detach, so that a
- * burst of one never waits behind the other). Which lane a key goes to is decided each time it
- * becomes ready, and again when it is added while it waits: a key moves to the lane its current
- * state belongs to. The per-key guarantees hold across lanes, since a key is in at most one lane
- * and never handed out while it is being processed.
- */
-export interface QueueLanes {
-  /** The lane names; the first one also takes keys {@link laneOf} puts in no known lane. */
-  names: readonly string[];
-  /** The lane `key` belongs in now. */
-  laneOf(key: string): string;
-}
-
-/** The lane of a queue made without {@link WorkQueueOptions.lanes}. */
-export const DEFAULT_LANE = "";
-
 /** Options of {@link WorkQueue}. */
-export interface WorkQueueOptions {
+export interface WorkQueueOptions<K extends QueuedKey = QueuedKey, F = never> {
   /** The queue name, used as the metrics' `name` label (e.g. `csi-attacher-va`). */
   name: string;
   /**
@@ -44,50 +102,8 @@ export interface WorkQueueOptions {
    * (client-go: 500 ms). Only used when metrics are recorded.
    */
   unfinishedWorkUpdatePeriodMs?: number;
-  /**
-   * Lanes of ready keys; default one lane, {@link DEFAULT_LANE}. With metrics, each lane also
-   * records the workqueue metrics under `<name>-<lane>`, besides the queue's own under `<name>`.
-   */
-  lanes?: QueueLanes;
-}
-
-/** One lane's ready keys in FIFO order. */
-interface Lane {
-  name: string;
-  /**
-   * Keys from `head` on, in the order they became ready, with the `seq` each got then (in
-   * `seqs`, same index). An entry is live only while its key's state still names this lane and
-   * the same `seq`; entries of keys that were handed out or moved to another lane are skipped
-   * (and dropped) when reached.
-   */
-  entries: KeyState[];
-  seqs: number[];
-  head: number;
-  /** Number of live entries. */
-  size: number;
-  /** Pending `get(lane)` calls, oldest first. Non-empty only while the lane has no live entry. */
-  waiters: Array<(key: string | undefined) => void>;
-  metrics: QueueMetrics | undefined;
-}
-
-/**
- * Everything the queue knows of one key that is dirty or being processed (client-go keeps a
- * `dirty` set, a `processing` set and, for its metrics, an `addTimes` map; one record per key
- * keeps one hash table instead of five: with 20 000 keys queued at once each table took 1.3-1.8
- * MiB of V8's large-object space, plus as much garbage as it grew).
- */
-interface KeyState {
-  readonly key: string;
-  /** When the key became dirty (ms of the queue clock); undefined when it is not dirty. */
-  dirtyAt: number | undefined;
-  /** The lane the key is ready in; undefined when it is not ready. */
-  lane: Lane | undefined;
-  /** Its place in `lane` (see {@link Lane.entries}). */
-  seq: number;
-  /** When it became ready in `lane` (the lane's queue latency counts from here). */
-  readyAt: number;
-  /** The lane it was handed out from; undefined when it is not being processed. */
-  processing: Lane | undefined;
+  /** Where the ready keys wait; default a {@link FifoList}. */
+  ready?: ReadyList<K, F>;
 }
 
 /** client-go's `unfinishedWorkUpdatePeriod`. */
@@ -96,20 +112,14 @@ const DEFAULT_UNFINISHED_WORK_UPDATE_PERIOD_MS = 500;
 /**
  * A work queue of keys with client-go's guarantees:
  *
- * - Fair: keys are handed out in the order they were added.
+ * - Fair: keys are handed out in the order they were added (with the default {@link FifoList}).
  * - Stingy: a key is never handed to two workers at once. Adding a key that is being processed
  *   marks it dirty; it becomes ready again (at the back) when the worker calls {@link done}.
  * - Folding: adding a key that is already waiting does nothing.
  *
  * After {@link shutDown} adds are ignored; keys already waiting are still handed out, then
  * {@link get} resolves `undefined`. Any number of workers may wait in {@link get} at once; each
- * ready key goes to the longest-waiting one of its lane.
- *
- * It is a {@link LanedQueue}: with {@link WorkQueueOptions.lanes} the ready keys are split into
- * lanes and workers take keys of one lane; the guarantees above hold for each key whatever lane
- * it is in: a key is never ready in two lanes, nor ready while it is being processed. Without,
- * it has one lane and is used as a plain {@link Queue} (the lane is where a ready key waits, so
- * the lanes live in the ready list itself rather than in a wrapper around it).
+ * ready key goes to the longest-waiting one.
  *
  * When metrics are recorded the queue runs a timer every
  * {@link WorkQueueOptions.unfinishedWorkUpdatePeriodMs} until it is shut down, so a queue
@@ -117,9 +127,9 @@ const DEFAULT_UNFINISHED_WORK_UPDATE_PERIOD_MS = 500;
  *
  * @example
  * ```ts
- * const q = new WorkQueue({}, { name: "csi-attacher-va" });
- * q.add("va-1");
- * const key = await q.get(); // "va-1"
+ * const q = new WorkQueue({}, { name: "csi-attacher-pv" });
+ * q.add("pv-1");
+ * const key = await q.get(); // "pv-1"
  * try {
  *   // ... process key ...
  * } finally {
@@ -127,62 +137,34 @@ const DEFAULT_UNFINISHED_WORK_UPDATE_PERIOD_MS = 500;
  * }
  * ```
  */
-export class WorkQueue implements LanedQueue {
+export class WorkQueue<K extends QueuedKey = QueuedKey, F = never> implements Queue {
   /** The queue name (the metrics' `name` label). */
   readonly name: string;
   #clock: Clock;
   #metrics: QueueMetrics | undefined;
-  #lanes: Lane[];
-  #laneOf: ((key: string) => string) | undefined;
-  /** Every key that is dirty (ready, or added again while processed) or being processed. */
-  #keys = new Map<string, KeyState>();
-  /** Number of ready keys, in all lanes. */
-  #readyCount = 0;
-  #seq = 0;
-  /** Pending `get()` calls of any lane, oldest first. Non-empty only while no key is ready. */
-  #anyWaiters: Array<(key: string | undefined) => void> = [];
+  #ready: ReadyList<K, F>;
+  /** The dirty and processing sets: every key that is dirty, being processed, or both. */
+  #keys = new Map<string, K>();
+  #processingCount = 0;
+  /** Pending `get()` calls, oldest first. Non-empty only while no key is ready. */
+  #waiters: Array<(key: string | undefined) => void> = [];
+  /** Resolved by `done` once nothing is processed, after {@link shutDownWithDrain}. */
+  #drained: Array<() => void> = [];
   #shuttingDown = false;
   #metricsTimer: Timer | undefined;
 
-  /**
-   * @throws {RangeError} when `unfinishedWorkUpdatePeriodMs` is not a positive number, or the
-   *   lanes are empty or named twice.
-   */
-  constructor(deps: WorkQueueDeps, opts: WorkQueueOptions) {
+  /** @throws {RangeError} when `unfinishedWorkUpdatePeriodMs` is not a positive number. */
+  constructor(deps: WorkQueueDeps, opts: WorkQueueOptions<K, F>) {
     this.name = opts.name;
     const clock = deps.clock ?? realClock;
     this.#clock = clock;
+    this.#ready = opts.ready ?? (new FifoList() as unknown as ReadyList<K, F>);
     const periodMs = opts.unfinishedWorkUpdatePeriodMs ?? DEFAULT_UNFINISHED_WORK_UPDATE_PERIOD_MS;
     if (!(periodMs > 0)) {
       throw new RangeError(`unfinishedWorkUpdatePeriodMs must be positive, got ${periodMs}`);
     }
-    const laneNames = opts.lanes?.names ?? [DEFAULT_LANE];
-    if (laneNames.length === 0 || new Set(laneNames).size !== laneNames.length) {
-      throw new RangeError(
-        `Cannot create queue ${opts.name}: lanes must be distinct and at least one, got ${
-          JSON.stringify(laneNames)
-        }`,
-      );
-    }
-    this.#laneOf = opts.lanes?.laneOf;
-    const provider = metricsEnabled(deps.metricsProvider, opts.name)
-      ? deps.metricsProvider
-      : undefined;
-    this.#lanes = laneNames.map((name) => ({
-      name,
-      entries: [],
-      seqs: [],
-      head: 0,
-      size: 0,
-      waiters: [],
-      metrics: provider !== undefined && opts.lanes !== undefined
-        ? new QueueMetrics({ clock, provider }, {
-          name: `${opts.name}-${name}`,
-        })
-        : undefined,
-    }));
-    if (provider !== undefined) {
-      const metrics = new QueueMetrics({ clock, provider }, {
+    if (metricsEnabled(deps.metricsProvider, opts.name)) {
+      const metrics = new QueueMetrics({ clock, provider: deps.metricsProvider }, {
         name: opts.name,
       });
       this.#metrics = metrics;
@@ -190,7 +172,6 @@ export class WorkQueue implements LanedQueue {
       // record metrics run it, so metric-less queues hold no timer.
       const tick = () => {
         metrics.updateUnfinishedWork();
-        for (const lane of this.#lanes) lane.metrics?.updateUnfinishedWork();
         this.#metricsTimer = clock.setTimer(periodMs, tick);
       };
       this.#metricsTimer = clock.setTimer(periodMs, tick);
@@ -199,138 +180,89 @@ export class WorkQueue implements LanedQueue {
 
   /**
    * Marks `key` as needing processing. Ignored after {@link shutDown}. A key that is already
-   * ready keeps its place, unless its lane changed: then it moves to the back of its new lane.
+   * ready keeps its place (the ready list is told, and may move it).
    */
   add(key: string): void {
     if (this.#shuttingDown) return;
-    let state = this.#keys.get(key);
-    if (state?.dirtyAt !== undefined) {
-      if (this.#laneOf !== undefined && state.processing === undefined) this.#reclassify(state);
+    let item = this.#keys.get(key);
+    if (item?.dirtyAt !== undefined) {
+      if (!item.processing) this.#ready.touch(item);
       return;
     }
     const now = this.#clock.now();
     this.#metrics?.add();
-    if (state === undefined) {
-      state = { key, dirtyAt: now, lane: undefined, seq: 0, readyAt: 0, processing: undefined };
-      this.#keys.set(key, state);
-    } else {
-      state.dirtyAt = now;
+    if (item === undefined) {
+      item = this.#ready.newKey(key);
+      this.#keys.set(key, item);
     }
-    if (state.processing !== undefined) return;
-    this.#makeReady(state);
+    item.dirtyAt = now;
+    if (item.processing) return;
+    this.#ready.push(item);
+    this.#handToWaiters();
   }
 
   /**
-   * Waits for a key of `lane` (any lane when undefined) and marks it as being processed.
-   * Resolves `undefined` once the queue is shut down and no such key is ready. The caller MUST
-   * call {@link done} with the key it received.
-   *
-   * @throws {RangeError} for a lane the queue does not have.
+   * Waits for a key and marks it as being processed; a key that is ready is taken at once.
+   * Resolves `undefined` once the queue is shut down and no key is ready. The caller MUST call
+   * {@link done} with the key it received.
    */
-  get(lane?: string): Promise<string | undefined> {
-    const key = this.#tryGet(lane);
+  get(): Promise<string | undefined> {
+    const key = this.tryGet();
     if (key !== undefined || this.#shuttingDown) return Promise.resolve(key);
-    const waiters = lane === undefined ? this.#anyWaiters : this.#lane(lane).waiters;
-    return new Promise((resolve) => waiters.push(resolve));
+    return new Promise((resolve) => this.#waiters.push(resolve));
   }
 
   /**
-   * Takes a ready key of `lane` without waiting (when undefined: the key that became ready first,
-   * whatever its lane), or returns `undefined` when none is ready. A key returned is being
-   * processed: the caller MUST call {@link done} with it.
-   *
-   * @throws {RangeError} for a lane the queue does not have.
+   * Takes a ready key (of `from`, passed to the ready list) without waiting, or returns
+   * `undefined` when none is ready. Not in client-go, whose `Get` blocks: for the layers that
+   * wait by themselves (`lanes.ts`). A key returned is being processed: the caller MUST call
+   * {@link done} with it.
    */
-  #tryGet(lane?: string): string | undefined {
-    let from: Lane | undefined;
-    if (lane !== undefined) {
-      from = this.#lane(lane);
-    } else {
-      let first: number | undefined;
-      for (const l of this.#lanes) {
-        const head = this.#peek(l);
-        if (head !== undefined && (first === undefined || head.seq < first)) {
-          first = head.seq;
-          from = l;
-        }
-      }
-    }
-    if (from === undefined) return undefined;
-    const state = this.#peek(from);
-    if (state === undefined) return undefined;
-    from.head++;
-    this.#compact(from);
-    const key = state.key;
-    state.lane = undefined;
-    from.size--;
-    this.#readyCount--;
-    this.#metrics?.get(key, state.dirtyAt!);
-    from.metrics?.get(key, state.readyAt);
-    state.dirtyAt = undefined;
-    state.processing = from;
-    return key;
+  tryGet(from?: F): string | undefined {
+    const item = this.#ready.pop(from);
+    if (item === undefined) return undefined;
+    this.#metrics?.get(item.key, item.dirtyAt!);
+    item.dirtyAt = undefined;
+    item.processing = true;
+    this.#processingCount++;
+    return item.key;
   }
 
   /**
-   * Ends the processing of `key`. If it was added while being processed it becomes ready again,
-   * at the back of the lane it now belongs to (also after {@link shutDown}). Calling it for a key
-   * that is not being processed does nothing.
+   * Ends the processing of `key`. If it was added while being processed it becomes ready again
+   * (also after {@link shutDown}). Calling it for a key that is not being processed does nothing.
    */
   done(key: string): void {
-    const state = this.#keys.get(key);
-    const lane = state?.processing;
-    if (state === undefined || lane === undefined) return;
+    const item = this.#keys.get(key);
+    if (item === undefined || !item.processing) return;
     this.#metrics?.done(key);
-    lane.metrics?.done(key);
-    state.processing = undefined;
-    if (state.dirtyAt !== undefined) this.#makeReady(state);
-    else this.#keys.delete(key);
-  }
-
-  /**
-   * How many keys are ready to be handed out (in `lane`, or in all lanes). For information only:
-   * do not gate `add` or `get` on it.
-   *
-   * @throws {RangeError} for a lane the queue does not have.
-   */
-  len(lane?: string): number {
-    if (lane !== undefined) return this.#lane(lane).size;
-    return this.#readyCount;
-  }
-
-  /** The lane names, in the order given at construction. */
-  lanes(): readonly string[] {
-    return this.#lanes.map((l) => l.name);
-  }
-
-  /**
-   * The ready key of `lane` that was added first, or undefined when the lane has none (for
-   * backlog reports).
-   *
-   * @throws {RangeError} for a lane the queue does not have.
-   */
-  oldestReady(lane: string): OldestReady | undefined {
-    const l = this.#lane(lane);
-    let oldest: OldestReady | undefined;
-    // A key that moved lanes may sit behind younger ones, so every live entry is looked at.
-    for (let i = l.head; i < l.entries.length; i++) {
-      const state = l.entries[i]!;
-      if (state.lane !== l || state.seq !== l.seqs[i]) continue;
-      const addedAt = state.dirtyAt!;
-      if (oldest === undefined || addedAt < oldest.addedAt) {
-        oldest = { key: state.key, addedAt };
-      }
+    item.processing = false;
+    this.#processingCount--;
+    if (this.#processingCount === 0 && this.#drained.length > 0) {
+      const drained = this.#drained;
+      this.#drained = [];
+      for (const resolve of drained) resolve();
     }
-    return oldest;
+    this.#ready.finished(item);
+    if (item.dirtyAt === undefined) {
+      this.#keys.delete(key);
+      return;
+    }
+    this.#ready.push(item);
+    this.#handToWaiters();
+  }
+
+  /** How many keys are ready to be handed out. For information only: do not gate on it. */
+  len(): number {
+    return this.#ready.len();
   }
 
   /**
-   * True while `key` is ready to be handed out or is being processed (including a key added
-   * again while it is processed): a sync of it is coming or running. A key waiting for a delayed
-   * add is neither. For callers that must leave a key's work to its worker (the ListVolumes
-   * reconciler); do not gate `add` on it.
+   * True while `key` is in the dirty set or the processing set: ready, added again while it is
+   * processed, or processed. Not in client-go (whose sets are private): for the questions the
+   * layers above answer (`lanes.ts`).
    */
-  isQueuedOrProcessing(key: string): boolean {
+  has(key: string): boolean {
     return this.#keys.has(key);
   }
 
@@ -342,11 +274,20 @@ export class WorkQueue implements LanedQueue {
     this.#shuttingDown = true;
     this.#metricsTimer?.cancel();
     this.#metricsTimer = undefined;
-    // Waiters exist only while no key of their lane is ready, so all of them are released.
-    const waiters = [...this.#anyWaiters, ...this.#lanes.flatMap((l) => l.waiters)];
-    this.#anyWaiters = [];
-    for (const l of this.#lanes) l.waiters = [];
+    // Waiters exist only while no key is ready, so all of them are released.
+    const waiters = this.#waiters;
+    this.#waiters = [];
     for (const resolve of waiters) resolve(undefined);
+  }
+
+  /**
+   * Shuts down (see {@link shutDown}) and resolves once every key handed out is done: client-go's
+   * `ShutDownWithDrain`. The workers MUST call `done`, or it never resolves.
+   */
+  shutDownWithDrain(): Promise<void> {
+    this.shutDown();
+    if (this.#processingCount === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#drained.push(resolve));
   }
 
   /** True once {@link shutDown} was called. */
@@ -354,84 +295,11 @@ export class WorkQueue implements LanedQueue {
     return this.#shuttingDown;
   }
 
-  #lane(name: string): Lane {
-    const lane = this.#lanes.find((l) => l.name === name);
-    if (lane === undefined) {
-      throw new RangeError(`Queue ${this.name} has no lane ${JSON.stringify(name)}`);
-    }
-    return lane;
-  }
-
-  /** The lane `key` belongs in now; a name the queue does not know means the first lane. */
-  #classify(key: string): Lane {
-    if (this.#laneOf === undefined) return this.#lanes[0]!;
-    const name = this.#laneOf(key);
-    return this.#lanes.find((l) => l.name === name) ?? this.#lanes[0]!;
-  }
-
-  /** Puts a dirty key that is not being processed at the back of its lane. */
-  #makeReady(state: KeyState): void {
-    const lane = this.#classify(state.key);
-    const seq = this.#seq++;
-    lane.entries.push(state);
-    lane.seqs.push(seq);
-    lane.size++;
-    this.#readyCount++;
-    state.lane = lane;
-    state.seq = seq;
-    state.readyAt = this.#clock.now();
-    lane.metrics?.add();
-    this.#handToWaiters(lane);
-  }
-
-  /** Moves a ready key to the lane it belongs in now, if that changed. */
-  #reclassify(state: KeyState): void {
-    const from = state.lane;
-    if (from === undefined) return;
-    const lane = this.#classify(state.key);
-    if (lane === from) return;
-    // The old lane's entry is now stale and is skipped when reached.
-    from.size--;
-    this.#readyCount--;
-    from.metrics?.withdraw();
-    state.lane = undefined;
-    this.#makeReady(state);
-  }
-
-  /** The first live entry of `lane`, dropping stale entries before it. */
-  #peek(lane: Lane): KeyState | undefined {
-    while (lane.head < lane.entries.length) {
-      const state = lane.entries[lane.head]!;
-      if (state.lane === lane && state.seq === lane.seqs[lane.head]) return state;
-      lane.head++;
-    }
-    this.#compact(lane);
-    return undefined;
-  }
-
-  /** Frees the consumed part of the lane's array. */
-  #compact(lane: Lane): void {
-    if (lane.head >= lane.entries.length) {
-      lane.entries = [];
-      lane.seqs = [];
-      lane.head = 0;
-    } else if (lane.head >= 1024 && lane.head * 2 >= lane.entries.length) {
-      lane.entries = lane.entries.slice(lane.head);
-      lane.seqs = lane.seqs.slice(lane.head);
-      lane.head = 0;
-    }
-  }
-
-  #handToWaiters(lane: Lane): void {
-    while (lane.waiters.length > 0) {
-      const key = this.#tryGet(lane.name);
+  #handToWaiters(): void {
+    while (this.#waiters.length > 0) {
+      const key = this.tryGet();
       if (key === undefined) return;
-      lane.waiters.shift()!(key);
-    }
-    while (this.#anyWaiters.length > 0) {
-      const key = this.#tryGet(lane.name);
-      if (key === undefined) return;
-      this.#anyWaiters.shift()!(key);
+      this.#waiters.shift()!(key);
     }
   }
 }

@@ -8,7 +8,10 @@
 import assert from "node:assert/strict";
 import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { type QueueMetricsProvider } from "./metrics.ts";
-import { WorkQueue } from "./queue.ts";
+import { LanedWorkQueue } from "./lanes.ts";
+import { ItemExponentialFailureRateLimiter } from "./rate_limiters.ts";
+
+const rateLimiter = new ItemExponentialFailureRateLimiter({ baseMs: 1000, maxMs: 300_000 });
 
 const KEYS = 20_000;
 /**
@@ -37,10 +40,10 @@ function heapAfterGc(): number {
   return Deno.memoryUsage().heapUsed;
 }
 
-Deno.test("WorkQueue with lanes and metrics keeps 20 000 ready keys in under 250 bytes each", () => {
+Deno.test("LanedWorkQueue with lanes and metrics keeps 20 000 ready keys in under 250 bytes each", () => {
   const clock = new FakeClock(0.5);
   const keys = Array.from({ length: KEYS }, (_, i) => `volume-attachment-${i}`);
-  const queue = new WorkQueue({ clock, metricsProvider: provider }, {
+  const queue = new LanedWorkQueue({ rateLimiter, clock, metricsProvider: provider }, {
     name: "va",
     lanes: {
       names: ["attach", "detach"],

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { WorkQueue } from "./queue.ts";
+import { FifoList, type QueuedKey, WorkQueue } from "./queue.ts";
 import { takeAllReady, takeReady } from "../../testkit/harness/ready_work.ts";
 
 /** Takes every ready key without waiting. */
@@ -59,20 +59,20 @@ Deno.test("WorkQueue.done re-queues a dirty key at the back", async () => {
   assert.deepEqual(await drain(q), ["b", "a"]);
 });
 
-Deno.test("WorkQueue.isQueuedOrProcessing is true from add until done, also when re-added meanwhile", async () => {
+Deno.test("WorkQueue.has is true from add until done, also when re-added meanwhile", async () => {
   const q = new WorkQueue({}, { name: "" });
-  assert.equal(q.isQueuedOrProcessing("a"), false);
+  assert.equal(q.has("a"), false);
   q.add("a");
-  assert.equal(q.isQueuedOrProcessing("a"), true, "ready");
+  assert.equal(q.has("a"), true, "ready");
   assert.equal(await takeReady(q), "a");
-  assert.equal(q.isQueuedOrProcessing("a"), true, "processing");
+  assert.equal(q.has("a"), true, "processing");
   q.add("a");
   q.done("a");
-  assert.equal(q.isQueuedOrProcessing("a"), true, "re-added while processing: ready again");
+  assert.equal(q.has("a"), true, "re-added while processing: ready again");
   assert.equal(await takeReady(q), "a");
   q.done("a");
-  assert.equal(q.isQueuedOrProcessing("a"), false, "done and not re-added");
-  assert.equal(q.isQueuedOrProcessing("b"), false);
+  assert.equal(q.has("a"), false, "done and not re-added");
+  assert.equal(q.has("b"), false);
 });
 
 Deno.test("WorkQueue.done of a key not being processed changes nothing", async () => {
@@ -199,7 +199,7 @@ Deno.test("WorkQueue.get() takes a ready key at once; a get() with none ready wa
   q.add("a");
   const first = q.get();
   assert.equal(q.len(), 0, "the ready key is taken synchronously");
-  assert.equal(q.isQueuedOrProcessing("a"), true);
+  assert.equal(q.has("a"), true);
   const second = q.get();
   q.add("a");
   assert.equal(q.len(), 0, "a key being processed is not handed out again");
@@ -209,4 +209,44 @@ Deno.test("WorkQueue.get() takes a ready key at once; a get() with none ready wa
   q.done("a");
   assert.equal(await q.get(), "a", "re-added while processing: ready again after done");
   q.shutDown();
+});
+
+Deno.test("WorkQueue.shutDownWithDrain resolves once every key handed out is done", async () => {
+  const q = new WorkQueue({}, { name: "" });
+  q.add("a");
+  q.add("b");
+  const a = await q.get();
+  let drained = false;
+  const drain = q.shutDownWithDrain().then(() => drained = true);
+  assert.equal(q.shuttingDown(), true);
+  q.add("c");
+  assert.equal(q.len(), 1, "adds ignored, b still ready");
+  const b = await q.get();
+  q.done(a!);
+  await Promise.resolve();
+  assert.equal(drained, false, "b is still processed");
+  q.done(b!);
+  await drain;
+  assert.equal(drained, true);
+  assert.equal(await q.get(), undefined);
+  await new WorkQueue({}, { name: "" }).shutDownWithDrain(); // nothing processed: at once
+});
+
+Deno.test("WorkQueue hands its ready keys out in the order its ready list gives", async () => {
+  /** A ready list that hands out the most recent key first (a LIFO). */
+  class Lifo extends FifoList {
+    #stack: QueuedKey[] = [];
+    override push(item: QueuedKey): void {
+      this.#stack.push(item);
+    }
+    override len(): number {
+      return this.#stack.length;
+    }
+    override pop(): QueuedKey | undefined {
+      return this.#stack.pop();
+    }
+  }
+  const q = new WorkQueue({}, { name: "", ready: new Lifo() });
+  for (const key of ["a", "b", "c", "b"]) q.add(key);
+  assert.deepEqual(await takeAllReady(q), ["c", "b", "a"], "the folded add left b in place");
 });

@@ -8,8 +8,8 @@
  */
 
 /**
- * The basic queue of keys: client-go's `workqueue.Interface` (`Add`, `Get`, `Done`, `Len`,
- * `ShutDown`, `ShuttingDown`; `ShutDownWithDrain` has no user here).
+ * The plain queue of keys: client-go's `workqueue.TypedInterface` (`Add`, `Get`, `Done`, `Len`,
+ * `ShutDown`, `ShutDownWithDrain`, `ShuttingDown`).
  */
 export interface Queue {
   /** Marks `key` as needing processing. */
@@ -26,6 +26,8 @@ export interface Queue {
   len(): number;
   /** Stops handing out keys; `get` resolves undefined once no key is ready. */
   shutDown(): void;
+  /** Like {@link Queue.shutDown}, and resolves once every key handed out is done. */
+  shutDownWithDrain(): Promise<void>;
   /** True once {@link Queue.shutDown} was called. */
   shuttingDown(): boolean;
 }
@@ -40,7 +42,7 @@ export interface OldestReady {
 /**
  * A queue whose ready keys are split into lanes, each with its own workers (the controller's
  * attach and detach lanes), and which tells what its backlog and each key's state are. Not in
- * client-go: the policy of one controller, layered over the basic {@link Queue}.
+ * client-go: the policy of one controller, built around the plain {@link Queue} (`lanes.ts`).
  */
 export interface LanedQueue extends Queue {
   /** Like {@link Queue.get}, for a key of `lane` only, or (undefined) of any lane. */

@@ -7,9 +7,9 @@
 
 import type { Clock } from "../../lib/clock.ts";
 import { workQueue } from "../../lib/controller/build.ts";
-import type { RateLimitingWorkQueue } from "../../lib/workqueue/rate_limiting_queue.ts";
+import type { LanedWorkQueue } from "../../lib/workqueue/lanes.ts";
 
 /** A rate-limiting queue named `name` on `clock`, with the default backoff. */
-export function testQueue(clock: Clock, name: string): RateLimitingWorkQueue {
+export function testQueue(clock: Clock, name: string): LanedWorkQueue {
   return workQueue({ clock }, { name, retry: { baseMs: 1000, maxMs: 300_000 } });
 }

@@ -8,18 +8,23 @@
  * @module
  */
 
-import type { LanedQueue } from "../../lib/workqueue/types.ts";
+import type { LanedQueue, Queue } from "../../lib/workqueue/types.ts";
 
 /**
  * A ready key of `lane` (undefined: the one ready first in any lane), now being processed (the
  * caller MUST call `done` with it), or undefined when none is ready.
  */
-export function takeReady(queue: LanedQueue, lane?: string): Promise<string | undefined> {
-  return queue.len(lane) > 0 ? queue.get(lane) : Promise.resolve(undefined);
+export function takeReady(queue: Queue | LanedQueue, lane?: string): Promise<string | undefined> {
+  if (lane === undefined) return queue.len() > 0 ? queue.get() : Promise.resolve(undefined);
+  const laned = queue as LanedQueue;
+  return laned.len(lane) > 0 ? laned.get(lane) : Promise.resolve(undefined);
 }
 
 /** Every ready key of `lane` (or of all lanes), in the order they are handed out; see {@link takeReady}. */
-export async function takeAllReady(queue: LanedQueue, lane?: string): Promise<string[]> {
+export async function takeAllReady(
+  queue: Queue | LanedQueue,
+  lane?: string,
+): Promise<string[]> {
   const keys: string[] = [];
   for (
     let key = await takeReady(queue, lane);

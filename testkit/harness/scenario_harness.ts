@@ -57,7 +57,7 @@ import type {
   PersistentVolume,
   VolumeAttachment,
 } from "../../lib/kube/types.ts";
-import type { RateLimitingWorkQueue } from "../../lib/workqueue/rate_limiting_queue.ts";
+import type { LanedWorkQueue } from "../../lib/workqueue/lanes.ts";
 import type { ScriptedCall } from "../csi/fake_driver.ts";
 import { FakeCsiDriver } from "../csi/fake_driver.ts";
 import type { Action } from "./fixtures.ts";
@@ -771,8 +771,8 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
 async function runWorkers(
   controller: AttachController,
   opts: {
-    vaQueue: RateLimitingWorkQueue;
-    pvQueue: RateLimitingWorkQueue;
+    vaQueue: LanedWorkQueue;
+    pvQueue: LanedWorkQueue;
     clock: FakeClock;
     done: () => boolean;
   },

@@ -26,7 +26,7 @@ import {
 } from "../../lib/controller/build.ts";
 import type { CsiClient } from "../../lib/csi/api.ts";
 import type { Logger } from "../../lib/observe/logger.ts";
-import type { RateLimitingWorkQueue } from "../../lib/workqueue/rate_limiting_queue.ts";
+import type { LanedWorkQueue } from "../../lib/workqueue/lanes.ts";
 import type { FaultyCsiDriver } from "./faulty_csi_client.ts";
 import type { FaultyKubeApi } from "./faulty_kube_api.ts";
 import { type Sabotage, sabotageClients } from "./sabotage.ts";
@@ -156,12 +156,12 @@ export class AttacherInstance {
   }
 
   /** The VolumeAttachment queue of the term (it has one once it leads). */
-  get vaQueue(): RateLimitingWorkQueue {
+  get vaQueue(): LanedWorkQueue {
     return this.#built().vaQueue;
   }
 
   /** The PersistentVolume queue of the term. */
-  get pvQueue(): RateLimitingWorkQueue {
+  get pvQueue(): LanedWorkQueue {
     return this.#built().pvQueue;
   }
 

@@ -1,6 +1,6 @@
 /**
  * Deterministic chaos schedules for the attacher: the real LeaderElector, AttachController,
- * CsiHandler, RateLimitingWorkQueue and Informer (see {@link AttacherInstance}) run under a
+ * CsiHandler, LanedWorkQueue and Informer (see {@link AttacherInstance}) run under a
  * {@link FakeClock} against a {@link MemoryApiServer} (through {@link FaultyKubeApi}; the
  * elector reads and writes the server's Lease directly) and an {@link ExampleDriver} (through
  * {@link FaultyCsiDriver}). Nothing runs by itself: a seeded
