@@ -620,7 +620,8 @@ Deno.test("SETTINGS_MAX_CONCURRENT_STREAMS: a second call waits for the first st
 
 Deno.test("no listener: the call fails at once with grpc-go's dial error, and the channel retries after the backoff", async () => {
   const dir = await Deno.makeTempDir();
-  const channel = new GrpcChannel(`${dir}/none.sock`, { backoffMs: 50 });
+  const clock = new FakeClock();
+  const channel = new GrpcChannel(`${dir}/none.sock`, { backoffMs: 50, clock });
   const states: string[] = [];
   channel.onStateChange((s) => states.push(s));
   try {
@@ -632,8 +633,12 @@ Deno.test("no listener: the call fails at once with grpc-go's dial error, and th
     );
     const again = await rejection(channel.unary(PATH, new Uint8Array(), 5000));
     assert.equal(again.details, err.details, "in TRANSIENT_FAILURE calls fail fast");
-    await new Promise((r) => setTimeout(r, 130));
-    assert.ok(states.filter((s) => s === "CONNECTING").length >= 2, states.join(","));
+    const connecting = () => states.filter((s) => s === "CONNECTING").length;
+    assert.equal(connecting(), 1, states.join(","));
+    clock.advance(49);
+    assert.equal(connecting(), 1, `no retry before the backoff: ${states.join(",")}`);
+    clock.advance(1);
+    assert.equal(connecting(), 2, `retried after the backoff: ${states.join(",")}`);
   } finally {
     channel.close();
     await Deno.remove(dir, { recursive: true });
