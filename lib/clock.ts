@@ -1,7 +1,10 @@
 /**
  * Time as a dependency: production uses {@link realClock}; tests use the test kit's `FakeClock`
- * (`testkit/fakes/fake_clock.ts`) and move time forward by hand, so nothing in the suite sleeps to
- * wait for a backoff.
+ * (`testkit/fakes/fake_clock.ts`) and move time forward by hand for the backoffs, timeouts and
+ * retries they check. What still runs on real time: the hostile-peer tables
+ * (`tests/adversarial/`: real sockets, retries of 10 ms or none) and the tests that run the
+ * attacher as a child process (`tests/processes/`, the end-to-end suite), whose clock a test
+ * cannot reach, and which shorten its backoffs by flags.
  *
  * @module
  */

@@ -5,6 +5,8 @@ import { GRPC_CODE_NAMES } from "../wire/grpc/status.ts";
 import { type CsiCallInfo, csiTarget, GrpcCsiClient, type GrpcCsiClientOptions } from "./client.ts";
 import { nullLogger } from "../observe/logger.ts";
 import { FakeLogger } from "../../testkit/fakes/fake_logger.ts";
+import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
+import type { Clock } from "../clock.ts";
 import { FakeCsiDriver, type FakeCsiDriverOptions } from "../../testkit/csi/fake_driver.ts";
 
 interface Env {
@@ -19,12 +21,13 @@ async function withDriver(
   options: Omit<FakeCsiDriverOptions, "address">,
   fn: (env: Env) => Promise<void>,
   clientOptions: Partial<GrpcCsiClientOptions> = {},
+  clock?: Clock,
 ): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "csi_client_test" });
   const driver = await FakeCsiDriver.start({ ...options, address: `${dir}/csi.sock` });
   const calls: CsiCallInfo[] = [];
   const log = new FakeLogger(5);
-  const client = new GrpcCsiClient({ log }, {
+  const client = new GrpcCsiClient({ log, ...(clock && { clock }) }, {
     address: driver.address,
     observer: { observeCsiCall: (info) => calls.push(info) },
     ...clientOptions,
@@ -253,28 +256,44 @@ Deno.test("GrpcCsiClient identity calls map responses: ready, name, capability s
 });
 
 Deno.test("GrpcCsiClient gives code 4 'context deadline exceeded' when the deadline expires", async () => {
-  await withDriver({
-    script: [{ method: "ControllerPublishVolume", delayMs: 2000 }],
-  }, async ({ client, calls }) => {
-    const started = Date.now();
-    const err = await client.controllerPublishVolume(publishRequest(), {
-      timeoutMs: 150,
-      migrated: true,
-    })
-      .then(() => undefined, (e: unknown) => e);
-    assert.ok(err instanceof CsiError, String(err));
-    assert.equal(err.code, 4);
-    assert.equal(err.details, "context deadline exceeded");
-    assert.equal(
-      err.message,
-      "rpc error: code = DeadlineExceeded desc = context deadline exceeded",
-    );
-    assert.ok(Date.now() - started < 1500, "did not wait for the driver");
-    assert.equal(calls.length, 1);
-    assert.equal(calls[0]!.code, "DeadlineExceeded");
-    assert.equal(calls[0]!.migrated, true);
-    assert.ok(calls[0]!.seconds >= 0.1 && calls[0]!.seconds < 1.5, String(calls[0]!.seconds));
-  });
+  const clock = new FakeClock();
+  await withDriver(
+    {
+      script: [{ method: "ControllerPublishVolume", delayMs: 2000 }],
+    },
+    async ({ driver, client, calls }) => {
+      let settled = false;
+      const pending = client.controllerPublishVolume(publishRequest(), {
+        timeoutMs: 150,
+        migrated: true,
+      })
+        .then(() => undefined, (e: unknown) => e)
+        .finally(() => settled = true);
+      // The driver holds the call for 2 s of real time; the deadline is on the client's clock.
+      for (let i = 0; i < 500 && driver.calls.length === 0; i++) {
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      assert.equal(driver.calls.length, 1, "the call reached the driver");
+      clock.advance(149);
+      await new Promise((r) => setTimeout(r, 0));
+      assert.equal(settled, false, "still waiting just before the deadline");
+      clock.advance(1);
+      const err = await pending;
+      assert.ok(err instanceof CsiError, String(err));
+      assert.equal(err.code, 4);
+      assert.equal(err.details, "context deadline exceeded");
+      assert.equal(
+        err.message,
+        "rpc error: code = DeadlineExceeded desc = context deadline exceeded",
+      );
+      assert.equal(calls.length, 1);
+      assert.equal(calls[0]!.code, "DeadlineExceeded");
+      assert.equal(calls[0]!.migrated, true);
+      assert.equal(calls[0]!.seconds, 0.15);
+    },
+    {},
+    clock,
+  );
 });
 
 Deno.test("GrpcCsiClient maps every gRPC error code with its Go name and the driver's message", async () => {

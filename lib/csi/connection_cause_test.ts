@@ -5,7 +5,7 @@
 
 import assert from "node:assert/strict";
 import { connect } from "./connection.ts";
-import { realClock } from "../clock.ts";
+import { FakeClock } from "../../testkit/fakes/fake_clock.ts";
 import { FakeLogger } from "../../testkit/fakes/fake_logger.ts";
 
 const PROBE = new URL("../../testkit/csi/connect_probe.ts", import.meta.url).pathname;
@@ -18,12 +18,17 @@ async function tempDir(): Promise<{ path: string } & AsyncDisposable> {
   return { path, [Symbol.asyncDispose]: () => Deno.remove(path, { recursive: true }) };
 }
 
-/** Connects with a short timeout; returns the log lines and the final error's text. */
+/**
+ * Connects with a 400 ms timeout on a fake clock: once the first attempt has failed (real I/O)
+ * and waits its backoff, the clock moves to the timeout. Returns the log lines and the final
+ * error's text.
+ */
 async function failedConnect(address: string): Promise<{ log: FakeLogger; final: string }> {
   const log = new FakeLogger(0);
-  const err = await connect(address, {
+  const clock = new FakeClock();
+  const pending = connect(address, {
     log,
-    clock: realClock,
+    clock,
     timeoutMs: 400,
     reconnectBackoffMs: 100,
   }).then(
@@ -33,6 +38,12 @@ async function failedConnect(address: string): Promise<{ log: FakeLogger; final:
     },
     (err: Error) => err,
   );
+  // Pending while the first attempt waits its backoff: the timeout, the log ticker, the retry.
+  for (let i = 0; i < 1000 && clock.pendingTimers() < 3; i++) {
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  clock.advance(400);
+  const err = await pending;
   return { log, final: err.message };
 }
 

@@ -62,48 +62,63 @@ Deno.test("connect() connects to a listening driver and the client works", async
 
 Deno.test("connect() waits for a socket created late and logs Still connecting", async () => {
   await using dir = await tempDir();
+  const clock = new FakeClock();
   const log = new FakeLogger(0);
+  let connected = false;
+  const pending = connect(`${dir.path}/csi.sock`, {
+    log,
+    clock,
+    timeoutMs: 5000,
+    logIntervalMs: 150,
+    reconnectBackoffMs: 100,
+  }).then((client) => {
+    connected = true;
+    return client;
+  });
+  pending.catch(() => {});
+  const started = clock.now();
   let driver: FakeCsiDriver | undefined;
-  const late = setTimeout(async () => {
-    driver = await startFake(dir.path);
-  }, 400);
   try {
-    const started = Date.now();
-    const client = await connect(`${dir.path}/csi.sock`, {
-      log,
-      clock: realClock,
-      timeoutMs: 5000,
-      logIntervalMs: 150,
-      reconnectBackoffMs: 100,
-    });
+    // Four attempts fail on the missing socket; each waits its backoff on the clock (the
+    // overall timeout, the log ticker and the retry are then pending).
+    for (let attempt = 0; attempt < 4; attempt++) {
+      await eventually(() => clock.pendingTimers() === 3);
+      clock.advance(100);
+    }
+    assert.equal(connected, false, "returned before the socket existed");
+    driver = await startFake(dir.path);
+    const client = await drive(clock, pending);
     client.close();
-    assert.ok(Date.now() - started >= 350, "returned before the socket existed");
+    assert.ok(clock.now() - started >= 400, "connected only on a retry after the socket appeared");
     const still = log.withMessage("Still connecting to CSI driver");
-    assert.ok(still.length >= 1, "no Still connecting line");
+    assert.ok(still.length >= 2, "Still connecting at 150 and 300 ms");
     assert.equal(still[0]!.fields.address, `${dir.path}/csi.sock`);
   } finally {
-    clearTimeout(late);
     await driver?.close();
   }
 });
 
 Deno.test("connect() gives up after its timeout when nothing listens", async () => {
   await using dir = await tempDir();
-  const started = Date.now();
+  const clock = new FakeClock();
+  const started = clock.now();
   await assert.rejects(
-    connect(`${dir.path}/csi.sock`, {
-      log: nullLogger,
-      clock: realClock,
-      timeoutMs: 300,
-      reconnectBackoffMs: 100,
-    }),
+    drive(
+      clock,
+      connect(`${dir.path}/csi.sock`, {
+        log: nullLogger,
+        clock,
+        timeoutMs: 300,
+        reconnectBackoffMs: 100,
+      }),
+    ),
     (err: Error) => {
       assert.match(err.message, /^timed out after 0\.3s waiting to connect to the CSI driver at /);
       return true;
     },
   );
-  const elapsed = Date.now() - started;
-  assert.ok(elapsed >= 280 && elapsed < 2000, String(elapsed));
+  assert.equal(clock.now() - started, 300, "gave up at its timeout, retrying until then");
+  assert.equal(clock.pendingTimers(), 0);
 });
 
 Deno.test("connect() timeout and Still connecting lines follow the injected clock", async () => {
@@ -112,7 +127,8 @@ Deno.test("connect() timeout and Still connecting lines follow the injected cloc
   const log = new FakeLogger(0);
   const pending = connect(`${dir.path}/csi.sock`, { log, clock, reconnectBackoffMs: 100 });
   pending.catch(() => {});
-  await new Promise((r) => setTimeout(r, 50));
+  // The first attempt has failed and waits its backoff.
+  await eventually(() => clock.pendingTimers() === 3);
   clock.advance(29_999);
   assert.equal(log.withMessage("Still connecting to CSI driver").length, 2, "at 10 s and 20 s");
   clock.advance(1);

@@ -1,6 +1,6 @@
 /**
- * A clock that moves only when told to, for tests: nothing in the suite sleeps to wait for a
- * backoff.
+ * A clock that moves only when told to, for tests: a test that checks a backoff, a timeout or a
+ * retry moves it instead of sleeping (what still runs on real time: `lib/clock.ts`).
  *
  * @module
  */

@@ -5,14 +5,15 @@
  * and non-reading peers, malformed gRPC answers. The peer (`testkit/h2/raw_peer.ts`) is written
  * from the RFCs, independent of `lib/wire/`. What every row asserts: `./h2_harness.ts`.
  *
- * The table runs in {@link SHARDS} test files, `h2_peer_<k>_test.ts`: file k runs the rows whose
- * index is k modulo {@link SHARDS}, so that `deno test --parallel` spreads them over its workers
- * (each row measures its own worker's heap). A new row goes into {@link ROWS}.
+ * The table runs in the test files of its {@link SHARDS}, `h2_peer_<shard>_test.ts`, each named by
+ * the sections of the table it runs, so that `deno test --parallel` spreads them over its workers
+ * (each row measures its own worker's heap). A new row goes into {@link ROWS}, in its section.
  *
  * @module
  */
 
 import { type Row, type RowContext, runRow } from "./h2_harness.ts";
+import { type Shard, shardRows } from "./shards.ts";
 import { GrpcCode } from "../../lib/wire/grpc/status.ts";
 import {
   E,
@@ -731,13 +732,24 @@ export const ROWS: Row[] = [
   },
 ];
 
-/** How many test files share the table. */
-export const SHARDS = 4;
+/** The test files that share the table, each from the first row of its sections. */
+export const SHARDS: readonly Shard[] = [
+  // Floods of control frames and the 2019 attack family.
+  { name: "floods", from: "PING flood while the client's writes are blocked" },
+  // Bad frame sizes and lengths, frames on the wrong stream or in the wrong state.
+  { name: "bad_frames", from: "a frame above SETTINGS_MAX_FRAME_SIZE" },
+  // Bad HPACK and window abuse.
+  { name: "hpack_and_windows", from: "HPACK index 0" },
+  // GOAWAY and RST_STREAM, slow and silent peers, malformed gRPC answers.
+  {
+    name: "call_ends_and_answers",
+    from: "GOAWAY with last-stream-id 0 before the request is read",
+  },
+];
 
-/** Registers the rows of shard `k` (see the module documentation) as tests. */
-export function testShard(k: number): void {
-  ROWS.forEach((row, index) => {
-    if (index % SHARDS !== k) return;
+/** Registers the rows of shard `name` (see {@link SHARDS}) as tests. */
+export function testShard(name: string): void {
+  for (const row of shardRows(ROWS, SHARDS, name)) {
     Deno.test(`hostile HTTP/2 peer: ${row.name}`, () => runRow(row));
-  });
+  }
 }

@@ -12,9 +12,10 @@
  * after a forced GC has not grown by more than {@link HEAP_SLACK}; and the same client then
  * gets a good answer from the server.
  *
- * The table runs in {@link SHARDS} test files, `http1_table_<k>_test.ts`: file k runs the rows
- * whose index is k modulo {@link SHARDS}, so that `deno test --parallel` spreads them over its
- * workers (each row measures its own worker's heap). A new row goes into the table below.
+ * The table runs in the test files of its {@link SHARDS}, `http1_table_<shard>_test.ts`, each named
+ * by the sections of the table it runs, so that `deno test --parallel` spreads them over its
+ * workers (each row measures its own worker's heap). A new row goes into the table below, in its
+ * section.
  *
  * @module
  */
@@ -36,6 +37,7 @@ import { plainConnection } from "../../testkit/harness/client_fixtures.ts";
 import { ConnectProxy } from "../../testkit/connect_proxy.ts";
 import { within } from "../../testkit/harness/within.ts";
 import { PROTOBUF_ROWS } from "./http1_protobuf_rows.ts";
+import { type Shard, shardRows } from "./shards.ts";
 
 const MiB = 1024 * 1024;
 /** How much the heap may grow over a row, after a forced GC. */
@@ -142,7 +144,7 @@ function cutPoints(answer: string): number[] {
 const CHUNKED_GOOD = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" +
   `Transfer-Encoding: chunked\r\n\r\n${chunked(PV_JSON.slice(0, 20), PV_JSON.slice(20))}`;
 
-const ROWS: Row[] = [
+export const ROWS: Row[] = [
   // Status lines.
   {
     name: "HTTP/2 status line",
@@ -639,13 +641,22 @@ async function good(ex: RawExchange): Promise<RawOutcome> {
   return "keep";
 }
 
-/** How many test files share the table. */
-export const SHARDS = 4;
+/** The test files that share the table, each from the first row of its sections. */
+export const SHARDS: readonly Shard[] = [
+  // Status lines and field lines.
+  { name: "status_and_fields", from: "HTTP/2 status line" },
+  // Content-Length, Transfer-Encoding and chunked bodies.
+  { name: "body_framing", from: "two different Content-Lengths" },
+  // Interim answers, bodies without end, slow, silent and closing servers, idle connections.
+  { name: "interim_slow_and_closing", from: "100 Continue before the answer" },
+  // Watch streams and Kubernetes protobuf answers.
+  { name: "watch_and_protobuf", from: "watch: one endless line" },
+];
 
-/** Registers the rows of shard `k` (see the module documentation) as the steps of one test. */
-export function testShard(k: number): void {
-  const rows = ROWS.filter((_, index) => index % SHARDS === k);
-  Deno.test(`hostile HTTP/1.1 servers (rows ${k} mod ${SHARDS}): every call settles with a clear answer, memory stays bounded, the client goes on`, (t) =>
+/** Registers the rows of shard `name` (see {@link SHARDS}) as the steps of one test. */
+export function testShard(name: string): void {
+  const rows = shardRows(ROWS, SHARDS, name);
+  Deno.test(`hostile HTTP/1.1 servers (${name.replaceAll("_", " ")}): every call settles with a clear answer, memory stays bounded, the client goes on`, (t) =>
     runRows(t, rows));
 }
 

@@ -7,6 +7,7 @@ import { encodeRequest, Http1Transport, utf8Length } from "./transport.ts";
 import type { TransportRequest } from "./api.ts";
 import { isTransportError, TransportError } from "./errors.ts";
 import { FencedError } from "../../lease_fence.ts";
+import { FakeClock } from "../../../testkit/fakes/fake_clock.ts";
 
 const enc = (s: string) => new TextEncoder().encode(s);
 /** Requests are kept as Latin-1 text: one character per byte. */
@@ -390,13 +391,17 @@ Deno.test("Http1Transport: a connection idle longer than the idle timeout is clo
     await write(conn, OK);
     return "keep";
   });
-  const transport = new Http1Transport(NO_TLS, { idleTimeoutMs: 30 });
+  // Idle time is read from the transport's clock when a connection is taken from the pool.
+  const clock = new FakeClock();
+  const transport = new Http1Transport(NO_TLS, { idleTimeoutMs: 30, clock });
   try {
     const url = new URL(server.url);
     await (await transport.send(url, get())).text!();
     await (await transport.send(url, get())).text!();
+    clock.advance(30);
+    await (await transport.send(url, get())).text!();
     assert.equal(server.connections, 1, "reused within the idle timeout");
-    await sleep(60);
+    clock.advance(31);
     await (await transport.send(url, get())).text!();
     assert.equal(server.connections, 2);
     await until(() => server.clientClosed === 1, "the stale connection was closed");

@@ -1,5 +1,0 @@
-/** Shard 2 of the hostile HTTP/2 peer table (`./h2_peer.ts`). */
-
-import { testShard } from "./h2_peer.ts";
-
-testShard(2);
