@@ -1,8 +1,8 @@
 /**
  * The production {@link KubeApi}: REST over the HTTP/1.1 transport (directly or through an HTTP
  * proxy's tunnel), with raw JSON out and JSON or Kubernetes protobuf in
- * (`./request/protobuf_answer.ts`: reads of the attacher's kinds ask for protobuf, every answer is
- * read by its `Content-Type`).
+ * (`./request/protobuf_answer.ts`: the reads, patches and updates of the attacher's kinds ask for a
+ * protobuf answer, every answer is read by its `Content-Type`).
  *
  * Where to connect and how to authenticate comes from a {@link ClusterConnection}
  * (`./config.ts`): the client sends over ONE transport built from its TLS material on first use

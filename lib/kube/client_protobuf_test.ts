@@ -186,21 +186,74 @@ Deno.test("KubeClient: a protobuf answer that does not decode is InvalidResponse
   }
 });
 
-Deno.test("KubeClient: writes and other kinds stay JSON; protobuf: false asks JSON only", async () => {
+Deno.test("KubeClient: patches and updates of its kinds send JSON and read a protobuf answer", async () => {
+  const va = volumeAttachment();
+  const held = lease();
+  await using server = await serve((req) =>
+    protobuf(writeObject(new URL(req.url).pathname.includes("/leases/") ? held : va))
+  );
+  await using c = await client(server.url);
+  assert.deepStrictEqual(
+    await c.patch(VOLUME_ATTACHMENTS, "csi-0123456789abcdef", {
+      type: "merge",
+      body: { metadata: { finalizers: ["f"] } },
+    }, { subresource: "status" }),
+    withoutManagedFields(va),
+  );
+  await c.patch(PERSISTENT_VOLUMES, "pv", { type: "json", body: [] }).catch(() => {});
+  assert.deepStrictEqual(
+    await c.update(LEASES, withoutManagedFields(held) as unknown as KubeObject, {
+      namespace: "kube-system",
+    }),
+    withoutManagedFields(held),
+  );
+  assert.deepStrictEqual(server.seen.map((s) => [s.method, s.accept, s.contentType]), [
+    ["PATCH", ACCEPT, "application/merge-patch+json"],
+    ["PATCH", ACCEPT, "application/json-patch+json"],
+    ["PUT", ACCEPT, "application/json"],
+  ]);
+});
+
+Deno.test("KubeClient: the 404 of a patch in protobuf is the ApiError of its JSON form", async () => {
+  // Every detach's status write after its finalizer removal meets this answer.
+  const status = notFoundStatus();
+  await using server = await serve(() => protobuf(writeObject(status), 404));
+  await using c = await client(server.url);
+  const expected = errorFromResponse(404, JSON.stringify(status));
+  await assert.rejects(
+    c.patch(VOLUME_ATTACHMENTS, "csi-x", { type: "merge", body: {} }, { subresource: "status" }),
+    (err: unknown) =>
+      err instanceof ApiError && err.code === 404 && err.reason === expected.reason &&
+      err.message === expected.message,
+  );
+});
+
+Deno.test("KubeClient: Events and deletes stay JSON; protobuf: false asks JSON only", async () => {
   await using server = await serve(() =>
     new Response(JSON.stringify(withoutManagedFields(volumeAttachment())), {
       headers: { "content-type": "application/json" },
     })
   );
   await using c = await client(server.url);
-  await c.patch(VOLUME_ATTACHMENTS, "x", { type: "merge", body: { metadata: {} } });
+  await c.patch(EVENTS, "e", { type: "merge", body: { count: 2 } }, { namespace: "ns" })
+    .catch(() => {});
   await c.list(EVENTS, { namespace: "ns" }).catch(() => {});
+  await c.delete(VOLUME_ATTACHMENTS, "x").catch(() => {});
   await using j = await client(server.url, false);
   await j.get(VOLUME_ATTACHMENTS, "x");
+  await j.patch(VOLUME_ATTACHMENTS, "x", { type: "merge", body: { metadata: {} } });
+  // A JSON answer to the protobuf Accept is read as JSON.
+  assert.deepStrictEqual(
+    await c.patch(VOLUME_ATTACHMENTS, "x", { type: "merge", body: { metadata: {} } }),
+    withoutManagedFields(volumeAttachment()),
+  );
   assert.deepStrictEqual(server.seen.map((s) => [s.method, s.accept]), [
     ["PATCH", "application/json"],
     ["GET", "application/json"],
+    ["DELETE", "application/json"],
     ["GET", "application/json"],
+    ["PATCH", "application/json"],
+    ["PATCH", ACCEPT],
   ]);
 });
 

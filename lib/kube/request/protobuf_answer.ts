@@ -4,12 +4,13 @@
  *
  * As the Go csi-attacher (`cmd/csi-attacher/main.go`: `config.ContentType =
  * runtime.ContentTypeProtobuf`, and client-go's `rest.ClientContentConfig` then sends
- * `Accept: application/vnd.kubernetes.protobuf, application/json`), the reads of the kinds the
- * decoder knows (gets, lists, watches and watch lists of VolumeAttachments, PersistentVolumes,
- * CSINodes and Leases) ask for protobuf with JSON as the fallback: a server or proxy that
- * answers JSON is read as before, by the answer's `Content-Type`. Writes stay JSON both ways:
- * patches are JSON documents, and the Lease update and Event create bodies are small
- * (`ARCHITECTURE.md`, "Kubernetes protobuf", says why).
+ * `Accept: application/vnd.kubernetes.protobuf, application/json` with every request), every
+ * request on the kinds the decoder knows (VolumeAttachments, PersistentVolumes, CSINodes and
+ * Leases: gets, lists, watches and watch lists, and the answers of patches and updates) asks for
+ * protobuf with JSON as the fallback: a server or proxy that answers JSON is read as before, by
+ * the answer's `Content-Type`. What is sent stays JSON: patches are JSON documents, and the
+ * Lease update body is small (`ARCHITECTURE.md`, "Kubernetes protobuf", says why). Events stay
+ * JSON both ways: the decoder does not know them.
  *
  * @module
  */
@@ -24,10 +25,10 @@ import { type RequestContext, requestFailure } from "./request.ts";
 import { errorFromStatus, reasonForCode } from "./status_errors.ts";
 import type { Status } from "../types.ts";
 
-/** The `Accept` of a read that may be answered in protobuf. */
+/** The `Accept` of a request that may be answered in protobuf. */
 export const PROTOBUF_ACCEPT = `${PROTOBUF_MEDIA_TYPE}, application/json`;
 
-/** The resources (`group/plural`) whose reads ask for protobuf: those the decoder knows. */
+/** The resources (`group/plural`) whose answers may be protobuf: those the decoder knows. */
 const PROTOBUF_RESOURCES: ReadonlySet<string> = new Set([
   "storage.k8s.io/volumeattachments",
   "/persistentvolumes",
@@ -35,9 +36,13 @@ const PROTOBUF_RESOURCES: ReadonlySet<string> = new Set([
   "coordination.k8s.io/leases",
 ]);
 
-/** Whether a `method` request on `res` asks for protobuf: GETs of the decoder's kinds. */
+/**
+ * Whether a `method` request on `res` asks for protobuf: a GET, PATCH or PUT of the decoder's
+ * kinds. A DELETE's answer is not read, and a POST creates only Events here.
+ */
 export function asksForProtobuf(method: string, res: Resource): boolean {
-  return method === "GET" && PROTOBUF_RESOURCES.has(`${res.group}/${res.plural}`);
+  return (method === "GET" || method === "PATCH" || method === "PUT") &&
+    PROTOBUF_RESOURCES.has(`${res.group}/${res.plural}`);
 }
 
 /**

@@ -146,7 +146,7 @@ export class RequestSender {
       made = this.#headerLines = { credentials, byContentType: new Map() };
     }
     const contentType = body?.contentType ?? "";
-    const key = protobuf ? "protobuf" : contentType;
+    const key = protobuf ? `protobuf ${contentType}` : contentType;
     let lines = made.byContentType.get(key);
     if (lines === undefined) {
       lines = [];
