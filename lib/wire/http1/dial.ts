@@ -3,8 +3,9 @@
  * tunnel (`CONNECT`, RFC 9110 section 9.3.6, as Go's `net/http` `Transport.dialConn` opens it),
  * then TLS for an `https:` server.
  *
- * TLS goes through `Deno.connectTls` when the runtime's public API can say what is asked: a
- * direct connection whose certificate is checked against the URL's host. Three cases it cannot
+ * TLS goes through the runtime's own TLS when its public API can say what is asked: a direct
+ * connection whose certificate is checked against the URL's host (`./tls_connect.ts`, which also
+ * says why the TCP connection gets `TCP_NODELAY` where it can). Three cases it cannot
  * say go through `node:tls` (`./node_tls.ts`, loaded with a dynamic `import()` only for them):
  * `tls-server-name` (a name other than the host), `insecure-skip-tls-verify` (no check at all;
  * `unsafelyDisableHostnameVerification` still checks the chain) and TLS inside a proxy's tunnel
@@ -21,12 +22,9 @@ import { errorText } from "../../errors.ts";
 import { type ByteStream, Connection } from "./connection.ts";
 import { readHead } from "./response.ts";
 import { redactedProxy } from "./proxy.ts";
+import { connectTls, type TcpConnect } from "./tls_connect.ts";
 
-/**
- * Opens a TCP connection with `Deno.connect` (a test may map names to loopback): to an `http:`
- * server, or to the proxy of one. TLS connections open their TCP connection themselves.
- */
-export type TcpConnect = (hostname: string, port: number) => Promise<Deno.TcpConn>;
+export type { TcpConnect };
 
 /** What {@link dial} needs besides the URL. */
 export interface DialOptions {
@@ -72,8 +70,11 @@ export async function dial(
   const https = url.protocol === "https:";
   const tls = options.tls;
   const viaNode = https && (proxy !== undefined || tls.insecure || tls.serverName !== undefined);
-  // Deno.connectTls: TCP and TLS in one call; the caller closes a connection that comes late.
-  if (https && !viaNode) return await connectTls(target.hostname, target.port, tls);
+  // The runtime's TLS; the caller closes a connection that comes late.
+  if (https && !viaNode) {
+    return (await connectTls(target.hostname, target.port, tls, ["http/1.1"], options.connect))
+      .conn;
+  }
   const node: NodeNet | undefined = viaNode ? (await import("./node_tls.ts")).nodeNet : undefined;
   const first = proxy === undefined ? target : endpoint(proxy);
   let stream: ByteStream | undefined;
@@ -97,29 +98,6 @@ export async function dial(
   } finally {
     signal.removeEventListener("abort", onAbort);
   }
-}
-
-/** `Deno.connectTls` with the handshake done: certificate errors surface here, as `tls`. */
-async function connectTls(hostname: string, port: number, tls: TlsSettings): Promise<Deno.TlsConn> {
-  let conn: Deno.TlsConn;
-  try {
-    conn = await Deno.connectTls({
-      hostname,
-      port,
-      alpnProtocols: ["http/1.1"],
-      ...(tls.caCerts !== undefined && { caCerts: tls.caCerts }),
-      ...(tls.cert !== undefined && tls.key !== undefined && { cert: tls.cert, key: tls.key }),
-    });
-  } catch (err) {
-    throw new TransportError("connect", errorText(err), { cause: err });
-  }
-  try {
-    await conn.handshake();
-  } catch (err) {
-    conn.close();
-    throw new TransportError("tls", errorText(err), { cause: err });
-  }
-  return conn;
 }
 
 /**

@@ -28,6 +28,7 @@ import { TransportError } from "./errors.ts";
 import { type Clock, realClock } from "../../clock.ts";
 import { readAllChunks } from "../../bytes.ts";
 import { Connection } from "./connection.ts";
+import { denoConnect } from "./tls_connect.ts";
 import { dial, type DialOptions, type TcpConnect } from "./dial.ts";
 import { tlsSettings } from "./tls_settings.ts";
 import { BodyReader, framingOf, readHead, type ResponseHead, ResponseHeaders } from "./response.ts";
@@ -195,7 +196,8 @@ export interface Http1Options {
    */
   proxy?: (target: URL) => URL | undefined;
   /**
-   * Opens the TCP connections of `http:` servers and their proxies (see `TcpConnect`).
+   * Opens the TCP connections of `http:` servers, their proxies, and `https:` servers reached
+   * without a client certificate (see `./tls_connect.ts`).
    * @default Deno.connect
    */
   connect?: TcpConnect;
@@ -231,7 +233,7 @@ export class Http1Transport implements Transport {
   constructor(tls: TlsMaterial, options: Http1Options = {}) {
     this.#dial = {
       tls: tlsSettings(tls),
-      connect: options.connect ?? ((hostname, port) => Deno.connect({ hostname, port })),
+      connect: options.connect ?? denoConnect,
       ...(options.proxy !== undefined && { proxy: options.proxy }),
     };
     this.#maxIdle = options.maxIdlePerOrigin ?? MAX_IDLE_PER_ORIGIN;

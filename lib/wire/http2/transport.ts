@@ -11,7 +11,7 @@
  * - a server whose TLS handshake does not pick `h2` (ALPN offers `h2` then `http/1.1`, as Go's
  *   `Transport` does once `ForceAttemptHTTP2` or a `TLSNextProto` entry is set): that origin goes
  *   to HTTP/1.1 from then on;
- * - TLS settings `Deno.connectTls` cannot express (`tls-server-name`, `insecure-skip-tls-verify`;
+ * - TLS settings the runtime's TLS cannot express (`tls-server-name`, `insecure-skip-tls-verify`;
  *   the HTTP/1.1 transport runs those through `node:tls`, which offers no ALPN here).
  *
  * A connection is checked as client-go checks it (`k8s.io/apimachinery/pkg/util/net/http.go`
@@ -37,6 +37,7 @@ import type {
   TransportResponse,
 } from "../http1/api.ts";
 import { TransportError } from "../http1/errors.ts";
+import { connectTls } from "../http1/tls_connect.ts";
 import { type TlsSettings, tlsSettings } from "../http1/tls_settings.ts";
 import { type Clock, realClock } from "../../clock.ts";
 import { errorText } from "../../errors.ts";
@@ -79,7 +80,7 @@ export interface Http2Options {
   pingTimeoutMs?: number;
   /** @default 90000 */
   idleTimeoutMs?: number;
-  /** @default `Deno.connectTls` */
+  /** @default `../http1/tls_connect.ts` `connectTls` */
   connectTls?: AlpnConnect;
 }
 
@@ -95,35 +96,6 @@ interface Origin {
   dialing: Promise<Connection | null> | undefined;
   /** The server did not pick `h2`: HTTP/1.1 from now on. */
   http1: boolean;
-}
-
-/** `Deno.connectTls` offering `protocols`, the handshake done (certificate errors: `tls`). */
-async function denoConnectTls(
-  hostname: string,
-  port: number,
-  tls: TlsSettings,
-  protocols: string[],
-): Promise<{ conn: Deno.Conn; protocol: string | null }> {
-  let conn: Deno.TlsConn;
-  try {
-    conn = await Deno.connectTls({
-      hostname,
-      port,
-      alpnProtocols: protocols,
-      ...(tls.caCerts !== undefined && { caCerts: tls.caCerts }),
-      ...(tls.cert !== undefined && tls.key !== undefined && { cert: tls.cert, key: tls.key }),
-    });
-  } catch (err) {
-    throw new TransportError("connect", errorText(err), { cause: err });
-  }
-  try {
-    // Deno.TlsHandshakeInfo.alpnProtocol: the protocol the server picked, null for none.
-    const { alpnProtocol } = await conn.handshake();
-    return { conn, protocol: alpnProtocol };
-  } catch (err) {
-    conn.close();
-    throw new TransportError("tls", errorText(err), { cause: err });
-  }
 }
 
 /** `value`, or the signal's reason when it aborts first. */
@@ -161,7 +133,7 @@ export class Http2Transport implements Transport {
     this.#readIdleTimeoutMs = options.readIdleTimeoutMs ?? READ_IDLE_TIMEOUT_MS;
     this.#pingTimeoutMs = options.pingTimeoutMs ?? PING_TIMEOUT_MS;
     this.#idleTimeoutMs = options.idleTimeoutMs ?? IDLE_TIMEOUT_MS;
-    this.#connectTls = options.connectTls ?? denoConnectTls;
+    this.#connectTls = options.connectTls ?? connectTls;
   }
 
   /** HTTP/2 connections open now (streams or not), for tests and figures. */
