@@ -1,7 +1,8 @@
 /**
  * Certificates and keys for the local cluster, made with `openssl` at run time: a CA, the API
  * server's serving certificate for 127.0.0.1, the service-account signing key pair, and one client
- * certificate per user (the user name is the certificate's CN, its groups the O entries).
+ * certificate per user (the user name is the certificate's CN, its groups the O entries); and the
+ * kubeconfigs of either kind of credential: a client certificate or a (ServiceAccount) token.
  *
  * @module
  */
@@ -38,7 +39,9 @@ export interface ClusterCertificates {
   clients: Record<string, CertPair>;
 }
 
-const DAYS = "2";
+/** How long the CA and every certificate are valid (openssl `-days`). */
+export const VALID_DAYS = 2;
+const DAYS = String(VALID_DAYS);
 
 function ecKeyArgs(): string[] {
   return ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
@@ -163,17 +166,24 @@ export function issueClient(dir: string, ca: CertPair, client: ClientIdentity): 
   );
 }
 
+/** How a kubeconfig's user authenticates: a client certificate and its key (PEM), or a token. */
+export type KubeconfigCredential = { certPem: string; keyPem: string } | { token: string };
+
 /**
- * A kubeconfig (YAML) for `server` with the CA and a client certificate embedded as data, as
- * kind and kubeadm write them.
+ * A kubeconfig (YAML) for `server` with the CA (PEM) and the credential embedded as data, as kind
+ * and kubeadm write them; a token goes in `token`, as a bearer token (client-go
+ * `tools/clientcmd/api/v1` `AuthInfo.Token`).
  */
-export async function kubeconfigFor(
+export function kubeconfigText(
   server: string,
-  ca: string,
-  client: CertPair,
+  caPem: string,
   user: string,
-): Promise<string> {
-  const b64 = async (path: string) => btoa(await Deno.readTextFile(path));
+  credential: KubeconfigCredential,
+): string {
+  const auth = "token" in credential ? [`    token: ${JSON.stringify(credential.token)}`] : [
+    `    client-certificate-data: ${btoa(credential.certPem)}`,
+    `    client-key-data: ${btoa(credential.keyPem)}`,
+  ];
   return [
     "apiVersion: v1",
     "kind: Config",
@@ -181,12 +191,11 @@ export async function kubeconfigFor(
     "- name: e2e",
     "  cluster:",
     `    server: ${server}`,
-    `    certificate-authority-data: ${await b64(ca)}`,
+    `    certificate-authority-data: ${btoa(caPem)}`,
     "users:",
     `- name: ${JSON.stringify(user)}`,
     "  user:",
-    `    client-certificate-data: ${await b64(client.cert)}`,
-    `    client-key-data: ${await b64(client.key)}`,
+    ...auth,
     "contexts:",
     "- name: e2e",
     "  context:",
@@ -195,4 +204,27 @@ export async function kubeconfigFor(
     "current-context: e2e",
     "",
   ].join("\n");
+}
+
+/** {@link kubeconfigText} of the CA file `ca` and a client certificate's files. */
+export async function kubeconfigFor(
+  server: string,
+  ca: string,
+  client: CertPair,
+  user: string,
+): Promise<string> {
+  return kubeconfigText(server, await Deno.readTextFile(ca), user, {
+    certPem: await Deno.readTextFile(client.cert),
+    keyPem: await Deno.readTextFile(client.key),
+  });
+}
+
+/** {@link kubeconfigText} of the CA file `ca` and a bearer token (a ServiceAccount's). */
+export async function tokenKubeconfig(
+  server: string,
+  ca: string,
+  token: string,
+  user: string,
+): Promise<string> {
+  return kubeconfigText(server, await Deno.readTextFile(ca), user, { token });
 }

@@ -1,15 +1,22 @@
 /**
  * A local cluster on loopback for the end-to-end suite: etcd, a real kube-apiserver with client
- * certificate authentication and RBAC, optionally a real kube-controller-manager running the
- * attach/detach controller (so Pods make VolumeAttachments, as in a cluster), and a real CSI driver
- * (the Kubernetes e2e CSI mock driver) on a unix socket. Everything runs as child processes in their own process groups, with logs and
- * state under one working directory; {@link LocalCluster.stop} stops all of it.
+ * certificate and ServiceAccount token authentication and RBAC, optionally a real
+ * kube-controller-manager running the attach/detach controller (so Pods make VolumeAttachments, as
+ * in a cluster), and a real CSI driver (the Kubernetes e2e CSI mock driver) on a unix socket.
+ * Everything runs as child processes in their own process groups, with logs and state under one
+ * working directory; {@link LocalCluster.stop} stops all of it.
  *
  * @module
  */
 
 import type { Binaries } from "./binaries.ts";
-import { type ClusterCertificates, issueClient, kubeconfigFor, makeCertificates } from "./certs.ts";
+import {
+  type ClusterCertificates,
+  kubeconfigFor,
+  makeCertificates,
+  tokenKubeconfig,
+  VALID_DAYS,
+} from "./certs.ts";
 import { DriverClient } from "./driver_client.ts";
 import { type DriverCall, parseDriverCalls } from "./driver_log.ts";
 import { applyManifest } from "./manifests.ts";
@@ -17,19 +24,38 @@ import { csiNode, node, PATHS } from "./objects.ts";
 import { ManagedProcess, stopGroup } from "./process.ts";
 import { RawApi } from "./raw_api.ts";
 
-/** The user the attacher authenticates as: the name a `csi-attacher` service account gets. */
-export const ATTACHER_USER = "system:serviceaccount:default:csi-attacher";
+/** The attacher's ServiceAccount (the RBAC manifest's), as `[namespace, name]`. */
+export const ATTACHER_SERVICE_ACCOUNT = ["default", "csi-attacher"] as const;
 /**
- * The group of the chaos run's replica users (`csi-attacher-<replica>`, see
- * {@link LocalCluster.replicaKubeconfig}): each replica its own user, so the audit log names the
- * replica behind every request; the audit policy selects the group as it selects
- * {@link ATTACHER_USER}, and the chaos run binds it to the attacher's roles.
+ * The user the attacher authenticates as: its ServiceAccount's (kubernetes
+ * staging/src/k8s.io/apiserver/pkg/authentication/serviceaccount/util.go, `MakeUsername`).
  */
-export const REPLICA_GROUP = "csi-attacher-e2e-replicas";
-/** The user name of a replica's own client certificate. */
-export function replicaUser(replica: string): string {
+export const ATTACHER_USER = "system:serviceaccount:default:csi-attacher";
+/** The namespace of the chaos run's replica ServiceAccounts (`csi-attacher-<replica>`). */
+export const REPLICA_NAMESPACE = "csi-attacher-e2e-replicas";
+/**
+ * The group of the chaos run's replica users (see {@link LocalCluster.replicaKubeconfig}): each
+ * replica its own ServiceAccount in {@link REPLICA_NAMESPACE}, so the audit log names the replica
+ * behind every request; a ServiceAccount's token carries the group of its namespace
+ * (`MakeNamespaceGroupName`), the audit policy selects it as it selects {@link ATTACHER_USER},
+ * and the chaos run binds it to the attacher's roles.
+ */
+export const REPLICA_GROUP = `system:serviceaccounts:${REPLICA_NAMESPACE}`;
+/** The ServiceAccount of a chaos replica, in {@link REPLICA_NAMESPACE}. */
+export function replicaServiceAccount(replica: string): string {
   return `csi-attacher-${replica}`;
 }
+/** The user name of a replica's ServiceAccount token. */
+export function replicaUser(replica: string): string {
+  return `system:serviceaccount:${REPLICA_NAMESPACE}:${replicaServiceAccount(replica)}`;
+}
+/**
+ * How long the ServiceAccount tokens the cluster asks for are valid: as long as its certificates.
+ * kube-apiserver grants it as asked: it shortens a TokenRequest only to
+ * `--service-account-max-token-expiration`, unset here (kubernetes
+ * pkg/registry/core/serviceaccount/storage/token.go, `Create`).
+ */
+export const TOKEN_SECONDS = VALID_DAYS * 24 * 3600;
 /** The suite's administrator (member of `system:masters`). */
 export const ADMIN_USER = "csi-attacher-e2e-admin";
 /**
@@ -60,8 +86,16 @@ export interface ClusterInfo {
   /** `https://127.0.0.1:<port>`. */
   server: string;
   adminKubeconfig: string;
-  /** Kubeconfig of {@link ATTACHER_USER}. */
+  /**
+   * Kubeconfig of {@link ATTACHER_USER} with its ServiceAccount's token, as in a Pod (valid
+   * {@link TOKEN_SECONDS}).
+   */
   attacherKubeconfig: string;
+  /**
+   * The same user with a client certificate (CN {@link ATTACHER_USER}, the ServiceAccount's groups
+   * as O), for whoever wants one credential that no API call made.
+   */
+  attacherCertKubeconfig: string;
   /** Kubeconfig of {@link CONTROLLER_MANAGER_USER}; "" when kube-controller-manager does not run. */
   controllerManagerKubeconfig: string;
   driverName: string;
@@ -249,7 +283,8 @@ export class LocalCluster {
 
   /**
    * Makes certificates, starts etcd and kube-apiserver, waits for `/readyz`, applies the RBAC
-   * manifest and starts the CSI driver. On failure everything started so far is stopped.
+   * manifest, writes the attacher's kubeconfig with its ServiceAccount's token and starts the CSI
+   * driver. On failure everything started so far is stopped.
    */
   static async start(options: ClusterOptions): Promise<LocalCluster> {
     const dir = options.dir;
@@ -284,6 +319,7 @@ export class LocalCluster {
       server,
       adminKubeconfig: `${dir}/admin.kubeconfig`,
       attacherKubeconfig: `${dir}/attacher.kubeconfig`,
+      attacherCertKubeconfig: `${dir}/attacher-cert.kubeconfig`,
       controllerManagerKubeconfig: "",
       driverName: options.driverName,
       driverSocket: `${dir}/csi/csi.sock`,
@@ -296,7 +332,7 @@ export class LocalCluster {
       await kubeconfigFor(server, certs.ca.cert, certs.clients.admin!, ADMIN_USER),
     );
     await Deno.writeTextFile(
-      info.attacherKubeconfig,
+      info.attacherCertKubeconfig,
       await kubeconfigFor(server, certs.ca.cert, certs.clients.attacher!, ATTACHER_USER),
     );
     if (options.controllerManager) {
@@ -326,6 +362,13 @@ export class LocalCluster {
       await timed("RBAC", async () => {
         const applied = await applyManifest(admin, options.rbacManifest);
         options.log(`applied ${applied.join(", ")}`);
+      }, cluster.timings);
+      await timed("ServiceAccount token", async () => {
+        const token = await cluster.serviceAccountToken(...ATTACHER_SERVICE_ACCOUNT);
+        await Deno.writeTextFile(
+          info.attacherKubeconfig,
+          await tokenKubeconfig(server, certs.ca.cert, token, ATTACHER_USER),
+        );
       }, cluster.timings);
       if (options.controllerManager) {
         await timed(
@@ -601,23 +644,63 @@ export class LocalCluster {
   }
 
   /**
-   * A kubeconfig of `replica`'s own user ({@link replicaUser}, in {@link REPLICA_GROUP}), with a
-   * client certificate issued now by the cluster's CA; its path. The group has no rights until
+   * A bearer token of the ServiceAccount `namespace/name` from the TokenRequest API
+   * (`POST .../serviceaccounts/<name>/token`), valid {@link TOKEN_SECONDS}; the namespace and the
+   * ServiceAccount are made first when missing. kube-apiserver signs it with
+   * `--service-account-signing-key-file` and verifies it with `--service-account-key-file`, the
+   * same files at every start, and checks that the ServiceAccount (its UID) still exists (in
+   * etcd), so the token outlives restarts of both.
+   *
+   * @throws {Error} when kube-apiserver grants a shorter token.
+   */
+  async serviceAccountToken(namespace: string, name: string): Promise<string> {
+    if (await this.admin.find(`/api/v1/namespaces/${namespace}`) === undefined) {
+      await this.admin.createOk("/api/v1/namespaces", {
+        apiVersion: "v1",
+        kind: "Namespace",
+        metadata: { name: namespace },
+      });
+    }
+    const accounts = `/api/v1/namespaces/${namespace}/serviceaccounts`;
+    if (await this.admin.find(`${accounts}/${name}`) === undefined) {
+      await this.admin.createOk(accounts, {
+        apiVersion: "v1",
+        kind: "ServiceAccount",
+        metadata: { name, namespace },
+      });
+    }
+    const asked = Date.now();
+    const answer = await this.admin.createOk<
+      { status?: { token?: string; expirationTimestamp?: string } }
+    >(`${accounts}/${name}/token`, {
+      apiVersion: "authentication.k8s.io/v1",
+      kind: "TokenRequest",
+      spec: { expirationSeconds: TOKEN_SECONDS },
+    });
+    const token = answer.status?.token ?? "";
+    const expires = Date.parse(answer.status?.expirationTimestamp ?? "");
+    // The timestamp has whole seconds: a minute of slack.
+    if (token === "" || !(expires >= asked + TOKEN_SECONDS * 1000 - 60_000)) {
+      throw new Error(
+        `the token of ServiceAccount ${namespace}/${name} expires at ` +
+          `${answer.status?.expirationTimestamp}, not in ${TOKEN_SECONDS} s`,
+      );
+    }
+    return token;
+  }
+
+  /**
+   * A kubeconfig of `replica`'s own user ({@link replicaUser}, in {@link REPLICA_GROUP}) with its
+   * ServiceAccount's token ({@link serviceAccountToken}); its path. The group has no rights until
    * bound (the chaos run binds it to the RBAC manifest's roles). `server` is the URL it names
    * (default kube-apiserver's; the chaos run gives each replica a fault proxy's).
    */
   async replicaKubeconfig(replica: string, server = this.info.server): Promise<string> {
-    const certs = `${this.info.dir}/certs`;
-    const user = replicaUser(replica);
-    const pair = await issueClient(certs, { cert: `${certs}/ca.crt`, key: `${certs}/ca.key` }, {
-      id: `replica-${replica}`,
-      user,
-      groups: [REPLICA_GROUP],
-    });
+    const token = await this.serviceAccountToken(REPLICA_NAMESPACE, replicaServiceAccount(replica));
     const path = `${this.info.dir}/replica-${replica}.kubeconfig`;
     await Deno.writeTextFile(
       path,
-      await kubeconfigFor(server, `${certs}/ca.crt`, pair, user),
+      await tokenKubeconfig(server, `${this.info.dir}/certs/ca.crt`, token, replicaUser(replica)),
     );
     return path;
   }

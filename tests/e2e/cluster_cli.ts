@@ -141,7 +141,8 @@ async function main(args: string[]): Promise<number> {
     `kube-apiserver ${build.release.version} at ${info.server} (${times.join(", ")})`,
     `kube-controller-manager: ${CONTROLLERS.join(", ")}`,
     `admin kubeconfig:    ${info.adminKubeconfig}`,
-    `attacher kubeconfig: ${info.attacherKubeconfig} (RBAC: ${settings.rbacManifest.path})`,
+    `attacher kubeconfig: ${info.attacherKubeconfig} (ServiceAccount token; RBAC: ${settings.rbacManifest.path})`,
+    `  with a certificate: ${info.attacherCertKubeconfig} (the same user)`,
     `CSI driver socket:   ${info.driverSocket} (driver ${info.driverName}, node ID ${info.driverName})`,
     `Nodes and CSINodes:  ${
       NODES.join(", ")

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import type { AuditEvent } from "../cluster.ts";
+import { type AuditEvent, replicaUser } from "../cluster.ts";
 import { type DriverCall, PUBLISH, UNPUBLISH } from "../driver_log.ts";
 import { holderChanges, leaseWrites } from "../lease_terms.ts";
 import { attributeCalls, type LoggedCall } from "../replica_calls.ts";
@@ -74,14 +74,17 @@ function writeEvent(
 }
 
 const REPLICA_OF = replicaOfUser(["a", "b"]);
+/** The audit log's user names of replicas a and b. */
+const A = replicaUser("a");
+const B = replicaUser("b");
 
 /** a's writes inside its term (the last within the tolerance after it), b's inside its own. */
 const WRITES: AuditEvent[] = [
-  writeEvent(1_900, "csi-attacher-a", "persistentvolumes", "pv1"),
-  writeEvent(2_000, "csi-attacher-a", "volumeattachments", "va1"),
-  writeEvent(3_000, "csi-attacher-a", "volumeattachments", "va1", { subresource: "status" }),
-  writeEvent(16_100, "csi-attacher-a", "volumeattachments", "va1", { code: 409 }),
-  writeEvent(19_000, "csi-attacher-b", "volumeattachments", "va2"),
+  writeEvent(1_900, A, "persistentvolumes", "pv1"),
+  writeEvent(2_000, A, "volumeattachments", "va1"),
+  writeEvent(3_000, A, "volumeattachments", "va1", { subresource: "status" }),
+  writeEvent(16_100, A, "volumeattachments", "va1", { code: 409 }),
+  writeEvent(19_000, B, "volumeattachments", "va2"),
 ];
 
 function served(ms: number, method: string, volume: string): DriverCall {
@@ -209,12 +212,12 @@ Deno.test("apiWrites() attributes each write of a VA, its status or a PV to its 
   const writes = apiWrites([
     ...WRITES,
     leaseEvent(500, "a"),
-    writeEvent(600, "csi-attacher-a", "leases", "l", { verb: "update" }),
-    writeEvent(700, "csi-attacher-a", "events", "e", { verb: "create" }),
-    writeEvent(800, "csi-attacher-a", "volumeattachments", "va1", { verb: "get" }),
-    writeEvent(900, "csi-attacher-a", "volumeattachments", "va1", { stage: "Panic" }),
+    writeEvent(600, A, "leases", "l", { verb: "update" }),
+    writeEvent(700, A, "events", "e", { verb: "create" }),
+    writeEvent(800, A, "volumeattachments", "va1", { verb: "get" }),
+    writeEvent(900, A, "volumeattachments", "va1", { stage: "Panic" }),
     writeEvent(1_000, "csi-attacher-e2e-admin", "volumeattachments", "va1"),
-    writeEvent(1_100, "csi-attacher-b", "persistentvolumes", "pv9", { verb: "delete" }),
+    writeEvent(1_100, B, "persistentvolumes", "pv9", { verb: "delete" }),
   ], REPLICA_OF);
   assert.deepEqual(
     writes.map((w) => [Math.round(w.received - T0), w.replica, w.verb, w.resource, w.name, w.code]),
@@ -242,10 +245,10 @@ Deno.test("checkChaos() flags writes after the lease ran out, after another took
   const { violations, figures } = checkChaos(record({
     apiWrites: apiWrites([
       ...WRITES,
-      writeEvent(16_600, "csi-attacher-a", "volumeattachments", "va1", { subresource: "status" }),
+      writeEvent(16_600, A, "volumeattachments", "va1", { subresource: "status" }),
       // Refused (the test op of the finalizer patch failed), yet sent outside the term.
-      writeEvent(17_800, "csi-attacher-a", "persistentvolumes", "pv1", { code: 422 }),
-      writeEvent(5_000, "csi-attacher-b", "volumeattachments", "va1"),
+      writeEvent(17_800, A, "persistentvolumes", "pv1", { code: 422 }),
+      writeEvent(5_000, B, "volumeattachments", "va1"),
     ], REPLICA_OF),
   }));
   assert.deepEqual(violations.map((v) => v.kind), [
@@ -296,7 +299,7 @@ Deno.test("checkChaos() counts a write a partition held past the term, not one s
   // a's term ends at 16 s (its last renewal received at 9.995 s, 6 s lease); the write arrives at
   // 16.8 s, outside it.
   const late = apiWrites(
-    [writeEvent(16_800, "csi-attacher-a", "volumeattachments", "va9")],
+    [writeEvent(16_800, A, "volumeattachments", "va9")],
     REPLICA_OF,
   );
   const check = (from: number, until: number) =>

@@ -1,6 +1,7 @@
 /**
- * Each chaos replica's own user: a client certificate of `csi-attacher-<replica>` in
- * {@link REPLICA_GROUP} (`LocalCluster.replicaKubeconfig`), and the RBAC manifest's bindings
+ * Each chaos replica's own user: the token of its ServiceAccount `csi-attacher-<replica>`, whose
+ * namespace's group is {@link REPLICA_GROUP} (`LocalCluster.replicaKubeconfig`), and the RBAC
+ * manifest's bindings
  * copied for that group, so the replicas have exactly the attacher's rights and the audit log
  * names the replica behind every request (`user.username`), for either attacher and without a
  * change to either.

@@ -26,9 +26,11 @@ Deno.test("groupBindings() binds the replicas' group to each role the manifest b
   }
 });
 
-Deno.test("replicaOfUser() maps each replica's certificate user back to its identity", () => {
+Deno.test("replicaOfUser() maps each replica's ServiceAccount user back to its identity", () => {
   assert.deepEqual([...replicaOfUser(["chaos-0", "chaos-1"])], [
-    ["csi-attacher-chaos-0", "chaos-0"],
-    ["csi-attacher-chaos-1", "chaos-1"],
+    ["system:serviceaccount:csi-attacher-e2e-replicas:csi-attacher-chaos-0", "chaos-0"],
+    ["system:serviceaccount:csi-attacher-e2e-replicas:csi-attacher-chaos-1", "chaos-1"],
   ]);
+  // A ServiceAccount token's groups: its namespace's is the one the audit policy selects.
+  assert.equal(REPLICA_GROUP, "system:serviceaccounts:csi-attacher-e2e-replicas");
 });
