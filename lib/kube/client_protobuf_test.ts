@@ -8,6 +8,8 @@ import {
   type WatchEvent,
 } from "./api.ts";
 import { KubeClient } from "./client.ts";
+import { Http1Transport } from "../wire/http1/transport.ts";
+import type { Transport } from "../wire/http1/api.ts";
 import { errorFromResponse } from "./request/status_errors.ts";
 import { connectionFromKubeconfigs } from "./config.ts";
 import type { KubeObject } from "./types.ts";
@@ -367,4 +369,52 @@ Deno.test("KubeClient watch: an error answer in protobuf is the Status' ApiError
       err instanceof ApiError && err.code === 403 && err.reason === "Forbidden" &&
       err.message === "no watch for you",
   );
+});
+
+Deno.test("KubeClient reads a protobuf answer of known length in one read, not as a stream", async () => {
+  const va = volumeAttachment();
+  await using server = await serve(() => protobuf(writeObject(va)));
+  const connection = await connectionFromKubeconfigs([{
+    file: "/test/kubeconfig",
+    text: JSON.stringify({
+      apiVersion: "v1",
+      kind: "Config",
+      clusters: [{ name: "c", cluster: { server: server.url } }],
+      users: [{ name: "u", user: {} }],
+      contexts: [{ name: "ctx", context: { cluster: "c", user: "u" } }],
+      "current-context": "ctx",
+    }),
+  }]);
+  const inner = new Http1Transport({ insecureSkipTlsVerify: false });
+  const streamed: string[] = [];
+  const watched: Transport = {
+    get generation() {
+      return inner.generation;
+    },
+    renew: (generation) => inner.renew(generation),
+    close: () => inner.close(),
+    send: async (url, request) => {
+      const res = await inner.send(url, request);
+      return {
+        status: res.status,
+        headers: res.headers,
+        get body() {
+          streamed.push(request.method);
+          return res.body;
+        },
+        ...(res.text !== undefined && { text: () => res.text!() }),
+        ...(res.bytes !== undefined && { bytes: () => res.bytes!() }),
+      };
+    },
+  };
+  await using c = new KubeClient({
+    connection,
+    transport: { transport: () => watched, release: () => inner.close() },
+  });
+  assert.deepStrictEqual(
+    await c.get(VOLUME_ATTACHMENTS, "csi-0123456789abcdef"),
+    withoutManagedFields(va),
+  );
+  await c.patch(VOLUME_ATTACHMENTS, "csi-0123456789abcdef", { type: "merge", body: {} });
+  assert.deepStrictEqual(streamed, []);
 });

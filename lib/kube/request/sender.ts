@@ -401,17 +401,23 @@ export class RequestSender {
     maxBytes: number,
     onProgress: () => void,
   ): Promise<{ text: string; bytes?: Uint8Array }> {
+    const length = Number(response.headers.get("content-length") ?? NaN);
+    const whole = length <= WHOLE_BODY_MAX_BYTES;
     if (isProtobuf(response.headers.get("content-type"))) {
+      if (whole && response.bytes !== undefined) {
+        const bytes = await raceAbort(response.bytes(), signal);
+        if (bytes === ABORTED) throw signal.reason;
+        return { text: "", bytes };
+      }
       return {
         text: "",
         bytes: await readBytes(response.body, signal, { maxBytes, onChunk: onProgress }),
       };
     }
-    const length = Number(response.headers.get("content-length") ?? NaN);
-    if (length <= WHOLE_BODY_MAX_BYTES && response.text !== undefined) {
-      const whole = await raceAbort(response.text(), signal);
-      if (whole === ABORTED) throw signal.reason;
-      return { text: whole };
+    if (whole && response.text !== undefined) {
+      const text = await raceAbort(response.text(), signal);
+      if (text === ABORTED) throw signal.reason;
+      return { text };
     }
     return { text: await readText(response.body, signal, { maxBytes, onChunk: onProgress }) };
   }

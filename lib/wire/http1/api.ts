@@ -38,6 +38,8 @@ export interface TransportResponse {
   readonly body: ReadableStream<Uint8Array> | null;
   /** The whole body as UTF-8 in one read, when the transport has a faster way than `body`. */
   text?(): Promise<string>;
+  /** The whole body's bytes in one read, when the transport has a faster way than `body`. */
+  bytes?(): Promise<Uint8Array>;
   /**
    * The body piece by piece without a stream, when the transport has a faster way than `body`
    * (a watch reads one piece per event). Reads fail as those of `body` do.

@@ -91,6 +91,11 @@ class Body {
     return UTF8.decode(await readAllChunks(() => this.next()));
   }
 
+  /** The whole body's bytes; memory grows as for {@link text}. */
+  bytes(): Promise<Uint8Array> {
+    return readAllChunks(() => this.next());
+  }
+
   /** Stops reading: the connection is closed. */
   abandon(): void {
     if (this.#released) return;
@@ -456,6 +461,14 @@ function responseOf(head: ResponseHead, body: Body, exchange: Exchange): Transpo
       body.use();
       try {
         return await body.text();
+      } catch (err) {
+        throw exchange.readFailed(err);
+      }
+    },
+    bytes: async () => {
+      body.use();
+      try {
+        return await body.bytes();
       } catch (err) {
         throw exchange.readFailed(err);
       }

@@ -181,6 +181,10 @@ export function responseOf(
       use();
       return UTF8.decode(await readAllChunks(next));
     },
+    bytes: () => {
+      use();
+      return readAllChunks(next);
+    },
     chunks: () => {
       use();
       return { next, cancel };
