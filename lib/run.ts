@@ -377,7 +377,7 @@ class Attacher {
    * act.
    */
   async #runController(driver: DriverSetup, signal: AbortSignal, fence: LeaseFence): Promise<void> {
-    // The lists are read at once: their garbage is collected as they go, not only once V8's
+    // While the lists are read, their garbage is collected as it goes, not only once V8's
     // incremental marking ends long past its limit (lib/heap.ts).
     const collect = heapCollector();
     const onListedObject = collect === undefined ? undefined : pacedCollector(collect);
@@ -403,15 +403,21 @@ class Attacher {
     const { informers, driverName } = built;
     const term: { synced: boolean; stopped?: string } = { synced: false };
     this.#term = term;
-    const running = ([
-      ["volumeattachments", informers.volumeAttachments],
-      ["persistentvolumes", informers.persistentVolumes],
-      ["csinodes", informers.csiNodes],
-    ] as const).map(([name, informer]) =>
+    const run = (name: string, informer: { run(signal: AbortSignal): Promise<void> }) =>
       informer.run(signal).finally(() => {
         term.stopped ??= name;
-      })
-    );
+      });
+    const volumeAttachments = run("volumeattachments", informers.volumeAttachments);
+    // Beyond the Go attacher, whose informer factory starts every informer at once
+    // (client-go tools/cache/shared_informer.go): the PersistentVolumes' initial list is read
+    // once the VolumeAttachments' is. On one thread the two lists take as long one after the
+    // other as interleaved, and only one list's garbage is alive at a time, which is a
+    // takeover's peak RSS.
+    const persistentVolumes = Promise.race([
+      informers.volumeAttachments.waitForSync(signal).then(() => true, () => false),
+      volumeAttachments.then(() => false, () => false),
+    ]).then((synced) => synced ? run("persistentvolumes", informers.persistentVolumes) : undefined);
+    const running = [volumeAttachments, persistentVolumes, run("csinodes", informers.csiNodes)];
     const synced = this.#whenSynced(built, term, signal);
     // Beyond the Go attacher: the backlog as gauges and as a periodic log line.
     this.#metrics.setPendingSource(() =>

@@ -76,6 +76,39 @@ Deno.test("runAttacher() closes every API client it built when it stops, after p
   assert.deepEqual(messages, ["r1 became leader", "r1 stopped leading"]);
 });
 
+Deno.test("runAttacher() starts the PersistentVolumes' initial list once the VolumeAttachments' is read", async () => {
+  await using t = await setUp();
+  t.server.create(PERSISTENT_VOLUMES, pv(null));
+  t.server.create(VOLUME_ATTACHMENTS, va(false));
+  // The VolumeAttachments' watch list is held back: a PersistentVolume watch started beside it
+  // would reach the server meanwhile.
+  t.server.failNext({ verb: "watch", resource: "volumeattachments", delayMs: 300 });
+  const requestsWhenSent = new Map<string, number>();
+  t.server.onWatchListSent((resource) => {
+    if (!requestsWhenSent.has(resource)) requestsWhenSent.set(resource, t.server.requests.length);
+  });
+  const stop = new AbortController();
+  await runAttacher(options([]), {
+    log: nullLogger,
+    signal: stop.signal,
+    kube: t.kube,
+    env: { exit: () => stop.abort(), writeTerminationMessage: () => {}, hostname: () => "r1" },
+    onReady: () => stop.abort(),
+  });
+  const watches = t.server.requests.map((r, i) => ({ ...r, i }))
+    .filter((r) => r.verb === "watch" && r.query.sendInitialEvents === "true");
+  const vaSent = requestsWhenSent.get("volumeattachments");
+  assert.ok(vaSent !== undefined, "the VolumeAttachments' watch list was sent");
+  const pvWatch = watches.find((r) => r.resource === "persistentvolumes");
+  assert.ok(pvWatch !== undefined, "the PersistentVolumes were listed by a watch list");
+  assert.ok(
+    pvWatch.i >= vaSent,
+    `the PersistentVolume watch (request ${pvWatch.i}) came before the VolumeAttachments' list ` +
+      `was read (${vaSent} requests then)`,
+  );
+  assert.ok(watches.some((r) => r.resource === "csinodes"), "the CSINodes were watched too");
+});
+
 Deno.test("runAttacher() closes the API clients it built when startup fails", async () => {
   await using t = await setUp();
   using taken = Deno.listen({ hostname: "127.0.0.1", port: 0 });
