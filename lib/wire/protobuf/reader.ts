@@ -114,7 +114,7 @@ export class Reader {
         this.#advance(8);
         return;
       case WIRE_LEN:
-        this.lengthDelimited();
+        this.pos = this.lengthEnd();
         return;
       case WIRE_I32:
         this.#advance(4);
