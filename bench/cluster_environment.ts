@@ -189,6 +189,9 @@ export class ClusterEnvironment implements BenchEnvironment {
       rbacManifest: options.rbacManifest,
       log: () => {},
       controllerManager: options.params.pods === true,
+      // The driver is never restarted here, and its state file costs each call in proportion to
+      // the volumes (tests/e2e/cluster.ts, driverStateFile).
+      driverStateFile: false,
     });
     const spec: FixtureSpec = { ...options.params, driver: DRIVER_NAME, sharedNodeId: DRIVER_NAME };
     const env = new ClusterEnvironment({ cluster }, { spec, release: options.release });
