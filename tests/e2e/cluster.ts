@@ -143,7 +143,7 @@ export interface ClusterOptions {
 export function mockDriverFlags(
   dir: string,
   info: { driverSocket: string; driverName: string },
-  options: { driverArgs?: readonly string[]; driverStateFile?: boolean },
+  options: Pick<ClusterOptions, "driverArgs" | "driverStateFile">,
 ): string[] {
   return [
     `--endpoint=${info.driverSocket}`,
@@ -283,7 +283,7 @@ export class LocalCluster {
    */
   readonly apiserverStarts: { startedAt: number; readyAt: number }[] = [];
   readonly #binaries: Binaries;
-  readonly #driverOptions: { driverArgs?: readonly string[]; driverStateFile?: boolean };
+  readonly #driverOptions: Pick<ClusterOptions, "driverArgs" | "driverStateFile">;
   readonly #log: (line: string) => void;
   /** The owner given in the options: processes die with it. */
   readonly ownerPid: number | undefined;
