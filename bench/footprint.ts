@@ -1,6 +1,7 @@
 /**
  * `deno task bench -- --footprint`: where one attacher's memory is at each point of a run,
- * against the in-memory API server and example driver.
+ * against the in-memory API server and example driver, or with `--cluster` the e2e cluster
+ * (kube-apiserver, etcd and the CSI mock driver, as `deno task bench` without `--fake`).
  *
  * The run is the benchmark's (`run.ts`) without the timing: N PVs seeded, the canary attached
  * (the point "started"), all N VolumeAttachments created and attached, `--rest` ms of rest
@@ -20,6 +21,7 @@ too ("attach peak", "detach peak": which pages grew). At each point it reads `Vm
 
 import { parseArgs } from "node:util";
 import { attacherArgs, AttacherProcess } from "./attacher_process.ts";
+import type { BenchEnvironment } from "./environment.ts";
 import { FakeEnvironment } from "./fake_environment.ts";
 import { freePort, Inspector } from "./inspector.ts";
 import {
@@ -49,7 +51,8 @@ import { formatNumber, formatTable } from "./table.ts";
 /** Usage text of the mode. */
 export const FOOTPRINT_USAGE = `deno task bench -- --footprint [options]
 
-One attacher against the in-memory API server and example driver: RSS, peak RSS, anonymous and
+One attacher against the in-memory API server and example driver (or, with --cluster, the e2e
+cluster: kube-apiserver, etcd and the CSI mock driver): RSS, peak RSS, anonymous and
 file-backed pages (smaps_rollup) and, for a 'deno run' command, the V8 heap over the inspector,
 after start, at rest with N attached, after the detaches, and at the largest RSS sampled in the
 attach and the detach phase (every 20 ms; heap and external memory of the sample with the largest
@@ -67,6 +70,8 @@ RSS from Deno.memoryUsage() over the inspector).
                         as bytes allocated per attach by function (needs the inspector)
   --rest=3000           ms at rest before the "rest" point
   --nodes=50            nodes the VolumeAttachments are spread over
+  --cluster             the e2e cluster instead of the in-memory fakes (as the benchmark
+                        without --fake; exits 1 when the cluster cannot be prepared)
   --top=20              groups of each snapshot to print
 `;
 
@@ -196,7 +201,7 @@ export function renderMappings(points: readonly FootprintPoint[], top = 12): str
   return out;
 }
 
-async function waitFor(env: FakeEnvironment, proc: AttacherProcess, target: WaitTarget) {
+async function waitFor(env: BenchEnvironment, proc: AttacherProcess, target: WaitTarget) {
   const deadline = Date.now() + 600_000;
   for (;;) {
     const answer = await env.wait(target, 2000);
@@ -255,6 +260,27 @@ export function renderSnapshot(
   return formatTable(header, rows);
 }
 
+/**
+ * The run's environment: the in-memory fakes, or with `cluster` the e2e cluster (undefined, said
+ * on stderr, when it cannot be prepared).
+ */
+async function startEnvironment(
+  cluster: boolean,
+  params: { count: number; nodes: number; prefix: string },
+): Promise<BenchEnvironment | undefined> {
+  if (!cluster) return await FakeEnvironment.start({ ...params, driver: "example.csi.k8s.io" });
+  const { openClusterEnvironment } = await import("./cluster_environment.ts");
+  const opened = await openClusterEnvironment({
+    log: (line) => console.error(line),
+    env: (name) => Deno.env.get(name),
+  });
+  if (opened === undefined) {
+    console.error("The e2e cluster is not available.");
+    return undefined;
+  }
+  return await opened.factory(params);
+}
+
 /** Runs the mode; resolves with the exit code. */
 export async function runFootprint(args: string[], repo: string): Promise<number> {
   const parsed = parseArgs({
@@ -272,6 +298,7 @@ export async function runFootprint(args: string[], repo: string): Promise<number
       nodes: { type: "string", default: "50" },
       top: { type: "string", default: "20" },
       fake: { type: "boolean", default: true },
+      cluster: { type: "boolean", default: false },
       help: { type: "boolean", short: "h", default: false },
     },
     strict: true,
@@ -300,12 +327,8 @@ export async function runFootprint(args: string[], repo: string): Promise<number
   }
   const port = freePort();
   const inspected = o["no-inspect"] ? undefined : withInspector(command, port);
-  const env = await FakeEnvironment.start({
-    count,
-    nodes,
-    prefix: "fp-",
-    driver: "example.csi.k8s.io",
-  });
+  const env = await startEnvironment(o.cluster, { count, nodes, prefix: "fp-" });
+  if (env === undefined) return 1;
   const logFile = await Deno.makeTempFile({ prefix: "csi-attacher-footprint-", suffix: ".log" });
   const points: FootprintPoint[] = [];
   let proc: AttacherProcess | undefined;

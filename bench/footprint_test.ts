@@ -1,5 +1,11 @@
 import assert from "node:assert/strict";
-import { type FootprintPoint, renderMappings, renderPoints, withInspector } from "./footprint.ts";
+import {
+  type FootprintPoint,
+  renderMappings,
+  renderPoints,
+  runFootprint,
+  withInspector,
+} from "./footprint.ts";
 
 Deno.test("withInspector adds --inspect to a deno run command line only", () => {
   assert.equal(
@@ -76,4 +82,18 @@ Deno.test("renderMappings shows resident MiB by kind of mapping and what no clas
   assert.match(text, /largest mappings of no class at "attach peak"/);
   assert.match(text, /\| 7fc5c8100000 \|\s+3,?844 \|/);
   assert.equal(renderMappings([{ ...point("rest", 1), maps: undefined }]), "");
+});
+
+Deno.test("--footprint takes --cluster and still refuses a bad size with exit code 2", async () => {
+  const errors: unknown[] = [];
+  const original = console.error;
+  console.error = (...args: unknown[]) => errors.push(...args);
+  try {
+    assert.equal(await runFootprint(["--footprint", "--cluster", "--sizes=many"], "."), 2);
+    assert.equal(await runFootprint(["--footprint", "--fake", "--sizes=0"], "."), 2);
+  } finally {
+    console.error = original;
+  }
+  assert.equal(errors.length, 2);
+  assert.ok(String(errors[0]).includes("--cluster"));
 });
