@@ -7,6 +7,12 @@
  * through a wrapper (`deno task`, a script) is summed over the whole tree, and its peak is then
  * the sum of each member's peak, an upper bound.
  *
+ * Context switches are `voluntary_ctxt_switches` and `nonvoluntary_ctxt_switches` of each thread's
+ * `/proc/<pid>/task/<tid>/status` (the process's own `status` counts its main thread only):
+ * a voluntary switch is a thread going to sleep until something wakes it (data on a socket, a
+ * timer, another thread), so their count is how many times the process was woken; an involuntary
+ * one is a thread preempted while it still had work. Threads that already exited are not counted.
+ *
  * @module
  */
 
@@ -85,6 +91,26 @@ export function parseStatusMemory(text: string): { rssBytes: number; peakRssByte
   return { rssBytes: kb("VmRSS"), peakRssBytes: kb("VmHWM") };
 }
 
+/** Context switches of a process's threads (see the module doc). */
+export interface ContextSwitches {
+  /** Times a thread went to sleep and was woken later. */
+  voluntary: number;
+  /** Times a thread was preempted. */
+  involuntary: number;
+}
+
+/** The context switch counters of a `/proc/<pid>/status` text (0 when absent). */
+export function parseContextSwitches(text: string): ContextSwitches {
+  const count = (key: string) => {
+    const m = text.match(new RegExp(`^${key}:\\s+(\\d+)$`, "m"));
+    return m ? Number(m[1]) : 0;
+  };
+  return {
+    voluntary: count("voluntary_ctxt_switches"),
+    involuntary: count("nonvoluntary_ctxt_switches"),
+  };
+}
+
 /** Reads `/proc` for a benchmark; `clockTicks` converts stat ticks to seconds. */
 export class ProcReader {
   readonly #clockTicks: number;
@@ -126,6 +152,36 @@ export class ProcReader {
       cpuSeconds: ticks / this.#clockTicks,
       ...parseStatusMemory(status),
     };
+  }
+
+  /**
+   * The context switches of every live thread of `pids`, summed (threads and processes that exit
+   * while they are read are skipped).
+   */
+  contextSwitches(pids: readonly number[]): ContextSwitches {
+    const out: ContextSwitches = { voluntary: 0, involuntary: 0 };
+    for (const pid of pids) {
+      let tasks: Deno.DirEntry[];
+      try {
+        tasks = [...Deno.readDirSync(`/proc/${pid}/task`)];
+      } catch (err) {
+        if (processGone(err)) continue;
+        throw err;
+      }
+      for (const task of tasks) {
+        let status: string;
+        try {
+          status = Deno.readTextFileSync(`/proc/${pid}/task/${task.name}/status`);
+        } catch (err) {
+          if (processGone(err)) continue;
+          throw err;
+        }
+        const s = parseContextSwitches(status);
+        out.voluntary += s.voluntary;
+        out.involuntary += s.involuntary;
+      }
+    }
+    return out;
   }
 
   /** `pid` and its live descendants, summed; undefined when `pid` is gone. */

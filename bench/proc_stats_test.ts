@@ -1,5 +1,11 @@
 import assert from "node:assert/strict";
-import { parseStat, parseStatusMemory, processGone, ProcReader } from "./proc_stats.ts";
+import {
+  parseContextSwitches,
+  parseStat,
+  parseStatusMemory,
+  processGone,
+  ProcReader,
+} from "./proc_stats.ts";
 
 Deno.test("parseStat() counts fields from the last parenthesis", () => {
   const line = "4242 (deno (worker) x) S 17 4242 17 0 -1 4194560 1 0 0 0 250 31 7 3 20 0 9 0";
@@ -46,4 +52,36 @@ Deno.test("processGone() takes a process that exited between the open and the re
   assert.equal(processGone(new Deno.errors.PermissionDenied("/proc/1/status")), false);
   assert.equal(processGone(new Error("Input/output error (os error 5)")), false);
   assert.equal(processGone("gone"), false);
+});
+
+Deno.test("parseContextSwitches() reads a thread's voluntary and involuntary switches", () => {
+  const text = "Name:\tdeno\nvoluntary_ctxt_switches:\t1234\nnonvoluntary_ctxt_switches:\t56\n";
+  assert.deepEqual(parseContextSwitches(text), { voluntary: 1234, involuntary: 56 });
+  assert.deepEqual(parseContextSwitches("Name:\tzombie\n"), { voluntary: 0, involuntary: 0 });
+});
+
+Deno.test("ProcReader.contextSwitches() counts every thread, so a sleeping child's wake-ups", async () => {
+  const reader = await ProcReader.create();
+  // A shell that wakes from a sleep 20 times, then waits.
+  const child = new Deno.Command("sh", {
+    args: ["-c", "for i in $(seq 20); do sleep 0.01; done; exec sleep 5"],
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+  try {
+    while ((await Deno.readTextFile(`/proc/${child.pid}/comm`)).trim() !== "sleep") {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    // Each `sleep` it forked and waited for woke the shell at least once.
+    const switches = reader.contextSwitches([child.pid]);
+    assert.ok(switches.voluntary >= 20, `${switches.voluntary} < 20`);
+    const mine = reader.contextSwitches([Deno.pid]);
+    const main = parseContextSwitches(await Deno.readTextFile(`/proc/${Deno.pid}/status`));
+    // This process has more threads than its main one, each with its own counters.
+    assert.ok(mine.voluntary > main.voluntary, `${mine.voluntary} <= ${main.voluntary}`);
+  } finally {
+    child.kill("SIGKILL");
+    await child.status;
+  }
+  assert.deepEqual(reader.contextSwitches([2 ** 22 + 12345]), { voluntary: 0, involuntary: 0 });
 });

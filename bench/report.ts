@@ -5,6 +5,7 @@
  */
 
 import type { PhaseFigures, RunResult, Scenario } from "./run.ts";
+import type { ContextSwitches } from "./proc_stats.ts";
 import { median, total } from "./stats.ts";
 import { formatNumber, formatRatio, formatTable } from "./table.ts";
 
@@ -107,6 +108,17 @@ export function figureRows(scenario: Scenario, runsByAttacher: RunResult[][]): F
   add("CPU s, detach phase", 2, (r) => r.phases.detach?.cpuSeconds ?? NaN);
   add("CPU ms / detach", 2, perObject(scenario, (r) => msOf(r.phases.detach?.cpuSeconds)));
   add("CPU s, whole run", 2, (r) => r.cpuSecondsTotal);
+  // How often the attacher went to sleep and was woken, and was preempted: on a busy machine each
+  // wake-up costs CPU of its own (the scheduler, cold caches), whatever the work it brings.
+  const switches = (phase: PhaseFigures | undefined, kind: keyof ContextSwitches) =>
+    phase?.switches?.[kind];
+  add("wake-ups / attach", 2, perObject(scenario, (r) => switches(r.phases.attach, "voluntary")));
+  add("wake-ups / detach", 2, perObject(scenario, (r) => switches(r.phases.detach, "voluntary")));
+  add(
+    "preemptions / attach",
+    2,
+    perObject(scenario, (r) => switches(r.phases.attach, "involuntary")),
+  );
   add("RSS after start (MiB)", 1, (r) => r.startupRssBytes / MIB);
   add("RSS at rest, all attached (MiB)", 1, (r) => r.restRssBytes / MIB);
   add("peak RSS (MiB)", 1, (r) => r.peakRssBytes / MIB);

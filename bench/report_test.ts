@@ -122,3 +122,26 @@ Deno.test("figureRows(): kube-apiserver + etcd CPU per attach and per detach, et
   assert.deepEqual(values(rows, "API server + etcd CPU ms / attach"), [200, 250]);
   assert.deepEqual(values(rows, "API server + etcd CPU ms / detach"), [125, 50]);
 });
+
+Deno.test("figureRows(): wake-ups and preemptions per attach and detach, absent in old results", () => {
+  const phase = (voluntary: number, involuntary: number): PhaseFigures => ({
+    requests: { byKey: {}, contentTypes: {}, accept: {}, userAgents: {}, responseTypes: {} },
+    csiCalls: {},
+    cpuSeconds: 1,
+    helperCpuSeconds: {},
+    switches: { voluntary, involuntary },
+  });
+  const counted = {
+    ...run("A", undefined),
+    phases: { attach: phase(30, 4), detach: phase(10, 2) },
+  };
+  const old = {
+    ...run("B", undefined),
+    phases: { attach: { ...phase(0, 0), switches: undefined } },
+  };
+  const rows = figureRows(base, [[counted], [old]]);
+  // N=2.
+  assert.deepEqual(values(rows, "wake-ups / attach"), [15, NaN]);
+  assert.deepEqual(values(rows, "wake-ups / detach"), [5, NaN]);
+  assert.deepEqual(values(rows, "preemptions / attach"), [2, NaN]);
+});

@@ -26,7 +26,7 @@ import { attacherArgs, type AttacherFlags, AttacherProcess } from "./attacher_pr
 import type { BenchEnvironment, EnvironmentFactory } from "./environment.ts";
 import { mergeCounts, type RequestCounts } from "./request_counts.ts";
 import { nowMs, type TimelineReport, type WaitTarget } from "./timeline.ts";
-import type { ProcReader, TreeSample } from "./proc_stats.ts";
+import type { ContextSwitches, ProcReader, TreeSample } from "./proc_stats.ts";
 import type { LatencySummary } from "./stats.ts";
 
 /** A benchmark scenario: how many VolumeAttachments and with which client limits. */
@@ -82,6 +82,11 @@ export interface PhaseFigures {
   cpuSeconds: number;
   /** CPU seconds of the environment's own processes in the phase, by role. */
   helperCpuSeconds: Record<string, number>;
+  /**
+   * The attacher's context switches in the phase, all threads (`proc_stats.ts`): voluntary ones
+   * are the times it was woken. Absent in results written before they were counted.
+   */
+  switches?: ContextSwitches;
 }
 
 /** `--pods` figures of one run, seconds. */
@@ -260,11 +265,15 @@ export async function runOnce(
       rss.at.push(nowMs());
       rss.bytes.push(s.rssBytes);
     }, rssSampleMs(scenario.count));
-    const sample = (): TreeSample => {
+    const sample = (): TreeSample & { switches: ContextSwitches } => {
       const s = deps.proc.sampleTree(p.pid);
       if (s === undefined) throw new Error("the attacher exited");
-      return s;
+      return { ...s, switches: deps.proc.contextSwitches(s.pids) };
     };
+    const switchesSince = (a: ContextSwitches, b: ContextSwitches): ContextSwitches => ({
+      voluntary: b.voluntary - a.voluntary,
+      involuntary: b.involuntary - a.involuntary,
+    });
     const helperCpu = (): Record<string, number> => {
       const out: Record<string, number> = {};
       for (const [role, pid] of Object.entries(env.helperPids())) {
@@ -303,6 +312,7 @@ export async function runOnce(
       csiCalls: await env.takeCsiCalls(),
       cpuSeconds: next.cpuSeconds - cpu.cpuSeconds,
       helperCpuSeconds: diff(helpers, helperCpu()),
+      switches: switchesSince(cpu.switches, next.switches),
     };
     cpu = next;
 
@@ -318,6 +328,7 @@ export async function runOnce(
       csiCalls: await env.takeCsiCalls(),
       cpuSeconds: next.cpuSeconds - cpu.cpuSeconds,
       helperCpuSeconds: diff(helpers, helperCpu()),
+      switches: switchesSince(cpu.switches, next.switches),
     };
     cpu = next;
 
@@ -338,6 +349,7 @@ export async function runOnce(
       csiCalls: await env.takeCsiCalls(),
       cpuSeconds: next.cpuSeconds - cpu.cpuSeconds,
       helperCpuSeconds: diff(helpers, helperCpu()),
+      switches: switchesSince(cpu.switches, next.switches),
     };
     result.cpuSecondsTotal = next.cpuSeconds;
     result.peakRssBytes = next.peakRssBytes;
