@@ -66,6 +66,7 @@ export class TcpProxy {
   #broken = 0;
   #refused = 0;
   #resets = 0;
+  #clientBytes = 0;
   #refuseNew = false;
   #delayMs = 0;
   /** Set while held: resolves on release. */
@@ -94,6 +95,11 @@ export class TcpProxy {
   /** Connections accepted so far. */
   get accepted(): number {
     return this.#accepted;
+  }
+
+  /** Bytes read from clients to be passed on to the target so far, on every connection. */
+  get bytesFromClients(): number {
+    return this.#clientBytes;
   }
 
   /** Connections open now. */
@@ -292,6 +298,7 @@ export class TcpProxy {
           this.#broken++;
           break;
         }
+        if (fromClient) this.#clientBytes += n;
         const due = performance.now() + (fromClient ? 0 : this.#delayMs);
         queue.push({ due, bytes: buf.slice(0, n) });
         queued += n;
