@@ -21,7 +21,9 @@ import { BacklogReporter } from "./controller/backlog.ts";
 import {
   apiInformers,
   buildController,
+  buildControllerInformers,
   type BuiltController,
+  type ControllerInformers,
   type DriverHandling,
   DUMMY_DRIVER,
   handledDriverName,
@@ -186,6 +188,23 @@ interface DriverSetup {
   csi?: CsiClient;
 }
 
+/** The controller's informers, running. */
+interface RunningInformers {
+  informers: ControllerInformers;
+  /** Returns the garbage of a burst (`lib/heap.ts`); undefined without an exposed `gc`. */
+  reclaim: (() => void) | undefined;
+  /** Settles when every informer stopped. */
+  done: Promise<void>;
+  /** The first informer that stopped. */
+  stopped?: string;
+}
+
+/** A term of the controller: whether its caches synced, and the informers it reads. */
+interface Term {
+  synced: boolean;
+  informers: RunningInformers;
+}
+
 /**
  * The attacher once its Event path runs: driver setup, the HTTP endpoint, the election, and the
  * controller of each term (every term, without leader election).
@@ -198,8 +217,8 @@ class Attacher {
   readonly #metrics: Metrics;
   /** Set when the connection to the driver, once made, is lost (the process exits next). */
   #csiLost = false;
-  /** The controller's term while it runs: whether its caches synced, which informer stopped. */
-  #term: { synced: boolean; stopped?: string } | undefined;
+  /** The controller's term while it runs. */
+  #term: Term | undefined;
 
   constructor(parts: AttacherParts, settings: ComponentSettings) {
     this.#parts = parts;
@@ -220,8 +239,20 @@ class Attacher {
           // Without --leader-election the operator runs one replica: nothing to fence against.
           await this.#runController(driver, this.#parts.signal, SOLE_REPLICA);
         } else {
+          // Beyond the Go attacher, whose informers start in the term (cmd/csi-attacher/main.go
+          // starts its informer factory in the leader's `run`): a warm standby reads the caches
+          // from its start, so a takeover begins with them synced. Reading is not acting: no
+          // write and no driver call leaves a standby, and a leader works from a watch-fed cache
+          // all its term anyway.
+          const warm = this.#settings.elector?.warmStandby
+            ? this.#startInformers(driver, this.#parts.signal, { reclaimOnSync: true })
+            : undefined;
           // Each term's work gets that term's fence, closed for good when the term ends.
-          await this.#lead(elector, (signal, fence) => this.#runController(driver, signal, fence));
+          await this.#lead(
+            elector,
+            (signal, fence) => this.#runController(driver, signal, fence, warm),
+          );
+          await warm?.done;
         }
       } finally {
         await http?.close();
@@ -350,7 +381,8 @@ class Attacher {
     if (term === undefined) {
       return this.#settings.elector === undefined ? "the controller is not running" : undefined;
     }
-    if (term.stopped !== undefined) return `the ${term.stopped} informer is not running`;
+    const stopped = term.informers.stopped;
+    if (stopped !== undefined) return `the ${stopped} informer is not running`;
     if (!term.synced) return "the informers' caches have not synced yet";
     return undefined;
   }
@@ -372,40 +404,32 @@ class Attacher {
   }
 
   /**
-   * Runs the informers and the controller until `signal` aborts and the work in flight is done.
-   * `fence` is the term's lease fence (SOLE_REPLICA without leader election), asked before each
-   * act.
+   * Makes the controller's informers for the driver and runs them until `signal` aborts: the
+   * PersistentVolumes' once the VolumeAttachments' synced (below), the CSINodes' at once. With
+   * `reclaimOnSync` (a standby, whose controller would do it only in its term) the lists' garbage
+   * is returned once both synced.
    */
-  async #runController(driver: DriverSetup, signal: AbortSignal, fence: LeaseFence): Promise<void> {
+  #startInformers(
+    driver: DriverSetup,
+    signal: AbortSignal,
+    { reclaimOnSync }: { reclaimOnSync: boolean },
+  ): RunningInformers {
     // While the lists are read, their garbage is collected as it goes, not only once V8's
     // incremental marking ends long past its limit (lib/heap.ts).
     const collect = heapCollector();
     const onListedObject = collect === undefined ? undefined : pacedCollector(collect);
+    const { kube, log } = this.#parts;
+    const informers = buildControllerInformers(
+      apiInformers({ kube, clock: this.#clock, log }, { watchList: true, onListedObject }),
+      this.#settings.controller.resyncMs,
+      handledDriverName(driver.handling),
+    );
     // The initial lists' garbage, then each burst's (lib/heap.ts).
     const reclaim = heapReclaimer();
-    const { kube, events, log } = this.#parts;
-    const clock = this.#clock;
-    const built = buildController(
-      {
-        kube,
-        informers: apiInformers({ kube, clock, log }, { watchList: true, onListedObject }),
-        log,
-        clock,
-        fence,
-        events,
-        metrics: this.#metrics,
-        afterSync: reclaim,
-        whenIdle: reclaim,
-      },
-      { ...this.#settings.controller, callTimeoutMs: this.#settings.csi.callTimeoutMs },
-      driver.handling,
-    );
-    const { informers, driverName } = built;
-    const term: { synced: boolean; stopped?: string } = { synced: false };
-    this.#term = term;
+    const running: RunningInformers = { informers, reclaim, done: Promise.resolve() };
     const run = (name: string, informer: { run(signal: AbortSignal): Promise<void> }) =>
       informer.run(signal).finally(() => {
-        term.stopped ??= name;
+        running.stopped ??= name;
       });
     const volumeAttachments = run("volumeattachments", informers.volumeAttachments);
     // Beyond the Go attacher, whose informer factory starts every informer at once
@@ -417,7 +441,51 @@ class Attacher {
       informers.volumeAttachments.waitForSync(signal).then(() => true, () => false),
       volumeAttachments.then(() => false, () => false),
     ]).then((synced) => synced ? run("persistentvolumes", informers.persistentVolumes) : undefined);
-    const running = [volumeAttachments, persistentVolumes, run("csinodes", informers.csiNodes)];
+    const csiNodes = run("csinodes", informers.csiNodes);
+    running.done = Promise.all([volumeAttachments, persistentVolumes, csiNodes]).then(() => {});
+    if (reclaimOnSync && reclaim !== undefined) {
+      Promise.all([
+        informers.volumeAttachments.waitForSync(signal),
+        informers.persistentVolumes.waitForSync(signal),
+      ]).then(reclaim, () => {
+        // stopped before the caches synced
+      });
+    }
+    return running;
+  }
+
+  /**
+   * Runs the controller until `signal` aborts and the work in flight is done, on the `warm`
+   * standby's informers or, without them, on informers of its own that run as long. `fence` is
+   * the term's lease fence (SOLE_REPLICA without leader election), asked before each act.
+   */
+  async #runController(
+    driver: DriverSetup,
+    signal: AbortSignal,
+    fence: LeaseFence,
+    warm?: RunningInformers,
+  ): Promise<void> {
+    const running = warm ?? this.#startInformers(driver, signal, { reclaimOnSync: false });
+    const reclaim = running.reclaim;
+    const { kube, events, log } = this.#parts;
+    const built = buildController(
+      {
+        kube,
+        informers: running.informers,
+        log,
+        clock: this.#clock,
+        fence,
+        events,
+        metrics: this.#metrics,
+        afterSync: reclaim,
+        whenIdle: reclaim,
+      },
+      { ...this.#settings.controller, callTimeoutMs: this.#settings.csi.callTimeoutMs },
+      driver.handling,
+    );
+    const { informers, driverName } = built;
+    const term: Term = { synced: false, informers: running };
+    this.#term = term;
     const synced = this.#whenSynced(built, term, signal);
     // Beyond the Go attacher: the backlog as gauges and as a periodic log line.
     this.#metrics.setPendingSource(() =>
@@ -428,7 +496,12 @@ class Attacher {
     );
     const backlog = this.#reportBacklog([built.vaQueue, built.pvQueue], signal);
     try {
-      await Promise.all([built.controller.run(signal), ...running, synced, backlog]);
+      await Promise.all([
+        built.controller.run(signal),
+        synced,
+        backlog,
+        warm === undefined ? running.done : undefined,
+      ]);
     } finally {
       this.#metrics.setPendingSource(undefined);
       if (this.#term === term) this.#term = undefined;

@@ -16,6 +16,12 @@ export interface FeatureGates {
   readonly ReleaseLeaderElectionOnExit: boolean;
   /** GA, default true: write `status.attachError.errorCode` (the gRPC code) on attach errors. */
   readonly MutableCSINodeAllocatableCount: boolean;
+  /**
+   * Beyond the Go attacher, beta and on by default: with `--leader-election` a standby lists and
+   * watches from its start, so that at its Lease acquisition its caches are already synced
+   * (README "Deliberate differences"); `WarmStandby=false` lists only in the term, as Go does.
+   */
+  readonly WarmStandby: boolean;
 }
 
 /** A feature gate's maturity, as component-base prints it. */
@@ -27,6 +33,7 @@ export const KNOWN_FEATURE_GATES: ReadonlyArray<
 > = Object.freeze([
   Object.freeze({ name: "MutableCSINodeAllocatableCount", stage: "GA", default: true } as const),
   Object.freeze({ name: "ReleaseLeaderElectionOnExit", stage: "ALPHA", default: true } as const),
+  Object.freeze({ name: "WarmStandby", stage: "BETA", default: true } as const),
 ]);
 
 /**
@@ -53,6 +60,7 @@ export function resolveFeatureGates(requested: Readonly<Record<string, boolean>>
   return {
     ReleaseLeaderElectionOnExit: effective("ReleaseLeaderElectionOnExit"),
     MutableCSINodeAllocatableCount: effective("MutableCSINodeAllocatableCount"),
+    WarmStandby: effective("WarmStandby"),
   };
 }
 

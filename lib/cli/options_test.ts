@@ -40,7 +40,11 @@ Deno.test("parseOptions() defaults equal the Go attacher's (cmd/csi-attacher/mai
     maxEntries: 0,
     defaultFsType: "",
     maxGrpcLogLength: -1,
-    featureGates: { ReleaseLeaderElectionOnExit: true, MutableCSINodeAllocatableCount: true },
+    featureGates: {
+      ReleaseLeaderElectionOnExit: true,
+      MutableCSINodeAllocatableCount: true,
+      WarmStandby: true,
+    },
     leaderElection: false,
     leaderElectionNamespace: "",
     leaderElectionLeaseDurationMs: 15_000,
@@ -163,7 +167,11 @@ Deno.test("parseOptions() sets every flag, in single-dash and separate-value for
     maxEntries: 100,
     defaultFsType: "xfs",
     maxGrpcLogLength: 200,
-    featureGates: { ReleaseLeaderElectionOnExit: true, MutableCSINodeAllocatableCount: true },
+    featureGates: {
+      ReleaseLeaderElectionOnExit: true,
+      MutableCSINodeAllocatableCount: true,
+      WarmStandby: true,
+    },
     leaderElection: true,
     leaderElectionNamespace: "kube-system",
     leaderElectionLeaseDurationMs: 30_000,
@@ -271,7 +279,7 @@ Deno.test("parseOptions() reads --feature-gates as a merged name=bool map", () =
       "--feature-gates=ReleaseLeaderElectionOnExit=true,MutableCSINodeAllocatableCount=false",
     ])
       .featureGates,
-    { ReleaseLeaderElectionOnExit: true, MutableCSINodeAllocatableCount: false },
+    { ReleaseLeaderElectionOnExit: true, MutableCSINodeAllocatableCount: false, WarmStandby: true },
   );
   assert.deepEqual(
     options([
@@ -279,11 +287,12 @@ Deno.test("parseOptions() reads --feature-gates as a merged name=bool map", () =
       " ReleaseLeaderElectionOnExit = t ,",
       "--feature-gates=MutableCSINodeAllocatableCount=0",
     ]).featureGates,
-    { ReleaseLeaderElectionOnExit: true, MutableCSINodeAllocatableCount: false },
+    { ReleaseLeaderElectionOnExit: true, MutableCSINodeAllocatableCount: false, WarmStandby: true },
   );
   assert.deepEqual(options(["--feature-gates="]).featureGates, {
     ReleaseLeaderElectionOnExit: true,
     MutableCSINodeAllocatableCount: true,
+    WarmStandby: true,
   });
 });
 
@@ -449,6 +458,7 @@ Deno.test("the usage lists every flag with its type and non-zero default", () =>
   });
   assert.match(usage, /ReleaseLeaderElectionOnExit=true\|false \(ALPHA - default=true\)/);
   assert.match(usage, /MutableCSINodeAllocatableCount=true\|false \(GA - default=true\)/);
+  assert.match(usage, /WarmStandby=true\|false \(BETA - default=true\)/);
   assert.match(usage, /-metrics-address[^]*DEPRECATED: use --http-endpoint/);
   assert.match(usage, /-automaxprocs\n[^\n]*\n {4}\tNo effect: /);
 });

@@ -93,6 +93,8 @@ export interface ElectorSettings {
   labels: Record<string, string>;
   /** Feature gate `ReleaseLeaderElectionOnExit`: give the Lease up when stopped. */
   releaseOnCancel: boolean;
+  /** Feature gate `WarmStandby`: the informers run from the start, not only in the term. */
+  warmStandby: boolean;
 }
 
 /** The one Event path. */
@@ -206,6 +208,7 @@ function electorSettings(options: Options): ElectorSettings {
     retryPeriodMs: options.leaderElectionRetryPeriodMs,
     labels: { ...options.leaderElectionLabels },
     releaseOnCancel: options.featureGates.ReleaseLeaderElectionOnExit,
+    warmStandby: options.featureGates.WarmStandby,
   };
 }
 

@@ -56,6 +56,7 @@ Deno.test("componentSettings() carries every flag a component reads to that comp
     "--default-fstype=ext4",
     "--log-backlog-interval=0",
     "--feature-gates=MutableCSINodeAllocatableCount=false,ReleaseLeaderElectionOnExit=false",
+    "--feature-gates=WarmStandby=false",
     "--leader-election",
     "--leader-election-namespace=ns",
     "--leader-election-lease-duration=30s",
@@ -93,6 +94,7 @@ Deno.test("componentSettings() carries every flag a component reads to that comp
     retryPeriodMs: 4_000,
     labels: { a: "1" },
     releaseOnCancel: false,
+    warmStandby: false,
   });
   assert.deepEqual(s.events, { drainMs: 20_000 });
   const { flags, ...http } = s.http!;

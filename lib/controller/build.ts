@@ -119,7 +119,12 @@ export function handledDriverName(driver: DriverHandling): string {
 export interface ControllerBuildDeps {
   /** The API client of the handler's writes. */
   kube: KubeApi;
-  informers: InformerSource;
+  /**
+   * Where the informers come from, or the informers themselves, already made by
+   * {@link buildControllerInformers} for this driver (a warm standby's, `lib/run.ts`, running
+   * before the term that builds the controller).
+   */
+  informers: InformerSource | ControllerInformers;
   log: Logger;
   clock: Clock;
   /**
@@ -194,7 +199,9 @@ export function buildController(
 ): BuiltController {
   const driverName = handledDriverName(driver);
   const controllerSettings = settings;
-  const informers = buildInformers(deps.informers, controllerSettings.resyncMs, driverName);
+  const informers = typeof deps.informers === "function"
+    ? buildControllerInformers(deps.informers, controllerSettings.resyncMs, driverName)
+    : deps.informers;
   // Attaches and detaches have their own workers (beyond the Go attacher; ARCHITECTURE.md
   // "Scheduling").
   const queue = (name: string, lanes?: QueueLanes) =>
@@ -251,8 +258,9 @@ export function workQueue(
 /**
  * The informers of VolumeAttachments, PersistentVolumes and the driver's CSINodes, their caches
  * keeping only what the attacher reads (`./cache_fields.ts`), in pools of this controller's own.
+ * {@link buildController} makes them unless it is handed them made.
  */
-function buildInformers(
+export function buildControllerInformers(
   source: InformerSource,
   resyncMs: number,
   driverName: string,

@@ -1,7 +1,7 @@
 /**
  * One attacher process of a chaos schedule: the real `LeaderElector` on the replica's freezable
- * clock against the API server's Lease (`./lease_api.ts`), and in each term the controller as it
- * ships (`buildController`, lib/controller/build.ts: informers, work queues, CSI handler,
+ * clock against the API server's Lease (`./lease_api.ts`), the informers running from the start
+ * (a warm standby's, as `lib/run.ts` runs them), and in each term the controller as it ships (`buildController`, lib/controller/build.ts: informers, work queues, CSI handler,
  * reconciler) around the fence the elector hands the term, over the simulated API and driver. The elector's own timers renew the
  * Lease (a paused replica's are held), its fence closes the term, and a standby's elector takes
  * the Lease over only once it saw the record unchanged for a lease duration. The workers do not
@@ -21,8 +21,10 @@ import type { AttachController } from "../../lib/controller/controller.ts";
 import {
   apiInformers,
   buildController,
+  buildControllerInformers,
   type BuiltController,
   type ControllerBuildSettings,
+  type ControllerInformers,
 } from "../../lib/controller/build.ts";
 import type { CsiClient } from "../../lib/csi/api.ts";
 import type { Logger } from "../../lib/observe/logger.ts";
@@ -98,6 +100,8 @@ export class AttacherInstance {
   lapsed = false;
   readonly #leases: LeaseApi;
   readonly #build: (fence: LeaseFence) => BuiltController;
+  /** The informers, run from the start as a warm standby's (`lib/run.ts`), read by the term. */
+  readonly #informers: ControllerInformers;
   #term: BuiltController | undefined;
 
   /** Builds the process; nothing runs until {@link AttacherInstance.start}. */
@@ -127,12 +131,17 @@ export class AttacherInstance {
       ({ kube, csi } = sabotageClients(opts.sabotage, { kube, csi, log: this.log }));
     }
     const log = this.log;
+    this.#informers = buildControllerInformers(
+      // The simulated API serves no watch lists: the informers list, then watch.
+      apiInformers({ kube, clock, log, random: deps.random }, { watchList: false }),
+      RESYNC_MS,
+      DRIVER_NAME,
+    );
     this.#build = (termFence) =>
       buildController(
         {
           kube,
-          // The simulated API serves no watch lists: the informers list, then watch.
-          informers: apiInformers({ kube, clock, log, random: deps.random }, { watchList: false }),
+          informers: this.#informers,
           log,
           clock,
           // The "noFence" sabotage: a fence that never closes, to show what the real one prevents.
@@ -171,6 +180,10 @@ export class AttacherInstance {
    * anything that rejects unexpectedly.
    */
   start(onFailure: (what: string, err: unknown) => void): void {
+    const { volumeAttachments, persistentVolumes, csiNodes } = this.#informers;
+    for (const informer of [volumeAttachments, persistentVolumes, csiNodes]) {
+      informer.run(this.abort.signal).catch((err) => onFailure(`${this.name} informer`, err));
+    }
     this.elector.run(this.abort.signal, {
       onStartedLeading: (signal, fence) => this.#lead(signal, fence, onFailure),
       onStoppedLeading: () => this.lapsed = true,
@@ -184,16 +197,14 @@ export class AttacherInstance {
     onFailure: (what: string, err: unknown) => void,
   ): Promise<void> {
     const term = this.#term = this.#build(fence);
-    const { volumeAttachments, persistentVolumes, csiNodes } = term.informers;
-    const running = [volumeAttachments, persistentVolumes, csiNodes].map((informer) =>
-      informer.run(signal).catch((err) => onFailure(`${this.name} informer`, err))
-    );
+    const { volumeAttachments, persistentVolumes } = term.informers;
     Promise.all([volumeAttachments.waitForSync(signal), persistentVolumes.waitForSync(signal)])
       .then(() => this.#reconcileLoop(term, signal), () => {
         // the term ended before the caches synced
       })
       .catch((err) => onFailure(`${this.name} reconcile loop`, err));
-    await Promise.all(running);
+    if (signal.aborted) return;
+    await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve()));
   }
 
   /**

@@ -72,8 +72,16 @@ Deno.test("chaos: publishing before the finalizer is stored breaks invariant 1",
 });
 
 Deno.test("chaos: removing the finalizer without a real unpublish breaks invariant 2", async () => {
-  const broken = await firstBreach("fakeUnpublish");
-  assert.ok(broken.includes(2), `expected invariant 2, got ${broken}`);
+  // A seed may break invariant 1 first: the finalizer goes while another replica's publish of the
+  // volume is still with the driver, which finishes it afterwards. Some seed breaks 2 at the write.
+  const seen: number[][] = [];
+  for (let seed = 1; seed <= 40; seed++) {
+    const result = await runSchedule({ seed, chaosSteps: 120, sabotage: "fakeUnpublish" });
+    const broken = result.violations.map((v) => v.invariant);
+    if (broken.length > 0) seen.push(broken);
+    if (broken.includes(2)) return;
+  }
+  assert.fail(`no seed broke invariant 2; breaches: ${JSON.stringify(seen)}`);
 });
 
 Deno.test("chaos: logging a publish request's secrets breaks invariant 6", async () => {
