@@ -95,6 +95,12 @@ export interface TakeoverResult {
    * spent over the same span: what serving B's takeover cost the control plane.
    */
   serverCpuSeconds: number;
+  /**
+   * B's CPU seconds from its start to the kill (a standby's: a warm one lists and watches), and
+   * what kube-apiserver and etcd spent over the same span.
+   */
+  standbyCpuSeconds: number;
+  standbyServerCpuSeconds: number;
   /** B's RSS before the kill (standby), and its peak (VmHWM) at the end. */
   standbyRssBytes: number;
   peakRssBytes: number;
@@ -207,6 +213,8 @@ export async function runTakeover(
     leaseToProcessedSeconds: NaN,
     cpuSeconds: NaN,
     serverCpuSeconds: NaN,
+    standbyCpuSeconds: NaN,
+    standbyServerCpuSeconds: NaN,
     standbyRssBytes: NaN,
     peakRssBytes: NaN,
     csiCalls: {},
@@ -287,6 +295,12 @@ export async function runTakeover(
       `  replica A attached ${options.count} in ${result.leaderAttachSeconds.toFixed(1)} s`,
     );
 
+    const servers = Object.entries(env.helperPids())
+      .filter(([role]) => role === "apiServer" || role === "etcd")
+      .map(([, pid]) => pid);
+    const serversCpu = () =>
+      servers.reduce((sum, pid) => sum + (deps.proc.sample(pid)?.cpuSeconds ?? NaN), 0);
+    const serversAtStandbyStart = serversCpu();
     standby = AttacherProcess.start(
       replicaCommand(attacher.commandLine, "replica-b"),
       [...argsAt(STANDBY_VERBOSITY), `--http-endpoint=127.0.0.1:${metricsPort}`],
@@ -305,9 +319,6 @@ export async function runTakeover(
 
     // The kill, and at once the probe.
     const cpu = result.cpuSeries;
-    const servers = Object.entries(env.helperPids())
-      .filter(([role]) => role === "apiServer" || role === "etcd")
-      .map(([, pid]) => pid);
     /** The servers' CPU seconds, one entry per entry of `cpu`. */
     const serverCpu: number[] = [];
     const sample = () => {
@@ -315,15 +326,17 @@ export async function runTakeover(
       if (s === undefined) return;
       const at = nowMs();
       cpu.push([at, s.cpuSeconds]);
-      serverCpu.push(
-        servers.reduce((sum, pid) => sum + (deps.proc.sample(pid)?.cpuSeconds ?? NaN), 0),
-      );
+      serverCpu.push(serversCpu());
       if (cpu.length % Math.max(1, Math.round(rssSampleMs(options.count) / CPU_SAMPLE_MS)) === 0) {
         result.rssSeries.at.push(at);
         result.rssSeries.bytes.push(s.rssBytes);
       }
     };
     sample();
+    result.standbyCpuSeconds = cpu[0]?.[1] ?? NaN;
+    result.standbyServerCpuSeconds = servers.length === 0
+      ? NaN
+      : (serverCpu[0] ?? NaN) - serversAtStandbyStart;
     result.killedAt = nowMs();
     Deno.kill(-leader.pid, "SIGKILL");
     await env.createFloodProbe();
@@ -583,6 +596,8 @@ export function summary(r: TakeoverResult): Record<string, number> {
     "Lease → CPU quiet (s)": round(r.leaseToProcessedSeconds, 1),
     "CPU s": round(r.cpuSeconds, 2),
     "API server + etcd CPU s": round(r.serverCpuSeconds, 2),
+    "standby CPU s": round(r.standbyCpuSeconds, 2),
+    "standby's API server + etcd CPU s": round(r.standbyServerCpuSeconds, 2),
     "standby RSS (MiB)": round(r.standbyRssBytes / 2 ** 20, 1),
     "peak RSS (MiB)": round(r.peakRssBytes / 2 ** 20, 1),
     "publishes of attached VAs": r.publishesOfAttached,
