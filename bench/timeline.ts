@@ -9,6 +9,7 @@
  * @module
  */
 
+import { preciseWallNow } from "../lib/clock.ts";
 import type { VolumeAttachment } from "../lib/kube/types.ts";
 import { CANARY, type FixtureSpec, FLOOD_PROBE, indexOfVa } from "./fixtures.ts";
 import type { PodTimelineReport } from "./pod_timeline.ts";
@@ -126,9 +127,14 @@ export function attachPace(attachedAt: Float64Array, n: number): AttachPace {
   };
 }
 
-/** Epoch milliseconds with sub-millisecond resolution. */
+/**
+ * Epoch milliseconds with sub-millisecond resolution, on the wall clock the attachers' log lines
+ * and the API server's times are on: after a step of the system clock (seen here: about 15 s in the
+ * middle of a takeover run) `performance.timeOrigin + performance.now()` stays on the old time
+ * and every log time read against it is off by the step.
+ */
 export function nowMs(): number {
-  return performance.timeOrigin + performance.now();
+  return preciseWallNow();
 }
 
 /** Change types as watches and the in-memory server name them. */
