@@ -1,11 +1,12 @@
 /**
  * One attacher process of a chaos schedule: the real `LeaderElector` on the replica's freezable
  * clock against the API server's Lease (`./lease_api.ts`), the informers running from the start
- * (a warm standby's, as `lib/run.ts` runs them), and in each term the controller as it ships (`buildController`, lib/controller/build.ts: informers, work queues, CSI handler,
- * reconciler) around the fence the elector hands the term, over the simulated API and driver. The elector's own timers renew the
- * Lease (a paused replica's are held), its fence closes the term, and a standby's elector takes
- * the Lease over only once it saw the record unchanged for a lease duration. The workers do not
- * pull from the queues by themselves: the simulation starts each sync.
+ * (a warm standby's, as `lib/run.ts` runs them), and in each term the controller as it ships
+ * (`buildController`, lib/controller/build.ts: work queues, CSI handler, reconciler) around the
+ * fence the elector hands the term, over the simulated API and driver. The elector's own timers
+ * renew the Lease (a paused replica's are held), its fence closes the term, and a standby's
+ * elector takes the Lease over only once it saw the record unchanged for a lease duration. The
+ * workers do not pull from the queues by themselves: the simulation starts each sync.
  *
  * @module
  */
