@@ -119,6 +119,11 @@ async function markAsDetached(
     current = removed.value;
   }
   if (!found && !current.status?.attached) return DONE;
+  // The answer of the removal shows the VA being deleted with no finalizer left: the API server
+  // deleted it in the same write (k8s.io/apiserver `registry/generic/registry/store.go`,
+  // `Update` and `shouldDeleteDuringUpdate`). The Go attacher patches the status anyway and
+  // counts the 404 as success; ours spares the request.
+  if (found && goneWithFinalizer(current)) return DONE;
   if (fenceClosed(ctx, log)) return STOPPED;
   try {
     const written = await writeStatus(ctx.kube, current, {
@@ -131,6 +136,16 @@ async function markAsDetached(
     return failed(error, { op: "detach", va: current });
   }
   return DONE;
+}
+
+/**
+ * Whether `va`, as an answer gave it, is gone: being deleted, no finalizer left and no grace
+ * period (`store.go` `shouldDeleteDuringUpdate` deletes exactly those).
+ */
+function goneWithFinalizer(va: VolumeAttachment): boolean {
+  const { deletionTimestamp, deletionGracePeriodSeconds, finalizers } = va.metadata;
+  return deletionTimestamp !== undefined && (finalizers ?? []).length === 0 &&
+    (deletionGracePeriodSeconds ?? 0) === 0;
 }
 
 /** Removes our finalizer from the VA (carrying its uid); the VA as the API server stored it. */

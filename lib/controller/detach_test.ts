@@ -49,6 +49,29 @@ Deno.test("detach: the finalizer removal and the status write carry the uid of t
   ]);
 });
 
+Deno.test("detach: an answer showing the VA deleted with its finalizer ends the detach, no status write", async () => {
+  const { kube, csi, events, handler } = setUp();
+  const gone = va(true);
+  gone.metadata.finalizers = undefined;
+  kube.objects.set("volumeattachments/va1", gone);
+  assert.equal(await handler.syncVolumeAttachment(va(true), new AbortController().signal), "done");
+  assert.deepEqual(csi.calls, ["unpublish vol1"]);
+  assert.deepEqual(kube.calls.map((c) => c.what), ["patch volumeattachments va1"]);
+  assert.deepEqual(events, []);
+});
+
+Deno.test("detach: an answer with another finalizer left still gets the status write", async () => {
+  const { kube, handler } = setUp();
+  const held = va(true);
+  held.metadata.finalizers = ["example.com/keep"];
+  kube.objects.set("volumeattachments/va1", held);
+  assert.equal(await handler.syncVolumeAttachment(va(true), new AbortController().signal), "done");
+  assert.deepEqual(kube.calls.map((c) => c.what), [
+    "patch volumeattachments va1",
+    "patch volumeattachments/status va1",
+  ]);
+});
+
 Deno.test("detach: a status write answered NotFound (the VA went with its finalizer) is done", async () => {
   const { kube, events, handler } = setUp();
   kube.fail.set("patch volumeattachments/status va1", notFoundError(VOLUME_ATTACHMENTS, "va1"));

@@ -22,8 +22,6 @@ import {
   attachError,
   csiNode,
   deleted,
-  DET,
-  DET_CLR,
   detachError,
   FIN,
   forUid,
@@ -129,7 +127,7 @@ Deno.test("events: attach and detach that work at once -> no Events", async () =
     name: "detach works",
     initialObjects: [pv(), csiNode()],
     addedVA: deleted(va(true, FIN, ANN)),
-    expectedActions: [REMOVE_FIN, DET],
+    expectedActions: [REMOVE_FIN],
     expectedCsiCalls: [unpublish()],
   });
   assert.deepEqual(detach.summary(), []);
@@ -140,7 +138,7 @@ Deno.test("events: detach fails, then succeeds -> a Warning with the detachError
     name: "detach fails once",
     initialObjects: [pv(), csiNode()],
     addedVA: deleted(va(true, FIN, ANN)),
-    expectedActions: [detachError(MOCK_ERROR), REMOVE_FIN, DET_CLR],
+    expectedActions: [detachError(MOCK_ERROR), REMOVE_FIN],
     expectedCsiCalls: [unpublish(FAIL), unpublish()],
   });
   assert.deepEqual(sink.summary(), [
