@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { FakeEnvironment } from "./fake_environment.ts";
 import { ProcReader } from "./proc_stats.ts";
-import { runOnce, type Scenario } from "./run.ts";
+import { defaultPhaseTimeoutMs, runOnce, type Scenario } from "./run.ts";
 
 const MAIN = new URL("../main.ts", import.meta.url).pathname;
 const DRIVER = "example.csi.k8s.io";
@@ -106,4 +106,11 @@ Deno.test("runOnce() in the detach flood times a new attach made while unpublish
   assert.ok(result.detachSeconds >= 0.2, String(result.detachSeconds));
   assert.equal(result.phases.detach?.csiCalls.ControllerUnpublishVolume, 4);
   assert.equal(result.phases.detach?.csiCalls.ControllerPublishVolume, 1, "the probe's attach");
+});
+
+Deno.test("defaultPhaseTimeoutMs lets N=20 000 go at the cluster's slow pace of 115 a second", () => {
+  const large: Scenario = { ...scenario, name: "N=20000, unthrottled", count: 20_000 };
+  // The pace kube-apiserver allowed both attachers on a slow day: 20 000 at 115 a second.
+  assert.ok(defaultPhaseTimeoutMs(large) > (20_000 / 115) * 1000);
+  assert.equal(defaultPhaseTimeoutMs(scenario), 120_000, "small N: the 120 s floor");
 });
