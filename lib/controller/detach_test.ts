@@ -72,6 +72,19 @@ Deno.test("detach: an answer with another finalizer left still gets the status w
   ]);
 });
 
+Deno.test("detach: an answer with a grace period left still gets the status write", async () => {
+  const { kube, handler } = setUp();
+  const graceful = va(true);
+  graceful.metadata.finalizers = undefined;
+  graceful.metadata.deletionGracePeriodSeconds = 30;
+  kube.objects.set("volumeattachments/va1", graceful);
+  assert.equal(await handler.syncVolumeAttachment(va(true), new AbortController().signal), "done");
+  assert.deepEqual(kube.calls.map((c) => c.what), [
+    "patch volumeattachments va1",
+    "patch volumeattachments/status va1",
+  ]);
+});
+
 Deno.test("detach: a status write answered NotFound (the VA went with its finalizer) is done", async () => {
   const { kube, events, handler } = setUp();
   kube.fail.set("patch volumeattachments/status va1", notFoundError(VOLUME_ATTACHMENTS, "va1"));
