@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { notFoundError, SECRETS, VOLUME_ATTACHMENTS } from "../kube/api.ts";
 import { settle, setUp, testFence, va } from "../../testkit/harness/handler_fixtures.ts";
+import type { VolumeAttachment } from "../kube/types.ts";
 
 Deno.test("detach: the stop signal ends a detach waiting for its secret; no unpublish, nothing recorded", async () => {
   const { kube, csi, events, handler } = setUp({ secret: true });
@@ -60,30 +61,31 @@ Deno.test("detach: an answer showing the VA deleted with its finalizer ends the 
   assert.deepEqual(events, []);
 });
 
-Deno.test("detach: an answer with another finalizer left still gets the status write", async () => {
-  const { kube, handler } = setUp();
-  const held = va(true);
-  held.metadata.finalizers = ["example.com/keep"];
-  kube.objects.set("volumeattachments/va1", held);
-  assert.equal(await handler.syncVolumeAttachment(va(true), new AbortController().signal), "done");
-  assert.deepEqual(kube.calls.map((c) => c.what), [
-    "patch volumeattachments va1",
-    "patch volumeattachments/status va1",
-  ]);
-});
-
-Deno.test("detach: an answer with a grace period left still gets the status write", async () => {
-  const { kube, handler } = setUp();
-  const graceful = va(true);
-  graceful.metadata.finalizers = undefined;
-  graceful.metadata.deletionGracePeriodSeconds = 30;
-  kube.objects.set("volumeattachments/va1", graceful);
-  assert.equal(await handler.syncVolumeAttachment(va(true), new AbortController().signal), "done");
-  assert.deepEqual(kube.calls.map((c) => c.what), [
-    "patch volumeattachments va1",
-    "patch volumeattachments/status va1",
-  ]);
-});
+// The VA still exists after the removal: another finalizer, or a grace period, is left.
+for (
+  const [left, change] of [
+    ["another finalizer", (v: VolumeAttachment) => v.metadata.finalizers = ["example.com/keep"]],
+    ["a grace period", (v: VolumeAttachment) => {
+      v.metadata.finalizers = undefined;
+      v.metadata.deletionGracePeriodSeconds = 30;
+    }],
+  ] as const
+) {
+  Deno.test(`detach: an answer with ${left} left still gets the status write`, async () => {
+    const { kube, handler } = setUp();
+    const answer = va(true);
+    change(answer);
+    kube.objects.set("volumeattachments/va1", answer);
+    assert.equal(
+      await handler.syncVolumeAttachment(va(true), new AbortController().signal),
+      "done",
+    );
+    assert.deepEqual(kube.calls.map((c) => c.what), [
+      "patch volumeattachments va1",
+      "patch volumeattachments/status va1",
+    ]);
+  });
+}
 
 Deno.test("detach: a status write answered NotFound (the VA went with its finalizer) is done", async () => {
   const { kube, events, handler } = setUp();
